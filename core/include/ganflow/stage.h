@@ -1,0 +1,217 @@
+/* ganflow stage ABI.
+ *
+ * A stage is a shared object exporting exactly one symbol, `ganflow_stage`,
+ * a const gf_stage_desc. The loader reads `abi` and `size` first and
+ * refuses a .so whose ABI version differs or whose descriptor is smaller
+ * than the runtime expects, naming the file, before reading anything else.
+ *
+ * The descriptor declares the stage's ports (name + message kind) and its
+ * parameters (name, type, default, doc). The runtime checks a pipeline
+ * against these declarations before anything runs: unknown keys, wrong
+ * types, ports of different kinds, inputs left unconnected are errors that
+ * name the stage instance and the key or port.
+ *
+ * Life of a stage instance (one per worker when the stage runs several):
+ *   create(ctx, params, &self)   on the main thread, before any run();
+ *                                params is a GF_VMAP holding every declared
+ *                                parameter (defaults filled in), owned by the
+ *                                runtime and valid until destroy() returns.
+ *   run(self, ctx)               on the instance's own thread; loops on
+ *                                gf_pop / gf_msg_get / gf_push. Returns 0 when
+ *                                done (end of input, graceful stop), or an
+ *                                error after gf_fail(). GF_ESTOP and GF_EEOF
+ *                                returned from run count as a clean end.
+ *   flush(self, ctx)             optional; after run() ended cleanly, before
+ *                                the instance's outputs close: last chance to
+ *                                push (final checkpoint state, last metrics).
+ *   destroy(self)                on the main thread after every thread joined.
+ *
+ * Stages never include Lua headers; they see parameters as gf_value trees.
+ */
+#ifndef GANFLOW_STAGE_H
+#define GANFLOW_STAGE_H
+
+#include <stdint.h>
+
+#include <ganflow/err.h>
+#include <ganflow/msg.h>
+#include <ganflow/value.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GF_STAGE_ABI 1u
+
+/* Exports one symbol from a stage built with -fvisibility=hidden:
+ *   GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = { ... };      */
+#define GF_STAGE_EXPORT __attribute__((visibility("default")))
+#define GF_STAGE_SYMBOL "ganflow_stage"
+
+typedef struct gf_ctx gf_ctx;
+
+typedef enum {
+	GF_PARAM_INT = 1, /* integer; def "64" */
+	GF_PARAM_NUM,     /* number (integers accepted); def "2e-4" */
+	GF_PARAM_BOOL,    /* boolean; def "true" / "false" */
+	GF_PARAM_STR,     /* string; def is the raw string ("bce") */
+	GF_PARAM_LIST,    /* list (Lua array) of anything; def must be NULL or "nil" */
+	GF_PARAM_TABLE,   /* any table (list or map): layer tables, optimiser
+	                     settings; def must be NULL or "nil" */
+	GF_PARAM_ANY      /* any value; def NULL or "nil" */
+} gf_param_type;
+
+typedef struct gf_param_desc {
+	const char *name;
+	gf_param_type type;
+	const char *def;  /* default as text; NULL: required; "nil": optional, absent */
+	const char *doc;  /* one line, shown by `ganflow stages` */
+} gf_param_desc;
+
+enum {
+	GF_PORT_OPTIONAL = 1u << 0, /* may be left unconnected */
+	GF_PORT_MULTI = 1u << 1     /* input: accepts several edges; gf_pop returns
+	                               from whichever has a message */
+};
+
+typedef struct gf_port_desc {
+	const char *name;
+	const char *kind; /* message kind: "samples", "batch", "fakes", "weights",
+	                     "grads", "metrics", "state", "items"...; "any" on an
+	                     input accepts every kind */
+	uint32_t flags;   /* GF_PORT_* */
+	const char *doc;
+} gf_port_desc;
+
+enum {
+	/* The stage may run as several workers (`workers = n` in Lua). Such a
+	 * stage has one input and one output and pushes exactly one message per
+	 * message it pops, in order (a skipped input is pushed back as a message
+	 * flagged GF_MSG_DROPPED). The runtime deals inputs round-robin over the
+	 * workers and merges their outputs in the same order, so downstream sees
+	 * the order of upstream. */
+	GF_STAGE_WORKERS = 1u << 0
+};
+
+typedef struct gf_stage_desc {
+	uint32_t abi;   /* GF_STAGE_ABI */
+	uint32_t size;  /* sizeof(gf_stage_desc) */
+	const char *name;
+	const char *doc;
+	const gf_port_desc *inputs;
+	uint32_t ninputs;
+	const gf_port_desc *outputs;
+	uint32_t noutputs;
+	const gf_param_desc *params;
+	uint32_t nparams;
+	uint32_t flags; /* GF_STAGE_* */
+	int (*create)(gf_ctx *ctx, const gf_value *params, void **self);
+	int (*run)(void *self, gf_ctx *ctx);
+	int (*flush)(void *self, gf_ctx *ctx); /* may be NULL */
+	void (*destroy)(void *self);           /* may be NULL */
+} gf_stage_desc;
+
+/* What a run was started with: the same for every stage of the graph. */
+typedef struct gf_run_info {
+	int rank;              /* this process's rank, 0 without a launcher */
+	int world;             /* number of processes, 1 without a launcher */
+	uint64_t seed;         /* run seed */
+	int64_t steps;         /* step target, 0 = until end of data or a stop */
+	const char *run_dir;   /* directory this run writes into (exists), or NULL */
+	const char *backend;   /* "cpu", "cuda" or "auto" as requested */
+	const char *resume;    /* checkpoint to resume from, or NULL */
+	const char *pipeline;  /* path of the Lua script, or NULL */
+	int threads;           /* compute threads per stage requested, 0 = default */
+} gf_run_info;
+
+/* Statistics of one edge, as shown in the end-of-run table and recorded by
+ * the metrics stage. */
+typedef struct gf_edge_stat {
+	char from[96];        /* "stage.port" */
+	char to[96];
+	uint32_t capacity;
+	uint32_t depth;       /* active depth now */
+	uint32_t depth_min, depth_max;
+	double depth_mean;    /* time-weighted since the start */
+	uint64_t items;       /* messages delivered */
+	uint64_t stalls;      /* pops that found the ring empty and had to wait */
+	uint64_t full_waits;  /* pushes that found the active depth full */
+	int fixed;            /* 1 when the pipeline fixed the depth */
+} gf_edge_stat;
+
+/* ---- messages in and out ---- */
+
+/* Pops the next message from input port `port` (index into the descriptor's
+ * inputs). Blocks (spins briefly, then sleeps) until one arrives.
+ * Returns 0 with *out owned by the caller (release with gf_msg_release),
+ * GF_EEOF when every producer of the port has finished and nothing is left,
+ * GF_ESTOP when the graph is being torn down. */
+int gf_pop(gf_ctx *ctx, int port, gf_msg **out);
+
+/* As gf_pop, but returns -EAGAIN instead of blocking when nothing is ready. */
+int gf_try_pop(gf_ctx *ctx, int port, gf_msg **out);
+
+/* Takes an empty envelope from output port `port`'s pool. Blocks while
+ * every envelope is in flight. Returns 0 with *out (one reference, owned by
+ * the caller) or GF_ESTOP. */
+int gf_msg_get(gf_ctx *ctx, int port, gf_msg **out);
+
+/* Pushes m to every edge leading out of output port `port` (a reference per
+ * edge); ownership of the caller's reference passes to the runtime. Blocks
+ * while a downstream ring is at its active depth. Returns 0, or GF_ESTOP
+ * when the graph is stopping or no consumer is left (m is released). A push
+ * to an unconnected optional port releases m and returns 0. */
+int gf_push(gf_ctx *ctx, int port, gf_msg *m);
+
+/* Number of edges connected to an input (dir 0) or output (dir 1) port. */
+int gf_port_edges(gf_ctx *ctx, int dir, int port);
+
+/* Sets the allocator of an output port's pool; call from create() only.
+ * Returns 0 or -EINVAL. */
+int gf_port_set_allocator(gf_ctx *ctx, int port, const gf_allocator *alloc);
+
+/* ---- errors and reporting ---- */
+
+/* Records why the stage fails (printf-style; the runtime prefixes the stage
+ * instance name) and returns GF_EFAIL, so a stage writes
+ *   return gf_fail(ctx, "key %llu: bad header", key);
+ * The first failure stops the whole graph; `ganflow run` prints it and exits
+ * non-zero. Callable from create() and run(). */
+int gf_fail(gf_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Warning / information lines, prefixed with the stage instance name.
+ * Never interleave with the progress line. */
+void gf_warn(gf_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_info(gf_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* 1 once a graceful stop was requested (step target reached, SIGINT,
+ * SIGTERM): sources and step stages leave their loop at the next clean
+ * point. Cheap: one relaxed atomic load. */
+int gf_should_stop(gf_ctx *ctx);
+
+/* Reports progress: the step just completed and the items (images) it
+ * processed. Drives the progress line (step, items/s, ETA) and the step
+ * target: once `step` reaches the run's steps, a graceful stop begins.
+ * Stages that drive training (d_step, or a test sink) call it. */
+void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
+
+/* Publishes a named figure shown on the progress line and in the run
+ * summary (losses, FID...). Thread-safe; the latest value wins. */
+void gf_report_value(gf_ctx *ctx, const char *name, double value);
+
+/* Copies up to max edge statistics into out; returns the number of edges. */
+int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);
+
+/* ---- who and where ---- */
+
+const gf_run_info *gf_ctx_run(gf_ctx *ctx);
+/* Instance name ("reader", "d"); valid for the life of the graph. */
+const char *gf_ctx_name(gf_ctx *ctx);
+/* Worker index (0-based) and count for GF_STAGE_WORKERS stages; 0 and 1 otherwise. */
+int gf_ctx_worker(gf_ctx *ctx);
+int gf_ctx_workers(gf_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
