@@ -169,6 +169,25 @@ size_t gf_value_len(const gf_value *v)
 	return v->u.c.len;
 }
 
+const gf_value *gf_value_arg(const gf_value *v, size_t i)
+{
+	if (!v)
+		return NULL;
+	if (v->type == GF_VLIST)
+		return gf_value_at(v, i);
+	char key[24];
+	snprintf(key, sizeof(key), "%zu", i + 1);
+	return gf_value_get(v, key);
+}
+
+size_t gf_value_nargs(const gf_value *v)
+{
+	size_t n = 0;
+	while (gf_value_arg(v, n))
+		n++;
+	return n;
+}
+
 static void set_ok(int *ok, int val)
 {
 	if (ok)
@@ -249,7 +268,14 @@ static void format_value(struct out *o, const gf_value *v)
 	case GF_VNIL: put(o, "nil"); break;
 	case GF_VBOOL: put(o, "%s", v->u.b ? "true" : "false"); break;
 	case GF_VINT: put(o, "%" PRId64, v->u.i); break;
-	case GF_VNUM: put(o, "%.17g", v->u.n); break;
+	case GF_VNUM: {
+		char num[32];
+		snprintf(num, sizeof(num), "%.15g", v->u.n);
+		if (strtod(num, NULL) != v->u.n)
+			snprintf(num, sizeof(num), "%.17g", v->u.n);
+		put(o, "%s%s", num, strpbrk(num, ".eEn") ? "" : ".0");
+		break;
+	}
 	case GF_VSTR: put(o, "\"%s\"", v->u.s); break;
 	case GF_VLIST:
 	case GF_VMAP:

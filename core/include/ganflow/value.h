@@ -90,6 +90,15 @@ const gf_value *gf_value_at(const gf_value *v, size_t i);
 /* Number of items of a list or map; 0 for anything else. */
 size_t gf_value_len(const gf_value *v);
 
+/* Positional argument i (0-based) of a Lua-style table: item i of a list,
+ * or the entry with key "<i+1>" of a map (a Lua table that mixes an array
+ * part with named keys, such as {"bn", 128, eps = 0.8}, arrives as a map
+ * whose array items have the keys "1", "2", ...). NULL when absent. */
+const gf_value *gf_value_arg(const gf_value *v, size_t i);
+
+/* Number of positional arguments (see gf_value_arg). */
+size_t gf_value_nargs(const gf_value *v);
+
 /* Typed reads with a fallback: each returns def when v is NULL or nil.
  * gf_value_as_num accepts integers too; gf_value_as_int accepts numbers
  * with an integral value. *ok (may be NULL) is set to 0 on a type mismatch
