@@ -1,0 +1,90 @@
+/* Converters into ganflow datasets (internal to libganflow and the
+ * `ganflow dataset` command; tests use them directly).
+ *
+ * Every converter runs the same engine: records are produced in chunks by
+ * `workers` threads (decode, resize, encode), then appended in index order
+ * by one writer, with a progress bar. Inputs that cannot be read as images
+ * are skipped with a warning naming the file and counted.
+ */
+#ifndef GANFLOW_CONVERT_H
+#define GANFLOW_CONVERT_H
+
+#include <stdint.h>
+
+#include <ganflow/decode.h>
+#include <ganflow/shard.h>
+
+typedef struct gf_convert_opts {
+	int encoding;            /* GF_ENC_RAW or GF_ENC_JPEG */
+	int quality;             /* JPEG quality 1..100; 0: 95, and source JPEGs
+	                            that need no change are stored as they are */
+	gf_subsamp subsamp;      /* JPEG chroma subsampling (colour images) */
+	int resize_w, resize_h;  /* 0: keep the source size */
+	gf_resize_mode resize_mode;
+	int channels;            /* 1 or 3; 0: keep the source's */
+	uint64_t shard_records;  /* see gf_writer_opts */
+	uint64_t shard_bytes;
+	int workers;             /* threads; 0: number of CPUs */
+	int overwrite;           /* replace an existing output */
+	uint64_t limit;          /* convert at most this many inputs (0: all) */
+	const char *what;        /* progress bar label (NULL: the output path) */
+	int quiet;               /* no progress bar, no summary */
+} gf_convert_opts;
+
+/* Defaults: raw, quality 0, 4:2:0, area resize, everything else 0. */
+void gf_convert_defaults(gf_convert_opts *o);
+
+/* Summary of a conversion. */
+typedef struct gf_convert_stats {
+	uint64_t records;        /* written */
+	uint64_t skipped;        /* unreadable inputs */
+	uint64_t ignored;        /* files without an image extension (folder) */
+	uint64_t payload_bytes;
+	uint32_t shards;
+	double seconds;
+} gf_convert_stats;
+
+/* IDX files (MNIST / Fashion-MNIST layout, gzip-compressed or not): images
+ * u8 (N, rows, cols), labels u8 (N). class_names (nclasses) may be NULL:
+ * then nclasses = max label + 1 (or the given nclasses when > 0). Returns
+ * 0 or an error naming the file at fault (gf_errmsg()). */
+int gf_convert_idx(const char *images, const char *labels, const char *out, const gf_convert_opts *o,
+                   const char *const *class_names, uint32_t nclasses, gf_convert_stats *st);
+
+/* An image-folder tree: one sub-folder per class (sorted by name, byte
+ * order, as torchvision's ImageFolder), images found recursively inside
+ * (.jpg .jpeg .png, any case; sorted paths). */
+int gf_convert_folder(const char *dir, const char *out, const gf_convert_opts *o, gf_convert_stats *st);
+
+typedef struct gf_synth_opts {
+	uint64_t count;
+	int width, height;       /* 500 x 375 */
+	int quality;             /* 90 */
+	uint32_t classes;        /* 10 */
+	uint64_t seed;           /* 1 */
+} gf_synth_opts;
+
+/* ImageNet-like benchmark data: photo-like JPEGs (smooth gradients,
+ * multi-scale noise, shapes, fine texture; ~100 KB at 500 x 375, q 90),
+ * label = index % classes. Deterministic in seed. */
+int gf_convert_synth(const char *out, const gf_synth_opts *so, const gf_convert_opts *o, gf_convert_stats *st);
+
+/* Renders synthetic image i (u8 HWC RGB, w x h) into pix. */
+void gf_synth_image(uint8_t *pix, int w, int h, uint64_t seed, uint64_t i, uint32_t label);
+
+/* Decodes an image file's bytes (JPEG or PNG, found by their magic bytes)
+ * to u8 HWC with `channels` (0: the file's own, 1 or 3). *pix is malloc'ed
+ * or grown (in/out *cap); returns 0, GF_ECORRUPT (not an image, corrupt)
+ * or -ENOMEM, the reason in gf_errmsg(). *is_jpeg tells the type. */
+int gf_image_file_decode(gf_decoder *d, const uint8_t *buf, size_t len, int channels, uint8_t **pix, size_t *cap,
+                         int *w, int *h, int *c, int *is_jpeg);
+
+/* Reads a whole file (through zlib: .gz is decompressed, other files read
+ * as they are) into a malloc'ed buffer. Returns 0 or -errno / GF_ECORRUPT
+ * naming the path. */
+int gf_read_file(const char *path, int gunzip, uint8_t **buf, size_t *len);
+
+/* Writes u8 HWC pixels as a PNG file (for export). */
+int gf_png_save(const char *path, const uint8_t *pix, int w, int h, int c);
+
+#endif

@@ -1,0 +1,106 @@
+/* Internals of the dataset library shared by its files (not installed).
+ *
+ * The meta record of one shard in decoded form, its (de)serialisation, and
+ * small helpers used by the converters.
+ */
+#ifndef GANFLOW_DATASET_INT_H
+#define GANFLOW_DATASET_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/shard.h>
+
+#define GF_META_MAGIC "GFMD"
+#define GF_META_VERSION 1u
+#define GF_META_FIXED 96 /* bytes before the class names */
+
+/* The "__meta__" record of one shard (layout in shard.h). */
+typedef struct gf_shard_meta {
+	uint64_t total;
+	uint32_t nshards, number;
+	uint64_t first, count;
+	uint32_t nclasses;
+	uint64_t enc_count[GF_ENC_COUNT];
+	uint64_t payload_bytes;
+	uint32_t min_h, max_h, min_w, max_w, min_c, max_c;
+	char **names;        /* (nclasses) NUL-terminated, owned */
+	uint64_t *class_n;   /* (nclasses) */
+	uint32_t **class_idx;/* (nclasses) key - first, ascending; point into idx_block */
+	uint32_t *idx_block; /* (count - unlabelled) owned */
+	uint64_t unlabelled;
+} gf_shard_meta;
+
+/* Serialises m into a malloc'ed buffer (*out, *len). Returns 0 or -ENOMEM. */
+int gf_meta_encode(const gf_shard_meta *m, uint8_t **out, size_t *len);
+
+/* Parses and checks a meta value (CRC, sizes, index ranges and order,
+ * class counts adding up). Fills *m (to be freed with gf_meta_free).
+ * Returns 0, GF_ECORRUPT (reason in gf_errmsg(), no path) or -ENOMEM. */
+int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m);
+
+void gf_meta_free(gf_shard_meta *m);
+
+/* Little-endian helpers. */
+static inline void gf_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void gf_put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void gf_put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t gf_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t gf_get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t gf_get_u64(const uint8_t *p) { return (uint64_t)gf_get_u32(p) | (uint64_t)gf_get_u32(p + 4) << 32; }
+
+/* Big-endian 8-byte record key. */
+static inline void gf_key_put(uint8_t k[8], uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		k[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+static inline uint64_t gf_key_get(const uint8_t k[8])
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | k[i];
+	return v;
+}
+
+/* splitmix64 step: advances *s and returns the next value. */
+static inline uint64_t gf_splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform integer in [0, n), n > 0: Lemire's multiply-shift with rejection. */
+static inline uint64_t gf_uniform(uint64_t *s, uint64_t n)
+{
+	uint64_t x = gf_splitmix64(s);
+	__uint128_t m = (__uint128_t)x * n;
+	uint64_t l = (uint64_t)m;
+	if (l < n) {
+		uint64_t t = -n % n;
+		while (l < t) {
+			x = gf_splitmix64(s);
+			m = (__uint128_t)x * n;
+			l = (uint64_t)m;
+		}
+	}
+	return (uint64_t)(m >> 64);
+}
+
+/* Joins a directory and a name into a malloc'ed path (NULL on ENOMEM). */
+char *gf_path_join(const char *dir, const char *name);
+
+#endif

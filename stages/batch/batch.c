@@ -1,0 +1,162 @@
+/* batch: collates samples into training batches.
+ *
+ * Takes "samples" (t[0] f32 (C, H, W)) and emits "batch" messages:
+ * t[0] f32 (N, C, H, W) and t[1] i32 (N) labels, with epoch / pos / key /
+ * source of the last sample (so a checkpoint taken after the batch resumes
+ * the reader right after it). A batch never spans two epochs: it is closed
+ * at a sample flagged GF_MSG_LAST or when the epoch changes; a short batch
+ * at the end of an epoch or of the data is emitted (shape (n, C, H, W)) or,
+ * with drop_last, dropped. Samples are copied once into the batch buffer,
+ * which the envelope keeps between uses.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/stage.h>
+
+typedef struct batch {
+	int64_t n;          /* batch size */
+	int drop_last;
+	gf_msg *cur;        /* batch being filled, or NULL */
+	int64_t fill;
+	int64_t c, h, w;    /* sample shape of cur */
+	int64_t epoch;
+	uint64_t batches, dropped_samples;
+} batch;
+
+static const gf_port_desc inputs[] = {
+	{ "samples", "samples", 0, "t[0] f32 (C, H, W), label" },
+};
+
+static const gf_port_desc outputs[] = {
+	{ "batch", "batch", 0, "t[0] f32 (N, C, H, W), t[1] i32 (N) labels; epoch/pos of the last sample" },
+};
+
+static const gf_param_desc params[] = {
+	{ "size", GF_PARAM_INT, "64", "samples per batch" },
+	{ "drop_last", GF_PARAM_BOOL, "false", "drop the short batch at the end of an epoch" },
+};
+
+static int create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return gf_fail(ctx, "out of memory");
+	*self = b;
+	b->n = gf_value_as_int(gf_value_get(p, "size"), 64, NULL);
+	if (b->n < 1 || b->n > (1 << 20))
+		return gf_fail(ctx, "parameter 'size' = %lld outside 1..1048576", (long long)b->n);
+	b->drop_last = gf_value_as_bool(gf_value_get(p, "drop_last"), 0, NULL);
+	return 0;
+}
+
+/* Emits (or drops) the batch being filled. */
+static int close_batch(batch *b, gf_ctx *ctx)
+{
+	gf_msg *m = b->cur;
+	b->cur = NULL;
+	if (!m)
+		return 0;
+	if (b->fill < b->n && b->drop_last) {
+		b->dropped_samples += (uint64_t)b->fill;
+		gf_msg_release(m);
+		return 0;
+	}
+	m->t[0].shape[0] = b->fill;
+	m->t[1].shape[0] = b->fill;
+	b->batches++;
+	return gf_push(ctx, 0, m);
+}
+
+static int run(void *self, gf_ctx *ctx)
+{
+	batch *b = self;
+	int rc;
+	for (;;) {
+		gf_msg *in;
+		if ((rc = gf_pop(ctx, 0, &in))) {
+			if (rc == GF_EEOF)
+				return close_batch(b, ctx);
+			return rc;
+		}
+		const gf_tensor *t = &in->t[0];
+		if (in->ntensors < 1 || t->dtype != GF_F32 || t->ndim != 3) {
+			char s[96];
+			rc = gf_fail(ctx, "sample key %llu: expected t[0] f32 (C, H, W), got %s", (unsigned long long)in->key,
+			             in->ntensors ? gf_tensor_shape_str(t, s, sizeof(s)) : "no tensor");
+			gf_msg_release(in);
+			return rc;
+		}
+		if (b->cur && in->epoch != b->epoch && (rc = close_batch(b, ctx))) {
+			gf_msg_release(in);
+			return rc;
+		}
+		if (!b->cur) {
+			if ((rc = gf_msg_get(ctx, 0, &b->cur))) {
+				gf_msg_release(in);
+				return rc;
+			}
+			b->c = t->shape[0];
+			b->h = t->shape[1];
+			b->w = t->shape[2];
+			b->fill = 0;
+			b->epoch = in->epoch;
+			const int64_t is[4] = { b->n, b->c, b->h, b->w }, ls[1] = { b->n };
+			if (!gf_msg_tensor(b->cur, 0, GF_F32, 4, is) || !gf_msg_tensor(b->cur, 1, GF_I32, 1, ls)) {
+				gf_msg_release(in);
+				return gf_fail(ctx, "out of memory for a batch of %lld x %lldx%lldx%lld", (long long)b->n,
+				               (long long)b->c, (long long)b->h, (long long)b->w);
+			}
+		} else if (t->shape[0] != b->c || t->shape[1] != b->h || t->shape[2] != b->w) {
+			rc = gf_fail(ctx, "sample key %llu (shard %s) is %lldx%lldx%lld but the batch holds %lldx%lldx%lld; "
+			                  "give jpeg_decode a size",
+			             (unsigned long long)in->key, in->source ? in->source : "?", (long long)t->shape[0],
+			             (long long)t->shape[1], (long long)t->shape[2], (long long)b->c, (long long)b->h,
+			             (long long)b->w);
+			gf_msg_release(in);
+			return rc;
+		}
+		size_t chw = (size_t)(b->c * b->h * b->w);
+		float *dst = (float *)b->cur->t[0].data + (size_t)b->fill * chw;
+		memcpy(dst, t->data, chw * sizeof(float));
+		((int32_t *)b->cur->t[1].data)[b->fill] = (int32_t)in->label;
+		b->fill++;
+		b->cur->epoch = in->epoch;
+		b->cur->pos = in->pos;
+		b->cur->key = in->key;
+		b->cur->label = in->label;
+		b->cur->source = in->source;
+		int last = (in->flags & GF_MSG_LAST) != 0;
+		if (last)
+			b->cur->flags |= GF_MSG_LAST;
+		gf_msg_release(in);
+		if ((b->fill == b->n || last) && (rc = close_batch(b, ctx)))
+			return rc;
+	}
+}
+
+static void destroy(void *self)
+{
+	batch *b = self;
+	if (!b)
+		return;
+	gf_msg_release(b->cur);
+	free(b);
+}
+
+GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
+	.abi = GF_STAGE_ABI,
+	.size = sizeof(gf_stage_desc),
+	.name = "batch",
+	.doc = "collates samples into batches: t[0] f32 (N, C, H, W), t[1] i32 (N) labels",
+	.inputs = inputs,
+	.ninputs = sizeof(inputs) / sizeof(inputs[0]),
+	.outputs = outputs,
+	.noutputs = sizeof(outputs) / sizeof(outputs[0]),
+	.params = params,
+	.nparams = sizeof(params) / sizeof(params[0]),
+	.create = create,
+	.run = run,
+	.destroy = destroy,
+};

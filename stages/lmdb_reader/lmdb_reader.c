@@ -1,0 +1,249 @@
+/* lmdb_reader: streams dataset records into the graph.
+ *
+ * The source of every training pipeline. It opens a dataset (a directory of
+ * LMDB shards) read-only and emits one "records" message per record in the
+ * epoch order of gf_order (seeded shuffle of shard order + shuffle window,
+ * class filter through the meta index, equal disjoint parts per rank:
+ * parameters part / parts, default: the run's rank % parts / world). The
+ * engine is gf_stream (datasets/stream.c): io_uring readahead keeps the
+ * pages of the next `readahead` values on their way, so emitting never
+ * waits on a page fault. Payloads are not copied: t[0] points into the
+ * LMDB map, which lives until the stage is destroyed (with direct = true
+ * the value is read with O_DIRECT and copied into the message).
+ * msg->epoch / msg->pos are the resume point: start_epoch = epoch,
+ * start_pos = pos continues right after that record.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/shard.h>
+#include <ganflow/stage.h>
+
+typedef struct reader {
+	gf_dataset *ds;
+	gf_stream *s;
+	int direct;
+	double max_bad;
+	uint64_t min_seen;
+	uint64_t seen, bad, emitted;
+	int64_t *classes;  /* (nclasses) class filter */
+	uint32_t nclasses;
+} reader;
+
+static const gf_port_desc outputs[] = {
+	{ "samples", "records", 0,
+	  "t[0] u8 payload (in the LMDB map), t[1] i32 {encoding, h, w, c}; label, key, epoch, pos, source" },
+};
+
+static const gf_param_desc params[] = {
+	{ "path", GF_PARAM_STR, NULL, "dataset directory (shard-NNNNN/ shards) or one shard directory" },
+	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle: shard order permuted per epoch + shuffle window" },
+	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole set)" },
+	{ "seed", GF_PARAM_INT, "nil", "shuffle seed (default: the run seed)" },
+	{ "epochs", GF_PARAM_INT, "0", "epochs to read, counted from epoch 0 (0: forever)" },
+	{ "part", GF_PARAM_INT, "nil", "which part of the records to read (default: the run's rank % parts)" },
+	{ "parts", GF_PARAM_INT, "nil", "number of equal parts (default: the run's world; 1: no partition)" },
+	{ "classes", GF_PARAM_LIST, "nil", "read only these classes (labels), through the meta index" },
+	{ "class_shard", GF_PARAM_BOOL, "false",
+	  "read the classes c with c % parts == part (every record of them) instead of a record part" },
+	{ "start_epoch", GF_PARAM_INT, "0", "resume: epoch to start in" },
+	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)" },
+	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer" },
+	{ "direct", GF_PARAM_BOOL, "false", "O_DIRECT reads through io_uring (data sets larger than memory)" },
+	{ "uring", GF_PARAM_BOOL, "true", "use io_uring (false: posix_fadvise / pread)" },
+	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad" },
+	{ "min_records", GF_PARAM_INT, "100", "records read before max_bad_fraction is enforced mid-epoch" },
+};
+
+static int get_int(gf_ctx *ctx, const gf_value *p, const char *key, int64_t def, int64_t lo, int64_t hi,
+                   int64_t *out)
+{
+	*out = gf_value_as_int(gf_value_get(p, key), def, NULL);
+	if (*out < lo || *out > hi)
+		return gf_fail(ctx, "parameter '%s' = %lld outside %lld..%lld", key, (long long)*out, (long long)lo,
+		               (long long)hi);
+	return 0;
+}
+
+static int create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return gf_fail(ctx, "out of memory");
+	*self = r;
+	const gf_run_info *run = gf_ctx_run(ctx);
+	const char *path = gf_value_as_str(gf_value_get(p, "path"), NULL, NULL);
+	int64_t window, seed, epochs, rank, world, start_epoch, start_pos, readahead, min_records;
+	if (get_int(ctx, p, "window", 65536, 0, INT64_MAX, &window) ||
+	    get_int(ctx, p, "seed", (int64_t)run->seed, INT64_MIN, INT64_MAX, &seed) ||
+	    get_int(ctx, p, "epochs", 0, 0, INT64_MAX, &epochs) ||
+	    get_int(ctx, p, "parts", run->world, 1, 1 << 20, &world) ||
+	    get_int(ctx, p, "part", run->rank % world, 0, world - 1, &rank) ||
+	    get_int(ctx, p, "start_epoch", 0, 0, INT64_MAX, &start_epoch) ||
+	    get_int(ctx, p, "start_pos", 0, 0, INT64_MAX, &start_pos) ||
+	    get_int(ctx, p, "readahead", 64, 1, 65536, &readahead) ||
+	    get_int(ctx, p, "min_records", 100, 1, INT64_MAX, &min_records))
+		return GF_EFAIL;
+	r->max_bad = gf_value_as_num(gf_value_get(p, "max_bad_fraction"), 0.01, NULL);
+	if (r->max_bad < 0 || r->max_bad > 1)
+		return gf_fail(ctx, "parameter 'max_bad_fraction' = %g outside 0..1", r->max_bad);
+	r->min_seen = (uint64_t)min_records;
+	r->direct = gf_value_as_bool(gf_value_get(p, "direct"), 0, NULL);
+	int class_shard = gf_value_as_bool(gf_value_get(p, "class_shard"), 0, NULL);
+	const gf_value *cl = gf_value_get(p, "classes");
+	if (cl && cl->type == GF_VLIST && class_shard)
+		return gf_fail(ctx, "give either 'classes' or 'class_shard', not both");
+
+	int rc = gf_dataset_open(path, &r->ds);
+	if (rc)
+		return gf_fail(ctx, "%s", gf_errmsg());
+	const gf_dataset_meta *m = gf_dataset_metadata(r->ds);
+	size_t cap = (cl && cl->type == GF_VLIST ? gf_value_len(cl) : 0) + m->nclasses + 1;
+	if (!(r->classes = calloc(cap, sizeof(int64_t))))
+		return gf_fail(ctx, "out of memory");
+	if (cl && cl->type == GF_VLIST) {
+		if (gf_value_len(cl) == 0)
+			return gf_fail(ctx, "parameter 'classes': give at least one class label");
+		for (size_t i = 0; i < gf_value_len(cl); i++) {
+			int ok = 0;
+			r->classes[i] = gf_value_as_int(gf_value_at(cl, i), -1, &ok);
+			if (!ok)
+				return gf_fail(ctx, "parameter 'classes': item %zu is not an integer", i + 1);
+		}
+		r->nclasses = (uint32_t)gf_value_len(cl);
+	} else if (class_shard) {
+		for (uint32_t c = 0; c < m->nclasses && r->nclasses < cap; c++)
+			if ((int64_t)(c % (uint64_t)world) == rank)
+				r->classes[r->nclasses++] = c;
+		if (!r->nclasses)
+			return gf_fail(ctx, "class_shard: part %lld of %lld owns no class of %s (%u classes)",
+			               (long long)rank, (long long)world, path, m->nclasses);
+		rank = 0;
+		world = 1;
+	}
+	gf_stream_opts so = {
+		.order = { .shuffle = gf_value_as_bool(gf_value_get(p, "shuffle"), 1, NULL),
+		           .window = (uint64_t)window,
+		           .seed = (uint64_t)seed,
+		           .rank = (uint32_t)rank,
+		           .world = (uint32_t)world,
+		           .classes = r->nclasses ? r->classes : NULL,
+		           .nclasses = r->nclasses },
+		.epochs = (uint64_t)epochs,
+		.start_epoch = (uint64_t)start_epoch,
+		.start_pos = (uint64_t)start_pos,
+		.readahead = (uint32_t)readahead,
+		.direct = r->direct,
+		.no_uring = !gf_value_as_bool(gf_value_get(p, "uring"), 1, NULL),
+	};
+	if ((rc = gf_stream_open(r->ds, &so, &r->s)))
+		return gf_fail(ctx, "%s", gf_errmsg());
+	return 0;
+}
+
+/* Counts a bad record; returns non-zero when the stage must fail. */
+static int count_bad(reader *r, gf_ctx *ctx, int final)
+{
+	if (gf_bad_exceeded(r->bad, r->seen, r->max_bad, r->min_seen, final))
+		return gf_fail(ctx, "%llu of %llu records read are bad (more than max_bad_fraction = %g); "
+		                    "check the dataset with `ganflow dataset verify %s`",
+		               (unsigned long long)r->bad, (unsigned long long)r->seen, r->max_bad,
+		               gf_dataset_path(r->ds));
+	return 0;
+}
+
+static int run(void *self, gf_ctx *ctx)
+{
+	reader *r = self;
+	int rc;
+	const int64_t hdr_shape[1] = { 4 };
+	while (!gf_should_stop(ctx)) {
+		gf_stream_item it;
+		rc = gf_stream_next(r->s, &it);
+		if (rc == GF_EEOF)
+			return count_bad(r, ctx, 1);
+		r->seen++;
+		if (rc == GF_ECORRUPT) {
+			r->bad++;
+			if (r->bad <= 20 || r->bad % 1000 == 0)
+				gf_warn(ctx, "skipping bad record (%llu so far): %s", (unsigned long long)r->bad, gf_errmsg());
+			if ((rc = count_bad(r, ctx, it.last)))
+				return rc;
+			continue;
+		}
+		if (rc)
+			return gf_fail(ctx, "%s", gf_errmsg());
+		gf_msg *m;
+		if ((rc = gf_msg_get(ctx, 0, &m)))
+			return rc;
+		int64_t len = it.rec.h.payload;
+		if (r->direct) {
+			void *dst = gf_msg_tensor(m, 0, GF_U8, 1, &len);
+			if (!dst) {
+				gf_msg_release(m);
+				return gf_fail(ctx, "out of memory for a %lld-byte record", (long long)len);
+			}
+			memcpy(dst, it.rec.payload, (size_t)len);
+		} else {
+			m->t[0] = gf_tensor_make((void *)it.rec.payload, GF_U8, 1, &len);
+		}
+		int32_t *h = gf_msg_tensor(m, 1, GF_I32, 1, hdr_shape);
+		if (!h) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "out of memory");
+		}
+		h[0] = (int32_t)it.rec.h.encoding;
+		h[1] = (int32_t)it.rec.h.height;
+		h[2] = (int32_t)it.rec.h.width;
+		h[3] = (int32_t)it.rec.h.channels;
+		m->label = it.rec.h.label;
+		m->key = it.rec.key;
+		m->epoch = (int64_t)it.epoch;
+		m->pos = it.pos;
+		m->source = gf_dataset_shard(r->ds, it.rec.shard)->path;
+		if (it.last)
+			m->flags |= GF_MSG_LAST;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc;
+		r->emitted++;
+		if (it.last && (rc = count_bad(r, ctx, 1)))
+			return rc;
+	}
+	return 0;
+}
+
+static int flush(void *self, gf_ctx *ctx)
+{
+	reader *r = self;
+	if (r->bad)
+		gf_warn(ctx, "%llu bad records skipped, %llu read", (unsigned long long)r->bad,
+		        (unsigned long long)r->seen);
+	return 0;
+}
+
+static void destroy(void *self)
+{
+	reader *r = self;
+	if (!r)
+		return;
+	gf_stream_close(r->s);
+	gf_dataset_close(r->ds);
+	free(r->classes);
+	free(r);
+}
+
+GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
+	.abi = GF_STAGE_ABI,
+	.size = sizeof(gf_stage_desc),
+	.name = "lmdb_reader",
+	.doc = "streams dataset records (LMDB shards) with io_uring readahead, shuffle, class filter, rank parts",
+	.outputs = outputs,
+	.noutputs = sizeof(outputs) / sizeof(outputs[0]),
+	.params = params,
+	.nparams = sizeof(params) / sizeof(params[0]),
+	.create = create,
+	.run = run,
+	.flush = flush,
+	.destroy = destroy,
+};

@@ -1,0 +1,136 @@
+/* bench_reader: MB/s of the lmdb_reader stage against plain sequential
+ * read() of the same shard files, in the same run.
+ *
+ * Data: the 3000-image ImageNet-like benchmark shards (~300 MB in 64 MiB
+ * shards). Both sides touch every byte they deliver once (a sum of 64-bit
+ * words): the baseline over its 1 MiB read() buffer, the stage's consumer
+ * over each record's payload. The baseline counts file bytes, the reader
+ * payload bytes (a little less: headers, B-tree pages and page padding
+ * are not counted), so the ratio is conservative.
+ *   warm    page cache warm: reader through the LMDB map (io_uring fadvise
+ *           readahead, no copy) vs read() of the cached files; 4 passes.
+ *   direct  through O_DIRECT: reader with direct = true (io_uring O_DIRECT
+ *           reads of upcoming values, copied into the messages) vs plain
+ *           sequential read() of the files opened with O_DIRECT (1 MiB
+ *           aligned buffer); neither uses the page cache; 2 passes.
+ * Extra rows (not in the ratio): a cold page cache (dropped with echo 3 >
+ * /proc/sys/vm/drop_caches before each measurement): plain buffered read()
+ * with the kernel's readahead against the reader's map path (fadvise
+ * readahead) and its direct path; and a shuffled read (window 4096) with a
+ * warm cache. Each measurement is the best of `repeats` (the machine may be
+ * shared). Without permission to drop the page cache, the cold rows say so.
+ *
+ * usage: bench_reader [repeats=3]
+ */
+#include <fcntl.h>
+
+#include "bench_data.h"
+
+#define COUNT 3000
+#define WARM_PASSES 4
+#define DIRECT_PASSES 2
+
+static char rbuf[1 << 20] __attribute__((aligned(4096)));
+
+/* read() every shard file `passes` times (opened with O_DIRECT when
+ * direct); returns MB/s of file bytes. */
+static double baseline(const gf_dataset *ds, int passes, int direct, uint64_t *sum)
+{
+	uint64_t bytes = 0, s = 0;
+	double t0 = gf_now();
+	for (int p = 0; p < passes; p++)
+		for (uint32_t i = 0; i < gf_dataset_metadata(ds)->nshards; i++) {
+			const char *file = gf_dataset_shard(ds, i)->file;
+			int fd = open(file, O_RDONLY | (direct ? O_DIRECT : 0));
+			if (fd < 0)
+				die("%s: %s", file, strerror(errno));
+			ssize_t n;
+			while ((n = read(fd, rbuf, sizeof(rbuf))) > 0) {
+				s += touch(rbuf, (size_t)n);
+				bytes += (uint64_t)n;
+			}
+			if (n < 0)
+				die("%s: %s", file, strerror(errno));
+			close(fd);
+		}
+	double t = gf_now() - t0;
+	*sum = s;
+	return (double)bytes / t / 1e6;
+}
+
+/* The reader stage -> touching sink; returns MB/s of payload bytes. */
+static double reader(const char *path, int passes, int direct, int shuffle)
+{
+	bstep s[1] = { { "lmdb_reader", NULL, "samples",
+		             kv("path", gf_value_str(path), "epochs", gf_value_int(passes), "shuffle", gf_value_bool(shuffle),
+		                "window", gf_value_int(4096), "direct", gf_value_bool(direct), "readahead",
+		                gf_value_int(direct ? 128 : 64), NULL),
+		             1 } };
+	double t = run_steps(s, 1, 1);
+	if (sink_msgs != (uint64_t)passes * COUNT)
+		die("the reader delivered %llu records, expected %d", (unsigned long long)sink_msgs, passes * COUNT);
+	return (double)sink_bytes / t / 1e6;
+}
+
+static double best(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+int main(int argc, char **argv)
+{
+	int repeats = 3;
+	for (int i = 1; i < argc; i++)
+		if (sscanf(argv[i], "repeats=%d", &repeats) != 1 || repeats < 1)
+			die("usage: bench_reader [repeats=N]");
+	const char *path = bench_dataset(COUNT);
+	gf_dataset *ds;
+	if (gf_dataset_open(path, &ds))
+		die("%s", gf_errmsg());
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	uint64_t files = 0;
+	for (uint32_t i = 0; i < m->nshards; i++)
+		files += gf_dataset_shard(ds, i)->file_size;
+	uint64_t sum;
+
+	/* warm page cache */
+	warm_files(ds);
+	double bw = 0, rw = 0, rws = 0;
+	for (int r = 0; r < repeats; r++) {
+		bw = best(bw, baseline(ds, WARM_PASSES, 0, &sum));
+		rw = best(rw, reader(path, WARM_PASSES, 0, 0));
+		rws = best(rws, reader(path, WARM_PASSES, 0, 1));
+	}
+	/* O_DIRECT on both sides (the page cache plays no part) */
+	double bd = 0, rd = 0;
+	for (int r = 0; r < repeats; r++) {
+		bd = best(bd, baseline(ds, DIRECT_PASSES, 1, &sum));
+		rd = best(rd, reader(path, DIRECT_PASSES, 1, 0));
+	}
+	/* cold page cache */
+	int dropped = 1;
+	double bc = 0, rmc = 0, rdc = 0;
+	for (int r = 0; r < repeats; r++) {
+		dropped &= drop_caches();
+		bc = best(bc, baseline(ds, 1, 0, &sum));
+		dropped &= drop_caches();
+		rmc = best(rmc, reader(path, 1, 0, 0));
+		dropped &= drop_caches();
+		rdc = best(rdc, reader(path, 1, 1, 0));
+	}
+	double ratio_w = rw / bw, ratio_d = rd / bd, worst = ratio_w < ratio_d ? ratio_w : ratio_d;
+	printf("reader: %llu records, %.1f MB payload in %u shards (%.1f MB of files), best of %d\n",
+	       (unsigned long long)m->count, (double)m->payload_bytes / 1e6, m->nshards, (double)files / 1e6, repeats);
+	printf("baseline MB/s count file bytes, reader MB/s payload bytes; both touch every byte once.\n");
+	printf("%-46s %12s %12s %8s\n", "measurement", "read() MB/s", "reader MB/s", "ratio");
+	printf("%-46s %12.0f %12.0f %8.3f\n", "warm cache: map + fadvise vs read()", bw, rw, ratio_w);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "O_DIRECT: direct=true vs O_DIRECT read()", bd, rd, ratio_d);
+	if (!dropped)
+		printf("NOTE: the page cache could not be dropped (not root?): the cold rows below ran warm.\n");
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (cold cache: map + fadvise vs read())", bc, rmc, rmc / bc);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (cold cache: direct=true vs read())", bc, rdc, rdc / bc);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (warm cache: shuffled, window 4096)", bw, rws, rws / bw);
+	printf("reader: ratio_vs_read=%.2f target=0.90\n", worst);
+	gf_dataset_close(ds);
+	return 0;
+}
