@@ -1,2 +1,3 @@
 # Sources of the `ganflow` command's subcommands (each part adds its own).
-target_sources(ganflow_cmd PRIVATE)
+target_sources(ganflow_cmd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_run.c)
+target_compile_definitions(ganflow_cmd PRIVATE GF_VERSION="${PROJECT_VERSION}")

@@ -98,6 +98,9 @@ gf_msg *gf_msg_pool_get(gf_msg_pool *pool);
 /* Number of envelopes currently free. */
 uint32_t gf_msg_pool_free_count(const gf_msg_pool *pool);
 
+/* Number of envelopes in the pool (n given to gf_msg_pool_create). */
+uint32_t gf_msg_pool_size(const gf_msg_pool *pool);
+
 /* Installs a callback run (from the releasing thread) whenever an envelope
  * returns to the pool, so a blocked taker can be woken. */
 void gf_msg_pool_on_release(gf_msg_pool *pool, void (*fn)(void *ud), void *ud);

@@ -16,6 +16,8 @@
  *                                params is a GF_VMAP holding every declared
  *                                parameter (defaults filled in), owned by the
  *                                runtime and valid until destroy() returns.
+ *                                If create() fails after setting *self, the
+ *                                runtime still calls destroy(*self).
  *   run(self, ctx)               on the instance's own thread; loops on
  *                                gf_pop / gf_msg_get / gf_push. Returns 0 when
  *                                done (end of input, graceful stop), or an

@@ -1,0 +1,167 @@
+/* ganflow graphs: stage instances joined by rings, run one thread each.
+ *
+ * This is the C face of what a Lua pipeline describes; core/lua.c builds
+ * its graphs through it, and tests and benchmarks use it directly.
+ *
+ *	gf_graph *g;
+ *	int src, sink;
+ *	gf_graph_create(&g);
+ *	gf_graph_add(g, "count_source", "src", params, 1, &src);
+ *	gf_graph_add(g, "check_sink", "sink", NULL, 1, &sink);
+ *	gf_graph_connect(g, src, "out", sink, "inp", NULL);
+ *	rc = gf_graph_run(g, &info, 0);     // 0, or an error: gf_graph_error(g)
+ *	gf_graph_destroy(g);
+ *
+ * Adding a stage loads it and checks its parameters at once; connecting
+ * checks port names and message kinds at once; gf_graph_run validates the
+ * whole graph (unconnected ports) before anything is created. Each check
+ * fails with a message naming the stage instance, port or key.
+ *
+ * Running: every stage instance (one per worker) is created on the calling
+ * thread, then runs on its own thread. The graph ends when every instance
+ * has returned: at end of data (sources return, their outputs close, the
+ * end flows downstream), after a graceful stop (step target reached,
+ * gf_graph_request_stop(g, 0): gf_should_stop() turns 1, stages leave
+ * their loops, flush() runs, everything drains), or after a hard stop (the
+ * first stage failure, gf_graph_request_stop(g, 1), or a graceful stop that
+ * did not finish within the grace period): every blocking pop, push and
+ * get returns GF_ESTOP, all threads join. Then destroy() runs for every
+ * instance on the calling thread.
+ *
+ * Back edges (cycles) are allowed; a graph whose stages wait on each other
+ * forever is the pipeline's bug, but a stop still ends it.
+ */
+#ifndef GANFLOW_GRAPH_H
+#define GANFLOW_GRAPH_H
+
+#include <stdint.h>
+
+#include <ganflow/stage.h>
+#include <ganflow/value.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gf_graph gf_graph;
+
+/* Options of one edge (gf_graph_connect); zeros mean defaults. */
+typedef struct gf_edge_opts {
+	uint32_t capacity;  /* ring capacity, a power of two; 0 = GF_DEPTH_CAPACITY_DEFAULT (64) */
+	uint32_t depth;     /* fixed active depth (1 .. capacity); 0 = adaptive */
+	uint32_t min_depth; /* lowest adaptive depth; 0 = GF_DEPTH_MIN_DEFAULT (2) */
+} gf_edge_opts;
+
+/* gf_graph_run flags. */
+enum {
+	GF_GRAPH_QUIET = 1u << 0 /* no progress line, no end-of-run table */
+};
+
+/* Why a run ended (gf_graph_stop_reason). */
+typedef enum {
+	GF_STOP_NONE = 0,   /* not run yet, or still running */
+	GF_STOP_EOF,        /* every stage returned on its own (end of data) */
+	GF_STOP_STEPS,      /* the step target was reached */
+	GF_STOP_REQUEST,    /* gf_graph_request_stop(g, 0) (SIGINT, SIGTERM) */
+	GF_STOP_HARD,       /* gf_graph_request_stop(g, 1) (second SIGINT) */
+	GF_STOP_FAILURE,    /* a stage failed */
+	GF_STOP_GRACE       /* a graceful stop did not finish in time */
+} gf_stop_reason;
+
+/* Creates an empty graph. Returns 0 with *out owned by the caller
+ * (gf_graph_destroy), or -ENOMEM. */
+int gf_graph_create(gf_graph **out);
+
+/* Destroys the graph (after gf_graph_run returned, or without running it). */
+void gf_graph_destroy(gf_graph *g);
+
+/* Adds a stage instance of the stage `stage` (loaded with gf_stage_load).
+ * name: the instance name, unique in the graph (NULL: the stage name, then
+ * "name2", "name3" ...). params: a GF_VMAP (or NULL) checked with
+ * gf_params_check; the graph keeps its own checked copy. workers >= 1;
+ * more than 1 needs a GF_STAGE_WORKERS stage. *node (may be NULL) receives
+ * the instance's index for gf_graph_connect.
+ * Returns 0, or GF_ENOTFOUND / GF_EABI / -ENOEXEC (loading), GF_EPARAM
+ * (parameters, workers), GF_EGRAPH (duplicate name, graph already run),
+ * with the message in gf_graph_error(g). */
+int gf_graph_add(gf_graph *g, const char *stage, const char *name, const gf_value *params, int workers,
+                 int *node);
+
+/* As gf_graph_add with a descriptor in hand (a stage compiled into a test
+ * program). desc must stay valid for the life of the graph; it is checked
+ * with gf_stage_check_desc. */
+int gf_graph_add_desc(gf_graph *g, const gf_stage_desc *desc, const char *name, const gf_value *params,
+                      int workers, int *node);
+
+/* Connects output port `out` of node `from` to input port `in` of node
+ * `to`. opts may be NULL. Returns 0, or with the message in gf_graph_error:
+ *   GF_ENOTFOUND  no such node or port (the message lists the ports)
+ *   GF_EKIND      the ports carry different message kinds (input kind "any"
+ *                 accepts everything); the message names both stages
+ *   GF_EGRAPH     the input already has an edge and is not GF_PORT_MULTI,
+ *                 or both ends have several workers
+ *   GF_EPARAM     bad capacity / depth */
+int gf_graph_connect(gf_graph *g, int from, const char *out, int to, const char *in, const gf_edge_opts *opts);
+
+/* Checks the whole graph without running it: every input (and output)
+ * not declared GF_PORT_OPTIONAL is connected, and there is a stage at all.
+ * Returns 0 or GF_EGRAPH with the message in gf_graph_error (naming the
+ * stage and port). gf_graph_run does the same first. */
+int gf_graph_validate(gf_graph *g);
+
+/* Validates, creates every instance, runs the graph to its end and destroys
+ * the instances (see above). info (may be NULL: rank 0 of 1, no step
+ * target) is copied. Shows a live progress line and prints the edge table
+ * at the end unless GF_GRAPH_QUIET. Callable once per graph.
+ * Returns 0 when the run ended without a failure (end of data, step target,
+ * graceful stop request), GF_EGRAPH (validation), GF_EFAIL (a stage failed
+ * in create, run or flush: gf_graph_error is "stage 'NAME' failed: MESSAGE"),
+ * GF_ESTOP (hard stop requested, or the grace period ran out). */
+int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags);
+
+/* Asks a running graph to stop: hard = 0 graceful, 1 hard. Async-signal-
+ * safe (only atomic stores and a futex wake): call it from a SIGINT
+ * handler. Before the run starts, the request applies as soon as it does. */
+void gf_graph_request_stop(gf_graph *g, int hard);
+
+/* Seconds a graceful stop may take before it turns into a hard stop
+ * (default 30). */
+void gf_graph_set_grace(gf_graph *g, double seconds);
+
+/* The last error message ("" when none). Owned by the graph, valid until
+ * the next call on it or gf_graph_destroy. */
+const char *gf_graph_error(const gf_graph *g);
+
+/* Why the run ended. */
+gf_stop_reason gf_graph_stop_reason(const gf_graph *g);
+const char *gf_stop_reason_name(gf_stop_reason r);
+
+/* Number of stage instances (nodes) added. */
+int gf_graph_nodes(const gf_graph *g);
+
+/* Instance name of node `node` (the one given, or the one the graph chose),
+ * or NULL when out of range. Owned by the graph. */
+const char *gf_graph_node_name(const gf_graph *g, int node);
+
+/* Edge statistics (one per ring; a link to or from a stage with n workers
+ * is n rings, named "stage#i.port"); copies up to max into out and returns
+ * the number of rings. Valid during and after the run. */
+int gf_graph_edge_stats(gf_graph *g, gf_edge_stat *out, int max);
+
+/* Last step and total items reported with gf_report_step, and the run's
+ * wall time in seconds (so far, or total after the run). */
+int64_t gf_graph_step(const gf_graph *g);
+int64_t gf_graph_items(const gf_graph *g);
+double gf_graph_seconds(const gf_graph *g);
+
+/* Latest value a stage published under `name` with gf_report_value.
+ * Returns 1 with *out set, 0 when no stage published that name. */
+int gf_graph_value(gf_graph *g, const char *name, double *out);
+
+/* Prints the end-of-run table of every edge (gf_log, info level). */
+void gf_graph_print_edges(gf_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,930 @@
+/* The pipeline runner and the `ganflow` Lua module.
+ *
+ * `ganflow run PIPELINE.lua key=value ...` lands here: the script runs in a
+ * fresh Lua 5.4 state where `require "ganflow"` gives
+ *
+ *	gf.stage "name" { params..., name = "x", workers = n }   a stage instance
+ *	gf.connect(a.out, b.inp [, { depth =, capacity =, min = }])
+ *	gf.run { steps =, seed =, dir =, backend =, threads =, resume = }
+ *	gf.arg("key", default)   command-line value converted to default's type
+ *	gf.rank(), gf.world()
+ *
+ * plus whatever luaconf/ganflow_ext.lua adds. Every call checks its input
+ * at once through the C graph API (<ganflow/graph.h>), so a mistake is a
+ * Lua error pointing at the script line that made it. gf.run builds the
+ * run directory and runs the graph; stage code never runs inside a Lua
+ * call that could unwind through it, and only this file (and lua_value.c)
+ * touch the Lua API.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include <ganflow/err.h>
+#include <ganflow/graph.h>
+#include <ganflow/log.h>
+#include <ganflow/lua.h>
+#include <ganflow/params.h>
+#include <ganflow/ring.h>
+
+#include "lua_value.h"
+
+#define STAGE_MT "ganflow.stage"
+#define PORT_MT "ganflow.port"
+#define RUNNER_KEY "ganflow.runner"
+
+static const char *const run_keys[] = { "steps", "seed", "dir", "backend", "threads", "resume", "grace", "quiet" };
+#define NRUN_KEYS (sizeof(run_keys) / sizeof(run_keys[0]))
+
+struct arg {
+	char *key;
+	char *val;
+	int used;
+};
+
+struct runner {
+	const char *script;
+	int nargs;
+	struct arg *args;
+	gf_graph *g;          /* graph being declared, NULL before the first gf.stage */
+	unsigned gen;         /* bumped for every new graph: stale stage objects are refused */
+	int runs;             /* gf.run calls so far */
+	int failed;           /* a graph failed: err holds the message */
+	int interrupted;      /* a graph was stopped by a signal */
+	char err[8192];
+};
+
+struct stage_ref {
+	int node;
+	unsigned gen;
+	char name[64];
+	char stage[64];
+};
+
+struct port_ref {
+	int node;
+	unsigned gen;
+	char name[64];  /* instance */
+	char port[64];
+};
+
+/* ---- signals ---- */
+
+static _Atomic(gf_graph *) sig_graph;
+static atomic_int sig_count;
+static atomic_int sig_last;
+
+/* Handler of SIGINT and SIGTERM while a graph runs: the first asks for a
+ * graceful stop, the second for a hard stop, the third exits at once.
+ * Only lock-free atomics, gf_graph_request_stop (async-signal-safe) and
+ * write/_exit. Default seq_cst atomics: signals are rare. */
+static void on_signal(int sig)
+{
+	int n = atomic_fetch_add(&sig_count, 1) + 1;
+	atomic_store(&sig_last, sig);
+	gf_graph *g = atomic_load(&sig_graph);
+	if (n >= 3 || !g) {
+		static const char msg[] = "\nganflow: interrupted\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(128 + sig);
+	}
+	gf_graph_request_stop(g, n >= 2);
+}
+
+/* ---- helpers ---- */
+
+static struct runner *get_runner(lua_State *L)
+{
+	return lua_touserdata(L, lua_upvalueindex(1));
+}
+
+static struct arg *find_arg(struct runner *r, const char *key)
+{
+	for (int i = 0; i < r->nargs; i++)
+		if (strcmp(r->args[i].key, key) == 0)
+			return &r->args[i];
+	return NULL;
+}
+
+/* Raises "unknown KEY in WHAT; did you mean X?" for tables of options. */
+static void check_keys(lua_State *L, int idx, const char *what, const char *const *known, size_t n)
+{
+	idx = lua_absindex(L, idx);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "%s: option keys must be names", what);
+		const char *k = lua_tostring(L, -1);
+		size_t i;
+		for (i = 0; i < n; i++)
+			if (strcmp(k, known[i]) == 0)
+				break;
+		if (i == n) {
+			const char *best = gf_closest(k, known, n);
+			luaL_error(L, "%s: unknown option '%s'; did you mean '%s'?", what, k, best ? best : "?");
+		}
+	}
+}
+
+/* ---- gf.stage ---- */
+
+static int stage_tostring(lua_State *L)
+{
+	struct stage_ref *s = luaL_checkudata(L, 1, STAGE_MT);
+	lua_pushfstring(L, "stage '%s' (%s)", s->name, s->stage);
+	return 1;
+}
+
+static int stage_index(lua_State *L)
+{
+	struct stage_ref *s = luaL_checkudata(L, 1, STAGE_MT);
+	const char *port = luaL_checkstring(L, 2);
+	struct port_ref *p = lua_newuserdatauv(L, sizeof(*p), 0);
+	memset(p, 0, sizeof(*p));
+	p->node = s->node;
+	p->gen = s->gen;
+	snprintf(p->name, sizeof(p->name), "%s", s->name);
+	snprintf(p->port, sizeof(p->port), "%s", port);
+	luaL_setmetatable(L, PORT_MT);
+	return 1;
+}
+
+static int stage_newindex(lua_State *L)
+{
+	struct stage_ref *s = luaL_checkudata(L, 1, STAGE_MT);
+	return luaL_error(L, "stage '%s' is read-only (set parameters in gf.stage \"%s\" { ... })", s->name, s->stage);
+}
+
+static int port_tostring(lua_State *L)
+{
+	struct port_ref *p = luaL_checkudata(L, 1, PORT_MT);
+	lua_pushfstring(L, "%s.%s", p->name, p->port);
+	return 1;
+}
+
+/* Integer runtime key (workers, rank); returns -1 with a message in err
+ * when it is not an integer. */
+static int runtime_int(const char *stage, const char *key, const gf_value *v, int def, int *out, char *err,
+                       size_t errsize)
+{
+	*out = def;
+	if (!v || v->type == GF_VNIL)
+		return 0;
+	int ok;
+	int64_t i = gf_value_as_int(v, def, &ok);
+	if (!ok || i < -1000000 || i > 1000000) {
+		char shown[64];
+		gf_value_format(v, shown, sizeof(shown));
+		snprintf(err, errsize, "gf.stage \"%s\": %s must be an integer, got %s", stage, key, shown);
+		return -1;
+	}
+	*out = (int)i;
+	return 0;
+}
+
+/* Splits the Lua parameter table into the runtime keys (name, workers,
+ * rank) and the stage's parameters. Returns 0, or -1 with err set; never
+ * raises (nothing allocated may leak through a longjmp). */
+static int split_params(const char *stage, gf_value *all, gf_value *params, char *name, size_t namesize,
+                        int *workers, char *err, size_t errsize)
+{
+	*params = gf_value_map();
+	if (all->type == GF_VLIST && all->u.c.len > 0) {
+		snprintf(err, errsize, "gf.stage \"%s\": parameters must be named (name = value), not a list", stage);
+		return -1;
+	}
+	const gf_value *vname = gf_value_get(all, "name");
+	if (vname && vname->type != GF_VSTR) {
+		snprintf(err, errsize, "gf.stage \"%s\": name must be a string", stage);
+		return -1;
+	}
+	name[0] = '\0';
+	if (vname)
+		snprintf(name, namesize, "%s", vname->u.s);
+	int rank;
+	if (runtime_int(stage, "workers", gf_value_get(all, "workers"), 1, workers, err, errsize) ||
+	    runtime_int(stage, "rank", gf_value_get(all, "rank"), -1, &rank, err, errsize))
+		return -1;
+	/* rank is reserved: placing a stage on one MPI rank comes with the
+	 * distributed runtime; until then every rank runs every stage */
+	for (size_t i = 0; all->type == GF_VMAP && i < all->u.c.len; i++) {
+		const char *k = all->u.c.keys[i];
+		if (!strcmp(k, "name") || !strcmp(k, "workers") || !strcmp(k, "rank"))
+			continue;
+		gf_value copy;
+		if (gf_value_copy(&copy, &all->u.c.items[i]) || gf_value_set(params, k, copy)) {
+			snprintf(err, errsize, "out of memory");
+			gf_value_free(params);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* gf.stage(name)(params) and gf.stage(name, params) */
+static int stage_make(lua_State *L, struct runner *r, const char *stage, int pidx)
+{
+	gf_value all = gf_value_nil(), params = gf_value_nil();
+	char err[2048], name[64];
+	int workers = 1;
+	if (!lua_isnoneornil(L, pidx) && !lua_istable(L, pidx))
+		return luaL_error(L, "gf.stage \"%s\": parameters must be a table, got a %s", stage, luaL_typename(L, pidx));
+	if (lua_istable(L, pidx) && gf_lua_to_value(L, pidx, stage, &all, err, sizeof(err)))
+		return luaL_error(L, "%s", err);
+	int bad = split_params(stage, &all, &params, name, sizeof(name), &workers, err, sizeof(err));
+	gf_value_free(&all);
+	if (bad)
+		return luaL_error(L, "%s", err);
+	gf_graph *g = r->g;
+	if (!g && gf_graph_create(&g) == 0) {
+		r->g = g;
+		r->gen++;
+	}
+	if (!g) {
+		gf_value_free(&params);
+		return luaL_error(L, "out of memory");
+	}
+	int node;
+	int rc = gf_graph_add(g, stage, name[0] ? name : NULL, &params, workers, &node);
+	gf_value_free(&params);
+	if (rc)
+		return luaL_error(L, "%s", gf_graph_error(g));
+	struct stage_ref *s = lua_newuserdatauv(L, sizeof(*s), 0);
+	memset(s, 0, sizeof(*s));
+	s->node = node;
+	s->gen = r->gen;
+	snprintf(s->name, sizeof(s->name), "%s", gf_graph_node_name(g, node));
+	snprintf(s->stage, sizeof(s->stage), "%s", stage);
+	luaL_setmetatable(L, STAGE_MT);
+	return 1;
+}
+
+static int stage_closure(lua_State *L)
+{
+	struct runner *r = get_runner(L);
+	const char *stage = lua_tostring(L, lua_upvalueindex(2));
+	return stage_make(L, r, stage, 1);
+}
+
+static int l_stage(lua_State *L)
+{
+	struct runner *r = get_runner(L);
+	const char *stage = luaL_checkstring(L, 1);
+	if (lua_gettop(L) >= 2)
+		return stage_make(L, r, stage, 2);
+	lua_pushlightuserdata(L, r);
+	lua_pushvalue(L, 1);
+	lua_pushcclosure(L, stage_closure, 2);
+	return 1;
+}
+
+/* ---- gf.connect ---- */
+
+static uint32_t opt_u32(lua_State *L, int idx, const char *key, const char *what)
+{
+	lua_getfield(L, idx, key);
+	uint32_t v = 0;
+	if (!lua_isnil(L, -1)) {
+		int isint;
+		lua_Integer i = lua_tointegerx(L, -1, &isint);
+		if (!isint || i < 1 || i > (lua_Integer)GF_RING_MAX_CAPACITY)
+			luaL_error(L, "%s: %s must be a positive integer", what, key);
+		v = (uint32_t)i;
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static int l_connect(lua_State *L)
+{
+	struct runner *r = get_runner(L);
+	struct port_ref *a = luaL_testudata(L, 1, PORT_MT);
+	struct port_ref *b = luaL_testudata(L, 2, PORT_MT);
+	if (!a || !b)
+		return luaL_error(L, "gf.connect(from, to): both arguments must be stage ports, such as src.out and sink.inp");
+	if (!r->g || a->gen != r->gen || b->gen != r->gen)
+		return luaL_error(L, "gf.connect: port of a stage from a graph that has already run");
+	gf_edge_opts o = { 0 };
+	char what[300];
+	snprintf(what, sizeof(what), "gf.connect(%s.%s, %s.%s)", a->name, a->port, b->name, b->port);
+	if (!lua_isnoneornil(L, 3)) {
+		static const char *const known[] = { "depth", "capacity", "min" };
+		luaL_checktype(L, 3, LUA_TTABLE);
+		check_keys(L, 3, what, known, 3);
+		o.depth = opt_u32(L, 3, "depth", what);
+		o.capacity = opt_u32(L, 3, "capacity", what);
+		o.min_depth = opt_u32(L, 3, "min", what);
+	}
+	if (gf_graph_connect(r->g, a->node, a->port, b->node, b->port, &o))
+		return luaL_error(L, "%s", gf_graph_error(r->g));
+	return 0;
+}
+
+/* ---- gf.arg, gf.rank, gf.world ---- */
+
+static int parse_bool(const char *s, int *out)
+{
+	if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "on"))
+		*out = 1;
+	else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "off"))
+		*out = 0;
+	else
+		return -1;
+	return 0;
+}
+
+/* Pushes arg value s converted to the type of the value at def_idx. */
+static void push_converted(lua_State *L, const char *key, const char *s, int def_idx)
+{
+	switch (lua_type(L, def_idx)) {
+	case LUA_TNUMBER:
+		if (!lua_stringtonumber(L, s))
+			luaL_error(L, "argument %s=%s: expected a number", key, s);
+		if (lua_isinteger(L, def_idx) && !lua_isinteger(L, -1)) {
+			lua_Number n = lua_tonumber(L, -1);
+			lua_pop(L, 1);
+			lua_Integer i = 0;
+			if (!lua_numbertointeger(n, &i) || (lua_Number)i != n)
+				luaL_error(L, "argument %s=%s: expected an integer", key, s);
+			lua_pushinteger(L, i);
+		}
+		return;
+	case LUA_TBOOLEAN: {
+		int b;
+		if (parse_bool(s, &b))
+			luaL_error(L, "argument %s=%s: expected true or false", key, s);
+		lua_pushboolean(L, b);
+		return;
+	}
+	case LUA_TNIL:
+	case LUA_TNONE:
+	case LUA_TSTRING:
+		lua_pushstring(L, s);
+		return;
+	default:
+		luaL_error(L, "gf.arg(\"%s\", default): the default must be a number, boolean, string or nil", key);
+	}
+}
+
+static int l_arg(lua_State *L)
+{
+	struct runner *r = get_runner(L);
+	const char *key = luaL_checkstring(L, 1);
+	struct arg *a = find_arg(r, key);
+	if (!a) {
+		lua_settop(L, 2);
+		return 1;
+	}
+	a->used = 1;
+	push_converted(L, key, a->val, 2);
+	return 1;
+}
+
+static int env_int(const char *const *names, int def)
+{
+	for (int i = 0; names[i]; i++) {
+		const char *v = getenv(names[i]);
+		if (v && *v) {
+			char *end;
+			long x = strtol(v, &end, 10);
+			if (!*end && x >= 0)
+				return (int)x;
+		}
+	}
+	return def;
+}
+
+static int launcher_rank(void)
+{
+	static const char *const names[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL };
+	return env_int(names, 0);
+}
+
+static int launcher_world(void)
+{
+	static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
+	int w = env_int(names, 1);
+	return w < 1 ? 1 : w;
+}
+
+static int l_rank(lua_State *L)
+{
+	lua_pushinteger(L, launcher_rank());
+	return 1;
+}
+
+static int l_world(lua_State *L)
+{
+	lua_pushinteger(L, launcher_world());
+	return 1;
+}
+
+/* ---- gf.run ---- */
+
+struct run_opts {
+	int64_t steps;
+	int64_t seed;
+	int64_t threads;
+	double grace;
+	int quiet;
+	char dir[4096];
+	char backend[32];
+	char resume[4096];
+};
+
+/* Reads option key: from the command line if given there (it wins), else
+ * from the table at idx. Pushes the value (nil when absent). */
+static void push_option(lua_State *L, struct runner *r, int idx, const char *key, int *from_cli)
+{
+	struct arg *a = find_arg(r, key);
+	*from_cli = a != NULL;
+	if (a) {
+		a->used = 1;
+		lua_pushstring(L, a->val);
+	} else if (idx) {
+		lua_getfield(L, idx, key);
+	} else {
+		lua_pushnil(L);
+	}
+}
+
+static int64_t option_int(lua_State *L, struct runner *r, int idx, const char *key, int64_t def, int64_t min)
+{
+	int cli;
+	push_option(L, r, idx, key, &cli);
+	int64_t v = def;
+	if (!lua_isnil(L, -1)) {
+		int isint = 0;
+		lua_Integer i = 0;
+		if (lua_type(L, -1) == LUA_TSTRING) {
+			if (lua_stringtonumber(L, lua_tostring(L, -1))) {
+				i = lua_tointegerx(L, -1, &isint);
+				lua_pop(L, 1);
+			}
+		} else {
+			i = lua_tointegerx(L, -1, &isint);
+		}
+		if (!isint || i < min)
+			luaL_error(L, "gf.run: %s must be an integer >= %d%s", key, (int)min,
+			           cli ? " (from the command line)" : "");
+		v = i;
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static double option_num(lua_State *L, struct runner *r, int idx, const char *key, double def)
+{
+	int cli;
+	push_option(L, r, idx, key, &cli);
+	double v = def;
+	if (!lua_isnil(L, -1)) {
+		int isnum;
+		v = lua_tonumberx(L, -1, &isnum);
+		if (!isnum || v < 0)
+			luaL_error(L, "gf.run: %s must be a number >= 0%s", key, cli ? " (from the command line)" : "");
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static void option_str(lua_State *L, struct runner *r, int idx, const char *key, char *out, size_t size)
+{
+	int cli;
+	push_option(L, r, idx, key, &cli);
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "gf.run: %s must be a string", key);
+		snprintf(out, size, "%s", lua_tostring(L, -1));
+	}
+	lua_pop(L, 1);
+}
+
+static int option_bool(lua_State *L, struct runner *r, int idx, const char *key, int def)
+{
+	int cli;
+	push_option(L, r, idx, key, &cli);
+	int v = def;
+	if (lua_type(L, -1) == LUA_TBOOLEAN)
+		v = lua_toboolean(L, -1);
+	else if (lua_type(L, -1) == LUA_TSTRING) {
+		if (parse_bool(lua_tostring(L, -1), &v))
+			luaL_error(L, "gf.run: %s must be true or false", key);
+	} else if (!lua_isnil(L, -1))
+		luaL_error(L, "gf.run: %s must be true or false", key);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* mkdir -p; returns 0 or -errno with the failing prefix in failed. */
+static int mkdirs(const char *path, char *failed, size_t size)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	size_t len = strlen(buf);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, 0777) && errno != EEXIST) {
+			int e = errno;
+			snprintf(failed, size, "%s", buf);
+			return -e;
+		}
+		struct stat st;
+		if (stat(buf, &st) || !S_ISDIR(st.st_mode)) {
+			snprintf(failed, size, "%s", buf);
+			return -ENOTDIR;
+		}
+		buf[i] = c;
+	}
+	if (access(path, W_OK)) {
+		int e = errno;
+		snprintf(failed, size, "%s", path);
+		return -e;
+	}
+	return 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb");
+	if (!in)
+		return -errno;
+	FILE *out = fopen(to, "wb");
+	if (!out) {
+		int e = errno;
+		fclose(in);
+		return -e;
+	}
+	char buf[65536];
+	size_t n;
+	int rc = 0;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n) {
+			rc = -EIO;
+			break;
+		}
+	if (ferror(in))
+		rc = -EIO;
+	fclose(in);
+	if (fclose(out) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+static void default_dir(const char *script, char *out, size_t size)
+{
+	const char *base = strrchr(script, '/');
+	base = base ? base + 1 : script;
+	char name[256];
+	snprintf(name, sizeof(name), "%s", base);
+	char *dot = strrchr(name, '.');
+	if (dot && !strcmp(dot, ".lua"))
+		*dot = '\0';
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	char stamp[32];
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	snprintf(out, size, "runs/%s-%s", name, stamp);
+}
+
+/* Creates the run directory with a copy of the script and the effective
+ * arguments. Raises a Lua error naming the path on failure. */
+static void prepare_run_dir(lua_State *L, struct runner *r, const struct run_opts *o)
+{
+	char failed[4096], path[4200];
+	int rc = mkdirs(o->dir, failed, sizeof(failed));
+	if (rc)
+		luaL_error(L, "cannot create run directory '%s': %s (at '%s')", o->dir, strerror(-rc), failed);
+	if (r->script) {
+		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
+		if ((rc = copy_file(r->script, path)))
+			luaL_error(L, "cannot write '%s' into the run directory: %s", path, strerror(-rc));
+	}
+	snprintf(path, sizeof(path), "%s/args.txt", o->dir);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		luaL_error(L, "cannot write '%s' into the run directory: %s", path, strerror(errno));
+	fprintf(f, "# effective arguments of this run: ganflow run %s followed by these lines\n",
+	        r->script ? r->script : "-");
+	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\n", (long long)o->steps,
+	        (long long)o->seed, o->dir, o->backend, (long long)o->threads);
+	if (o->resume[0])
+		fprintf(f, "resume=%s\n", o->resume);
+	for (int i = 0; i < r->nargs; i++) {
+		size_t k;
+		for (k = 0; k < NRUN_KEYS; k++)
+			if (!strcmp(r->args[i].key, run_keys[k]))
+				break;
+		if (k == NRUN_KEYS)
+			fprintf(f, "%s=%s\n", r->args[i].key, r->args[i].val);
+	}
+	if (fclose(f))
+		luaL_error(L, "cannot write '%s': %s", path, strerror(errno));
+}
+
+static int l_run(lua_State *L)
+{
+	struct runner *r = get_runner(L);
+	int idx = 0;
+	if (!lua_isnoneornil(L, 1)) {
+		luaL_checktype(L, 1, LUA_TTABLE);
+		check_keys(L, 1, "gf.run", run_keys, NRUN_KEYS);
+		idx = 1;
+	}
+	if (!r->g || gf_graph_nodes(r->g) == 0)
+		return luaL_error(L, "gf.run: the pipeline declares no stages");
+	struct run_opts o;
+	memset(&o, 0, sizeof(o));
+	snprintf(o.backend, sizeof(o.backend), "auto");
+	o.steps = option_int(L, r, idx, "steps", 0, 0);
+	o.seed = option_int(L, r, idx, "seed", 0, 0);
+	o.threads = option_int(L, r, idx, "threads", 0, 0);
+	o.grace = option_num(L, r, idx, "grace", 30.0);
+	o.quiet = option_bool(L, r, idx, "quiet", 0);
+	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
+	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
+	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
+	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
+		return luaL_error(L, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o.backend);
+	/* a graph that cannot run leaves no run directory behind */
+	if (gf_graph_validate(r->g))
+		return luaL_error(L, "%s", gf_graph_error(r->g));
+	if (!o.dir[0])
+		default_dir(r->script ? r->script : "pipeline", o.dir, sizeof(o.dir));
+	prepare_run_dir(L, r, &o);
+
+	gf_run_info info = {
+		.rank = launcher_rank(),
+		.world = launcher_world(),
+		.seed = (uint64_t)o.seed,
+		.steps = o.steps,
+		.run_dir = o.dir,
+		.backend = o.backend,
+		.resume = o.resume[0] ? o.resume : NULL,
+		.pipeline = r->script,
+		.threads = (int)o.threads,
+	};
+	gf_graph *g = r->g;
+	r->g = NULL; /* stage objects of this graph are now stale */
+	r->runs++;
+	gf_graph_set_grace(g, o.grace);
+
+	struct sigaction sa, old_int, old_term;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	atomic_store(&sig_count, 0);
+	atomic_store(&sig_last, 0);
+	atomic_store(&sig_graph, g);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	int rc = gf_graph_run(g, &info, o.quiet ? GF_GRAPH_QUIET : 0);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	atomic_store(&sig_graph, NULL);
+
+	gf_stop_reason why = gf_graph_stop_reason(g);
+	if (rc == GF_EGRAPH) {
+		/* validation: an error of the script, at the gf.run line */
+		lua_pushstring(L, gf_graph_error(g));
+		gf_graph_destroy(g);
+		return luaL_error(L, "%s", lua_tostring(L, -1));
+	}
+	if (rc || why == GF_STOP_REQUEST) {
+		if (why == GF_STOP_REQUEST || why == GF_STOP_HARD)
+			r->interrupted = atomic_load(&sig_last) ? atomic_load(&sig_last) : SIGINT;
+		else
+			r->failed = 1;
+		snprintf(r->err, sizeof(r->err), "%s", rc ? gf_graph_error(g) : "interrupted");
+		gf_graph_destroy(g);
+		/* ends the script; the runner reports r->err, not this */
+		return luaL_error(L, "%s", r->err);
+	}
+	lua_createtable(L, 0, 4);
+	lua_pushinteger(L, gf_graph_step(g));
+	lua_setfield(L, -2, "step");
+	lua_pushinteger(L, gf_graph_items(g));
+	lua_setfield(L, -2, "items");
+	lua_pushnumber(L, gf_graph_seconds(g));
+	lua_setfield(L, -2, "seconds");
+	lua_pushstring(L, gf_stop_reason_name(why));
+	lua_setfield(L, -2, "reason");
+	lua_pushstring(L, o.dir);
+	lua_setfield(L, -2, "dir");
+	gf_graph_destroy(g);
+	return 1;
+}
+
+/* ---- the module ---- */
+
+static int open_ganflow(lua_State *L)
+{
+	struct runner *r = lua_touserdata(L, lua_upvalueindex(1));
+	static const luaL_Reg fns[] = {
+		{ "stage", l_stage }, { "connect", l_connect }, { "run", l_run },
+		{ "arg", l_arg },     { "rank", l_rank },       { "world", l_world },
+		{ NULL, NULL },
+	};
+	lua_newtable(L);
+	lua_pushlightuserdata(L, r);
+	luaL_setfuncs(L, fns, 1);
+	lua_pushstring(L, GF_VERSION);
+	lua_setfield(L, -2, "version");
+	int mod = lua_gettop(L);
+	/* luaconf/ganflow_ext.lua, when on the path, returns function(gf) that
+	 * adds pure-Lua helpers to the module table */
+	lua_getglobal(L, "package");
+	lua_getfield(L, -1, "searchpath");
+	lua_pushstring(L, "ganflow_ext");
+	lua_getfield(L, -3, "path");
+	lua_call(L, 2, 1);
+	int found = lua_isstring(L, -1);
+	lua_pop(L, 2);
+	if (found) {
+		lua_getglobal(L, "require");
+		lua_pushstring(L, "ganflow_ext");
+		lua_call(L, 1, 1);
+		if (lua_isfunction(L, -1)) {
+			lua_pushvalue(L, mod);
+			lua_call(L, 1, 0);
+		} else {
+			lua_pop(L, 1);
+		}
+	}
+	lua_settop(L, mod);
+	return 1;
+}
+
+static void register_module(lua_State *L, struct runner *r)
+{
+	luaL_newmetatable(L, STAGE_MT);
+	lua_pushcfunction(L, stage_index);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, stage_newindex);
+	lua_setfield(L, -2, "__newindex");
+	lua_pushcfunction(L, stage_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+	luaL_newmetatable(L, PORT_MT);
+	lua_pushcfunction(L, port_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
+
+	lua_getglobal(L, "package");
+	lua_getfield(L, -1, "preload");
+	lua_pushlightuserdata(L, r);
+	lua_pushcclosure(L, open_ganflow, 1);
+	lua_setfield(L, -2, "ganflow");
+	lua_pop(L, 2);
+}
+
+static int traceback(lua_State *L)
+{
+	const char *msg = lua_tostring(L, 1);
+	if (!msg)
+		msg = luaL_tolstring(L, 1, NULL);
+	luaL_traceback(L, L, msg, 1);
+	return 1;
+}
+
+/* ---- entry points ---- */
+
+const char *gf_lua_version(void)
+{
+	return LUA_RELEASE;
+}
+
+static int parse_args(struct runner *r, int nargs, char *const *args, char *err, size_t errsize)
+{
+	r->args = calloc((size_t)nargs + 1, sizeof(*r->args));
+	if (!r->args)
+		return -ENOMEM;
+	for (int i = 0; i < nargs; i++) {
+		const char *eq = strchr(args[i], '=');
+		if (!eq || eq == args[i]) {
+			snprintf(err, errsize, "argument '%s' is not of the form key=value", args[i]);
+			return GF_EPARAM;
+		}
+		char *key = strndup(args[i], (size_t)(eq - args[i]));
+		char *val = strdup(eq + 1);
+		if (!key || !val) {
+			free(key);
+			free(val);
+			return -ENOMEM;
+		}
+		struct arg *dup = find_arg(r, key);
+		if (dup) { /* the last one wins, as on most command lines */
+			free(dup->val);
+			dup->val = val;
+			free(key);
+			continue;
+		}
+		r->args[r->nargs++] = (struct arg){ key, val, 0 };
+	}
+	return 0;
+}
+
+int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pipeline_status *status, char *err,
+                        size_t errsize)
+{
+	struct runner r;
+	memset(&r, 0, sizeof(r));
+	r.script = script;
+	err[0] = '\0';
+	if (status)
+		*status = GF_PIPELINE_OK;
+	int rc = parse_args(&r, nargs, args, err, errsize);
+	lua_State *L = NULL;
+	if (rc)
+		goto out;
+	L = luaL_newstate();
+	if (!L) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	luaL_openlibs(L);
+	gf_lua_set_path(L);
+	register_module(L, &r);
+	/* arg, as the standalone interpreter sets it */
+	lua_createtable(L, nargs, 1);
+	lua_pushstring(L, script);
+	lua_rawseti(L, -2, 0);
+	for (int i = 0; i < nargs; i++) {
+		lua_pushstring(L, args[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setglobal(L, "arg");
+
+	lua_pushcfunction(L, traceback);
+	int lrc = luaL_loadfile(L, script);
+	if (lrc == LUA_OK)
+		lrc = lua_pcall(L, 0, 0, 1);
+	if (lrc != LUA_OK) {
+		if (r.failed) {
+			snprintf(err, errsize, "%s", r.err);
+			rc = GF_EFAIL;
+		} else if (r.interrupted) {
+			snprintf(err, errsize, "interrupted");
+			rc = GF_ESTOP;
+			if (status)
+				*status = r.interrupted == SIGTERM ? GF_PIPELINE_SIGTERM : GF_PIPELINE_SIGINT;
+		} else {
+			snprintf(err, errsize, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in the script");
+			rc = GF_ELUA;
+		}
+		goto out;
+	}
+	if (r.g && gf_graph_nodes(r.g) > 0) {
+		snprintf(err, errsize, "%s: stages were declared but gf.run{} was never called", script);
+		rc = GF_ELUA;
+		goto out;
+	}
+	if (r.runs == 0) {
+		snprintf(err, errsize, "%s: the pipeline never called gf.run{}", script);
+		rc = GF_ELUA;
+		goto out;
+	}
+	for (int i = 0; i < r.nargs; i++) {
+		if (r.args[i].used)
+			continue;
+		const char *names[NRUN_KEYS];
+		for (size_t k = 0; k < NRUN_KEYS; k++)
+			names[k] = run_keys[k];
+		const char *best = gf_closest(r.args[i].key, names, NRUN_KEYS);
+		gf_log(GF_LOG_WARN, "argument '%s' was not used by the pipeline (neither a gf.run option nor read with gf.arg)%s%s%s",
+		       r.args[i].key, best && gf_edit_distance(best, r.args[i].key) <= 2 ? "; did you mean '" : "",
+		       best && gf_edit_distance(best, r.args[i].key) <= 2 ? best : "",
+		       best && gf_edit_distance(best, r.args[i].key) <= 2 ? "'?" : "");
+	}
+out:
+	if (rc && status && *status == GF_PIPELINE_OK)
+		*status = GF_PIPELINE_ERROR;
+	if (rc == -ENOMEM && !err[0])
+		snprintf(err, errsize, "out of memory");
+	if (L)
+		lua_close(L);
+	gf_graph_destroy(r.g);
+	for (int i = 0; i < r.nargs; i++) {
+		free(r.args[i].key);
+		free(r.args[i].val);
+	}
+	free(r.args);
+	return rc;
+}

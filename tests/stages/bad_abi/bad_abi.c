@@ -1,0 +1,28 @@
+/* bad_abi: a stage built for a future stage ABI, for the loader's tests.
+ * The loader must refuse it by its `abi` field before reading anything
+ * else, naming the file. Built outside the stage directory, never installed. */
+#include <ganflow/stage.h>
+
+static int create(gf_ctx *ctx, const gf_value *params, void **self)
+{
+	(void)ctx;
+	(void)params;
+	*self = 0;
+	return 0;
+}
+
+static int run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	(void)ctx;
+	return 0;
+}
+
+GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
+	.abi = GF_STAGE_ABI + 1,
+	.size = sizeof(gf_stage_desc),
+	.name = "bad_abi",
+	.doc = "a stage of another ABI version",
+	.create = create,
+	.run = run,
+};

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Bad input through the `ganflow` command: every case must end within its
+# timeout with the expected exit status and a clear message naming the
+# fault, and no sanitizer report. Also: signals (graceful drain, then hard
+# stop), `ganflow stages`, `ganflow version`.
+# usage: test_badinput.sh GANFLOW BAD_STAGE_DIR
+set -uo pipefail
+gf=$1
+bad=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fails=0
+
+fail() {
+	echo "FAIL $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/     | /'
+	fails=$((fails + 1))
+}
+
+# check NAME WANT_EXIT TEXT COMMAND...   (WANT_EXIT "nz": any non-zero)
+check() {
+	local name=$1 want=$2 text=$3
+	shift 3
+	local out rc
+	out=$(timeout 60 "$@" 2>&1)
+	rc=$?
+	if [ "$rc" = 124 ]; then fail "$name: timed out (a hang)" "$out"; return; fi
+	if { [ "$want" = nz ] && [ "$rc" = 0 ]; } || { [ "$want" != nz ] && [ "$rc" != "$want" ]; }; then
+		fail "$name: exit status $rc, expected $want" "$out"
+		return
+	fi
+	if ! grep -qF -- "$text" <<<"$out"; then fail "$name: output lacks: $text" "$out"; return; fi
+	if grep -q "Sanitizer" <<<"$out"; then fail "$name: sanitizer report" "$out"; return; fi
+	echo "ok   $name"
+}
+
+head='local gf = require "ganflow"
+local src = gf.stage "count_source" { n = gf.arg("n", 100), name = "src" }
+local sink = gf.stage "check_sink" { name = "sink" }'
+
+printf 'local gf = require "ganflow"\nlocal x = = 1\n' >syntax.lua
+check "lua syntax error shows file:line" 1 "syntax.lua:2:" "$gf" run syntax.lua
+printf 'local gf = require "ganflow"\nlocal t = {}\nerror("boom")\n' >rt.lua
+check "lua runtime error shows file:line" 1 "rt.lua:3: boom" "$gf" run rt.lua
+printf 'local gf = require "ganflow"\nlocal s = gf.stage "nosuch" {}\n' >unknown.lua
+check "unknown stage lists the search path" 1 "unknown.lua:2: unknown stage 'nosuch' (searched: " "$gf" run unknown.lua
+printf 'local gf = require "ganflow"\nlocal s = gf.stage "%s/bad_abi.so" {}\n' "$bad" >abi.lua
+check "wrong stage ABI" 1 "bad_abi.so: stage ABI version 2, but this runtime speaks version 1" "$gf" run abi.lua
+printf 'local gf = require "ganflow"\nlocal s = gf.stage "%s/no_desc.so" {}\n' "$bad" >nodesc.lua
+check "no descriptor" 1 "no_desc.so: no 'ganflow_stage' descriptor" "$gf" run nodesc.lua
+printf 'local gf = require "ganflow"\nlocal s = gf.stage "count_source" { nn = 3 }\n' >param.lua
+check "unknown parameter suggests the closest" 1 "param.lua:2: stage 'count_source' (count_source): unknown parameter 'nn'; did you mean 'n'?" "$gf" run param.lua
+printf 'local gf = require "ganflow"\nlocal s = gf.stage "count_source" { n = "ten" }\n' >type.lua
+check "parameter of the wrong type" 1 "parameter 'n' must be an integer, got string \"ten\"" "$gf" run type.lua
+printf '%s\ngf.connect(src.stats, sink.inp)\n' "$head" >kind.lua
+check "ports of different kinds" 1 "kind.lua:4: cannot connect 'src.stats' to 'sink.inp': stage 'src' sends \"metrics\" messages, stage 'sink' expects \"items\"" "$gf" run kind.lua
+printf '%s\ngf.run {}\n' "$head" >unconn.lua
+check "input left unconnected" 1 "unconn.lua:4: input 'sink.inp' of stage 'sink' (check_sink) is not connected" "$gf" run unconn.lua
+cat >fail.lua <<'LUA'
+local gf = require "ganflow"
+local src = gf.stage "count_source" { n = 0 }
+local j = gf.stage "jitter" { fail_at = 5, name = "j", workers = 2 }
+local sink = gf.stage "check_sink" {}
+gf.connect(src.out, j.inp)
+gf.connect(j.out, sink.inp)
+gf.run {}
+LUA
+check "stage failing mid-run" 1 "ganflow: error: stage 'j#1' failed: injected failure at item 5" "$gf" run fail.lua dir=fail-run
+check "missing pipeline" 1 "cannot open pipeline 'nope.lua'" "$gf" run nope.lua
+printf '%s\ngf.connect(src.out, sink.inp)\ngf.run {}\n' "$head" >ok.lua
+check "malformed argument" 1 "argument 'n20' is not of the form key=value" "$gf" run ok.lua n20
+check "argument of the wrong type" 1 "ok.lua:2: argument n=abc: expected a number" "$gf" run ok.lua n=abc
+check "unwritable run directory" 1 "cannot create run directory '/proc/gf-test/run'" "$gf" run ok.lua dir=/proc/gf-test/run
+check "unused argument is warned about" 0 "argument 'stesp' was not used by the pipeline" "$gf" run ok.lua stesp=5 dir=ok-run
+check "a good run prints the edge table" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2
+check "run without a pipeline" 2 "usage: ganflow run PIPELINE.lua" "$gf" run
+check "unknown command" 2 "unknown command 'frobnicate'" "$gf" frobnicate
+check "stages lists ports, parameters, defaults, docs" 0 "number of items (0: until the graph stops)" "$gf" stages
+check "stages shows one stage" 0 "messages of any kind from any number of producers" "$gf" stages collect
+check "stages with an unknown name" 1 "unknown stage 'nosuch'" "$gf" stages nosuch
+check "version" 0 "(stage ABI 1, Lua 5.4" "$gf" version
+
+# ---- signals ----
+cat >forever.lua <<'LUA'
+local gf = require "ganflow"
+local src = gf.stage "count_source" { n = 0, ignore_stop = gf.arg("stubborn", false), name = "src" }
+local j = gf.stage "jitter" { mean_us = 100 }
+local sink = gf.stage "check_sink" { name = "sink" }
+gf.connect(src.out, j.inp)
+gf.connect(j.out, sink.inp)
+gf.run { grace = 60 }
+LUA
+# signal NAME SIGNALS WANT_EXIT TEXT ARGS...: starts forever.lua, sends the
+# signals one second apart, expects the exit status and text.
+signal() {
+	local name=$1 sigs=$2 want=$3 text=$4
+	shift 4
+	"$gf" run forever.lua "$@" >sig.out 2>&1 &
+	local pid=$! s
+	sleep 1
+	for s in $sigs; do
+		kill -s "$s" "$pid" 2>/dev/null
+		sleep 1
+	done
+	local waited=0
+	while kill -0 "$pid" 2>/dev/null && [ $waited -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid"
+		fail "$name: still running 30 s after the signal" "$(cat sig.out)"
+		return
+	fi
+	wait "$pid"
+	local rc=$?
+	if [ "$rc" != "$want" ]; then fail "$name: exit status $rc, expected $want" "$(cat sig.out)"; return; fi
+	if ! grep -qF -- "$text" sig.out; then fail "$name: output lacks: $text" "$(cat sig.out)"; return; fi
+	echo "ok   $name"
+}
+signal "SIGINT drains gracefully" INT 130 "sink.inp" dir=int-run
+grep -qF "run ended (stop requested)" sig.out || fail "SIGINT: no graceful end" "$(cat sig.out)"
+signal "SIGTERM drains gracefully" TERM 143 "run ended (stop requested)" dir=term-run
+signal "second SIGINT stops hard" "INT INT" 130 "stopping now (hard stop)" stubborn=true dir=hard-run
+
+if [ $fails -gt 0 ]; then
+	echo "$fails case(s) failed"
+	exit 1
+fi
+echo "all bad-input cases passed"

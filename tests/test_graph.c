@@ -1,0 +1,548 @@
+/* Tests of graphs (<ganflow/graph.h>) with the runtime's test stages and a
+ * few stages compiled in here: items arrive complete and in order through
+ * plain edges, multi-worker stages (with dropped placeholders), fan-out
+ * and multi-edge inputs; back edges; every way a run ends (end of data,
+ * step target, graceful and hard stop requests, grace timeout, failure in
+ * create and mid-run) ends promptly with the right reason and message; and
+ * validation errors name what is wrong. Run under TSan too. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include <ganflow/graph.h>
+#include <ganflow/log.h>
+#include <ganflow/lua.h>
+
+#define MAX_EDGES 32
+
+static gf_value lua_params(const char *code)
+{
+	gf_value v;
+	char full[1024];
+	snprintf(full, sizeof(full), "return %s", code);
+	if (gf_lua_eval(full, &v))
+		fail_msg("bad parameter literal %s: %s", code, gf_errmsg());
+	return v;
+}
+
+/* Adds a stage; fails the test on error. */
+static int add(gf_graph *g, const char *stage, const char *name, const char *params, int workers)
+{
+	gf_value v = params ? lua_params(params) : gf_value_nil();
+	int node = -1;
+	int rc = gf_graph_add(g, stage, name, params ? &v : NULL, workers, &node);
+	gf_value_free(&v);
+	if (rc)
+		fail_msg("gf_graph_add(%s): %s", stage, gf_graph_error(g));
+	return node;
+}
+
+static void link_(gf_graph *g, int a, const char *out, int b, const char *in, const gf_edge_opts *o)
+{
+	if (gf_graph_connect(g, a, out, b, in, o))
+		fail_msg("connect: %s", gf_graph_error(g));
+}
+
+static double value(gf_graph *g, const char *name)
+{
+	double v = -1;
+	if (!gf_graph_value(g, name, &v))
+		fail_msg("no value '%s' was reported", name);
+	return v;
+}
+
+static int run(gf_graph *g, int64_t steps)
+{
+	gf_run_info info = { .steps = steps, .seed = 1234, .world = 1, .backend = "cpu" };
+	return gf_graph_run(g, &info, GF_GRAPH_QUIET);
+}
+
+static void expect_error(gf_graph *g, int rc, int want, const char *text)
+{
+	assert_int_equal(rc, want);
+	if (!strstr(gf_graph_error(g), text))
+		fail_msg("error \"%s\" lacks \"%s\"", gf_graph_error(g), text);
+}
+
+static double sum_range(int64_t a, int64_t n)
+{
+	return (double)n * (double)(2 * a + n - 1) / 2.0;
+}
+
+/* ---- data flow ---- */
+
+static void test_source_sink(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 20000, width = 4 }", 1);
+	int sink = add(g, "check_sink", "sink", "{ expect = 20000 }", 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	assert_int_equal(run(g, 0), 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_EOF);
+	assert_true(value(g, "sink_items") == 20000);
+	assert_true(value(g, "sink_sum") == sum_range(0, 20000));
+	assert_int_equal(gf_graph_step(g), 20000);
+	assert_int_equal(gf_graph_items(g), 20000);
+	gf_edge_stat st[MAX_EDGES];
+	assert_int_equal(gf_graph_edge_stats(g, st, MAX_EDGES), 1);
+	assert_string_equal(st[0].from, "src.out");
+	assert_string_equal(st[0].to, "sink.inp");
+	assert_int_equal(st[0].items, 20000);
+	assert_int_equal(st[0].capacity, 64);
+	assert_int_equal(st[0].fixed, 0);
+	assert_true(st[0].depth_min >= 2 && st[0].depth_max <= 64);
+	gf_graph_destroy(g);
+}
+
+static void test_workers_keep_order(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 3000, width = 2 }", 1);
+	int jit = add(g, "jitter", "jitter", "{ dist = 'uniform', mean_us = 10, seed = 7 }", 3);
+	int sink = add(g, "check_sink", "sink", "{ expect = 3000 }", 1);
+	link_(g, src, "out", jit, "inp", NULL);
+	link_(g, jit, "out", sink, "inp", NULL);
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "sink_items") == 3000);
+	assert_true(value(g, "sink_sum") == sum_range(0, 3000));
+	gf_edge_stat st[MAX_EDGES];
+	int n = gf_graph_edge_stats(g, st, MAX_EDGES);
+	assert_int_equal(n, 6); /* 3 dealt rings in, 3 merged rings out */
+	uint64_t in = 0, out = 0;
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(st[i].from, "src.out")) {
+			in += st[i].items;
+			assert_non_null(strstr(st[i].to, "jitter#"));
+			assert_int_equal(st[i].items, 1000); /* dealt round-robin */
+		} else {
+			out += st[i].items;
+			assert_string_equal(st[i].to, "sink.inp");
+		}
+	}
+	assert_int_equal(in, 3000);
+	assert_int_equal(out, 3000);
+	gf_graph_destroy(g);
+}
+
+static void test_workers_drop_placeholders(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 5000 }", 1);
+	int jit = add(g, "jitter", NULL, "{ drop_every = 7 }", 2);
+	int sink = add(g, "check_sink", "sink", "{ expect = 4286, drop_every = 7 }", 1);
+	link_(g, src, "out", jit, "inp", NULL);
+	link_(g, jit, "out", sink, "inp", NULL);
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "sink_items") == 5000 - 714);
+	gf_graph_destroy(g);
+}
+
+static void test_fanout_and_multi_input(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a = add(g, "count_source", "a", "{ n = 1000 }", 1);
+	int b = add(g, "count_source", "b", "{ n = 500, start = 10000 }", 1);
+	int col = add(g, "collect", "col", "{ expect = 1501 }", 1);
+	int sink = add(g, "check_sink", "sink", "{ expect = 1000 }", 1);
+	link_(g, a, "out", col, "inp", NULL);
+	link_(g, a, "out", sink, "inp", NULL);   /* fan-out: both get every item */
+	link_(g, b, "out", col, "inp", NULL);    /* several producers, one input */
+	link_(g, a, "stats", col, "inp", NULL);  /* "metrics" into an "any" input */
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "collect_items") == 1501);
+	assert_true(value(g, "collect_sum") == sum_range(0, 1000) + sum_range(10000, 500));
+	assert_true(value(g, "collect_stats") == 1000);
+	assert_true(value(g, "sink_items") == 1000);
+	gf_graph_destroy(g);
+}
+
+static void test_fixed_depth_edge(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 2000 }", 1);
+	int sink = add(g, "check_sink", "sink", "{ expect = 2000 }", 1);
+	gf_edge_opts o = { .capacity = 128, .depth = 4 };
+	link_(g, src, "out", sink, "inp", &o);
+	assert_int_equal(run(g, 0), 0);
+	gf_edge_stat st[1];
+	assert_int_equal(gf_graph_edge_stats(g, st, 1), 1);
+	assert_int_equal(st[0].fixed, 1);
+	assert_int_equal(st[0].capacity, 128);
+	assert_int_equal(st[0].depth, 4);
+	assert_int_equal(st[0].depth_min, 4);
+	assert_int_equal(st[0].depth_max, 4);
+	assert_int_equal(st[0].items, 2000);
+	gf_graph_destroy(g);
+}
+
+/* ---- how runs end ---- */
+
+static void test_step_target(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	int col = add(g, "collect", "col", NULL, 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	link_(g, src, "stats", col, "inp", NULL);
+	assert_int_equal(run(g, 300), 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_STEPS);
+	assert_true(gf_graph_step(g) >= 300);
+	/* the source's flush ran after the stop and told how many it sent;
+	 * everything it sent arrived (a graceful stop drains) */
+	assert_true(value(g, "collect_items") == 1);
+	assert_true(value(g, "collect_stats") == value(g, "sink_items"));
+	assert_true(value(g, "sink_items") >= 300);
+	gf_graph_destroy(g);
+}
+
+struct requester {
+	gf_graph *g;
+	int hard;
+	int ms;
+};
+
+static void *request_later(void *arg)
+{
+	struct requester *r = arg;
+	struct timespec ts = { 0, (long)r->ms * 1000000L };
+	nanosleep(&ts, NULL);
+	gf_graph_request_stop(r->g, r->hard);
+	return NULL;
+}
+
+static void run_with_request(int hard, int *rc, double *elapsed, gf_graph **gp)
+{
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	int jit = add(g, "jitter", "jit", "{ mean_us = 50 }", 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	int col = add(g, "collect", "col", NULL, 1);
+	link_(g, src, "out", jit, "inp", NULL);
+	link_(g, jit, "out", sink, "inp", NULL);
+	link_(g, src, "stats", col, "inp", NULL);
+	struct requester r = { g, hard, 150 };
+	pthread_t t;
+	double t0 = gf_now();
+	assert_int_equal(pthread_create(&t, NULL, request_later, &r), 0);
+	*rc = run(g, 0);
+	*elapsed = gf_now() - t0;
+	pthread_join(t, NULL);
+	*gp = g;
+}
+
+static void test_graceful_request(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	int rc;
+	double el;
+	run_with_request(0, &rc, &el, &g);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_REQUEST);
+	assert_true(el < 10.0);
+	assert_true(value(g, "collect_stats") > 0);                         /* flush ran */
+	assert_true(value(g, "collect_stats") == value(g, "sink_items")); /* drained */
+	gf_graph_destroy(g);
+}
+
+static void test_hard_request(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	int rc;
+	double el;
+	run_with_request(1, &rc, &el, &g);
+	assert_int_equal(rc, GF_ESTOP);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_HARD);
+	assert_true(el < 10.0);
+	assert_non_null(strstr(gf_graph_error(g), "stopped"));
+	double v;
+	assert_int_equal(gf_graph_value(g, "collect_stats", &v), 0); /* no flush */
+	gf_graph_destroy(g);
+}
+
+static void test_grace_timeout(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0, ignore_stop = true }", 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	gf_graph_set_grace(g, 0.3);
+	double t0 = gf_now();
+	assert_int_equal(run(g, 50), GF_ESTOP);
+	assert_true(gf_now() - t0 < 10.0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_GRACE);
+	gf_graph_destroy(g);
+}
+
+static void test_failure_mid_run(void **state)
+{
+	(void)state;
+	for (int workers = 1; workers <= 2; workers++) {
+		gf_graph *g;
+		assert_int_equal(gf_graph_create(&g), 0);
+		int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+		int jit = add(g, "jitter", "jit", "{ fail_at = 100 }", workers);
+		int sink = add(g, "check_sink", "sink", NULL, 1);
+		link_(g, src, "out", jit, "inp", NULL);
+		link_(g, jit, "out", sink, "inp", NULL);
+		double t0 = gf_now();
+		assert_int_equal(run(g, 0), GF_EFAIL);
+		assert_true(gf_now() - t0 < 10.0);
+		assert_int_equal(gf_graph_stop_reason(g), GF_STOP_FAILURE);
+		/* item 100 goes to worker 100 % 2 == 0 */
+		assert_string_equal(gf_graph_error(g), workers == 1 ? "stage 'jit' failed: injected failure at item 100"
+		                                                    : "stage 'jit#0' failed: injected failure at item 100");
+		gf_graph_destroy(g);
+	}
+}
+
+static void test_failure_in_create(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = -5 }", 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	assert_int_equal(run(g, 0), GF_EFAIL);
+	assert_string_equal(gf_graph_error(g), "stage 'src' failed: n must be >= 0, not -5");
+	gf_graph_destroy(g);
+}
+
+/* ---- validation ---- */
+
+static void test_validation_errors(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	int rc;
+
+	assert_int_equal(gf_graph_create(&g), 0);
+	expect_error(g, run(g, 0), GF_EGRAPH, "declares no stages");
+	gf_graph_destroy(g);
+
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", NULL, 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	expect_error(g, gf_graph_add(g, "check_sink", "sink", NULL, 1, NULL), GF_EGRAPH, "two stages are named 'sink'");
+	expect_error(g, gf_graph_add(g, "nosuch_stage", NULL, NULL, 1, NULL), GF_ENOTFOUND,
+	             "unknown stage 'nosuch_stage' (searched:");
+	expect_error(g, gf_graph_add(g, GF_BAD_STAGE_DIR "/bad_abi.so", NULL, NULL, 1, NULL), GF_EABI,
+	             "bad_abi.so: stage ABI version 2, but this runtime speaks version 1");
+	expect_error(g, gf_graph_add(g, GF_BAD_STAGE_DIR "/no_desc.so", NULL, NULL, 1, NULL), GF_EABI,
+	             "no_desc.so: no 'ganflow_stage' descriptor");
+	expect_error(g, gf_graph_add(g, "check_sink", "s2", NULL, 2, NULL), GF_EPARAM,
+	             "cannot run 2 workers (the stage does not declare GF_STAGE_WORKERS)");
+	gf_value bad = lua_params("{ expct = 3 }");
+	expect_error(g, gf_graph_add(g, "check_sink", "s3", &bad, 1, NULL), GF_EPARAM,
+	             "stage 's3' (check_sink): unknown parameter 'expct'; did you mean 'expect'?");
+	gf_value_free(&bad);
+	expect_error(g, gf_graph_connect(g, src, "outt", sink, "inp", NULL), GF_ENOTFOUND,
+	             "stage 'src' (count_source) has no output port 'outt' (outputs: out, stats)");
+	expect_error(g, gf_graph_connect(g, src, "out", sink, "in", NULL), GF_ENOTFOUND,
+	             "stage 'sink' (check_sink) has no input port 'in' (inputs: inp)");
+	rc = gf_graph_connect(g, src, "stats", sink, "inp", NULL);
+	expect_error(g, rc, GF_EKIND,
+	             "cannot connect 'src.stats' to 'sink.inp': stage 'src' sends \"metrics\" messages, stage 'sink' expects \"items\"");
+	gf_edge_opts cap3 = { .capacity = 3 };
+	expect_error(g, gf_graph_connect(g, src, "out", sink, "inp", &cap3), GF_EPARAM, "capacity 3 is not a power of two");
+	gf_edge_opts deep = { .capacity = 8, .depth = 9 };
+	expect_error(g, gf_graph_connect(g, src, "out", sink, "inp", &deep), GF_EPARAM, "depth 9 exceeds the capacity 8");
+	/* unconnected input, then unconnected output */
+	expect_error(g, run(g, 0), GF_EGRAPH,
+	             "input 'sink.inp' of stage 'sink' (check_sink) is not connected (it expects \"items\" messages)");
+	gf_graph_destroy(g);
+
+	assert_int_equal(gf_graph_create(&g), 0);
+	src = add(g, "count_source", "src", NULL, 1);
+	expect_error(g, run(g, 0), GF_EGRAPH, "output 'src.out' of stage 'src' (count_source) is not connected");
+	gf_graph_destroy(g);
+
+	assert_int_equal(gf_graph_create(&g), 0);
+	src = add(g, "count_source", "src", NULL, 1);
+	sink = add(g, "check_sink", "sink", NULL, 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	expect_error(g, gf_graph_connect(g, src, "out", sink, "inp", NULL), GF_EGRAPH,
+	             "input 'sink.inp' is already connected (from 'src.out')");
+	int j1 = add(g, "jitter", "j1", NULL, 2), j2 = add(g, "jitter", "j2", NULL, 2);
+	expect_error(g, gf_graph_connect(g, j1, "out", j2, "inp", NULL), GF_EGRAPH, "both stages run several workers");
+	assert_string_equal(gf_graph_node_name(g, add(g, "jitter", NULL, NULL, 1)), "jitter");
+	assert_string_equal(gf_graph_node_name(g, add(g, "jitter", NULL, NULL, 1)), "jitter2");
+	gf_graph_destroy(g);
+}
+
+/* ---- stages compiled into the test ---- */
+
+static const gf_port_desc tok_in[] = { { "inp", "tokens", 0, "" } };
+static const gf_port_desc tok_out[] = { { "out", "tokens", 0, "" } };
+static const gf_port_desc back_in[] = { { "back", "tokens", 0, "" } };
+static const gf_port_desc back_out[] = { { "back", "tokens", 0, "" } };
+
+static int null_create(gf_ctx *c, const gf_value *p, void **self)
+{
+	(void)c;
+	(void)p;
+	*self = NULL;
+	return 0;
+}
+
+#define ROUNDS 2000
+
+/* ping sends token k and waits for pong's answer 2k on the back edge. */
+static int ping_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	int64_t rounds = 0;
+	for (int64_t k = 1; k <= ROUNDS; k++) {
+		gf_msg *m;
+		int rc = gf_msg_get(ctx, 0, &m);
+		if (rc)
+			return rc;
+		m->key = (uint64_t)k;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc;
+		if ((rc = gf_pop(ctx, 0, &m)))
+			return gf_fail(ctx, "round %lld: no answer (%s)", (long long)k, gf_strerror(rc));
+		uint64_t got = m->key;
+		gf_msg_release(m);
+		if (got != (uint64_t)(2 * k))
+			return gf_fail(ctx, "round %lld: answer %llu", (long long)k, (unsigned long long)got);
+		rounds++;
+	}
+	gf_report_value(ctx, "rounds", (double)rounds);
+	return 0;
+}
+
+static int pong_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (;;) {
+		gf_msg *in, *out;
+		int rc = gf_pop(ctx, 0, &in);
+		if (rc)
+			return rc;
+		if ((rc = gf_msg_get(ctx, 0, &out))) {
+			gf_msg_release(in);
+			return rc;
+		}
+		out->key = in->key * 2;
+		gf_msg_release(in);
+		if ((rc = gf_push(ctx, 0, out)))
+			return rc;
+	}
+}
+
+static const gf_stage_desc ping = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "ping", .doc = "",
+	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
+	.create = null_create, .run = ping_run,
+};
+
+static const gf_stage_desc pong = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "pong", .doc = "",
+	.inputs = tok_in, .ninputs = 1, .outputs = back_out, .noutputs = 1,
+	.create = null_create, .run = pong_run,
+};
+
+static void test_back_edge_lockstep(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a, b;
+	assert_int_equal(gf_graph_add_desc(g, &ping, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	gf_edge_opts one = { .depth = 1 };
+	link_(g, a, "out", b, "inp", &one);
+	link_(g, b, "back", a, "back", &one); /* the back edge */
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "rounds") == ROUNDS);
+	gf_graph_destroy(g);
+}
+
+static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
+static const gf_port_desc opt_out[] = { { "out", "items", GF_PORT_OPTIONAL, "" } };
+static const gf_param_desc opt_params[] = { { "tag", GF_PARAM_STR, "none", "" } };
+
+static int opt_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	int checks = 0;
+	gf_msg *m;
+	/* an unconnected optional input is at its end at once */
+	checks += gf_pop(ctx, 0, &m) == GF_EEOF && m == NULL;
+	checks += gf_try_pop(ctx, 0, &m) == GF_EEOF;
+	/* a push to an unconnected optional output is a no-op */
+	if (gf_msg_get(ctx, 0, &m) == 0)
+		checks += gf_push(ctx, 0, m) == 0;
+	checks += gf_port_edges(ctx, 0, 0) == 0 && gf_port_edges(ctx, 1, 0) == 0;
+	const gf_run_info *info = gf_ctx_run(ctx);
+	checks += info->seed == 1234 && info->world == 1 && !strcmp(info->backend, "cpu");
+	checks += !strcmp(gf_ctx_name(ctx), "opt") && gf_ctx_worker(ctx) == 0 && gf_ctx_workers(ctx) == 1;
+	checks += gf_should_stop(ctx) == 0;
+	gf_report_value(ctx, "checks", checks);
+	return 0;
+}
+
+static const gf_stage_desc opt = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "opt", .doc = "",
+	.inputs = opt_in, .ninputs = 1, .outputs = opt_out, .noutputs = 1, .params = opt_params, .nparams = 1,
+	.create = null_create, .run = opt_run,
+};
+
+static void test_optional_ports(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	assert_int_equal(gf_graph_add_desc(g, &opt, NULL, NULL, 1, NULL), 0);
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "checks") == 7);
+	gf_graph_destroy(g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_source_sink),
+		cmocka_unit_test(test_workers_keep_order),
+		cmocka_unit_test(test_workers_drop_placeholders),
+		cmocka_unit_test(test_fanout_and_multi_input),
+		cmocka_unit_test(test_fixed_depth_edge),
+		cmocka_unit_test(test_step_target),
+		cmocka_unit_test(test_graceful_request),
+		cmocka_unit_test(test_hard_request),
+		cmocka_unit_test(test_grace_timeout),
+		cmocka_unit_test(test_failure_mid_run),
+		cmocka_unit_test(test_failure_in_create),
+		cmocka_unit_test(test_validation_errors),
+		cmocka_unit_test(test_back_edge_lockstep),
+		cmocka_unit_test(test_optional_ports),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
