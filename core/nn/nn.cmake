@@ -1,2 +1,31 @@
 # nn engine sources of libganflow (tensors ops, layers, losses, optimisers, CPU backend).
-target_sources(ganflow PRIVATE)
+set(GF_NN_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(GF_NN_CPU_SOURCES
+  ${GF_NN_DIR}/cpu/backend_cpu.c
+  ${GF_NN_DIR}/cpu/pool.c
+  ${GF_NN_DIR}/cpu/ops_cpu.c
+  ${GF_NN_DIR}/cpu/conv_cpu.c
+  ${GF_NN_DIR}/cpu/bn_cpu.c)
+target_sources(ganflow PRIVATE
+  ${GF_NN_DIR}/rng.c
+  ${GF_NN_DIR}/safetensors.c
+  ${GF_NN_DIR}/backend.c
+  ${GF_NN_DIR}/layers.c
+  ${GF_NN_DIR}/net.c
+  ${GF_NN_DIR}/loss.c
+  ${GF_NN_DIR}/optim.c
+  ${GF_NN_DIR}/checkpoint.c
+  ${GF_NN_CPU_SOURCES})
+
+# The CPU kernels are written to be auto-vectorised (and cloned per ISA with
+# target_clones): build them at -O3 outside Debug builds.
+set_source_files_properties(${GF_NN_CPU_SOURCES} PROPERTIES
+  COMPILE_OPTIONS "$<$<NOT:$<CONFIG:Debug>>:-O3>")
+
+# Where gf_backend_open looks for backend_<name>.so besides GANFLOW_BACKEND_PATH.
+target_compile_definitions(ganflow PRIVATE
+  GF_BACKEND_BUILD_DIR="${CMAKE_BINARY_DIR}"
+  GF_BACKEND_INSTALL_DIR="${CMAKE_INSTALL_FULL_LIBDIR}/ganflow")
+
+# OpenBLAS for GEMMs (the CPU backend); libm for the kernels.
+target_link_libraries(ganflow PRIVATE PkgConfig::OPENBLAS m)

@@ -1,0 +1,302 @@
+/* ganflow compute backends: the vtable every backend fills.
+ *
+ * The nn engine (<ganflow/nn.h>) never computes anything itself: every
+ * operation a layer, loss or optimiser needs goes through one of the
+ * function pointers below, so a network runs unchanged on the CPU backend
+ * built into libganflow (OpenBLAS + own kernels, core/nn/cpu/) or on a
+ * backend loaded from a shared object (the CUDA backend, backend_cuda.so).
+ *
+ * Conventions (llm.c's): outputs first, then inputs, then sizes or a
+ * descriptor. All tensor pointers are device pointers of the backend
+ * (host pointers on the CPU backend), f32, contiguous; 4-d activations are
+ * NCHW. Descriptors carry dtype and layout fields that are reserved for
+ * bf16/f16 and NHWC: a backend returns GF_EUNSUPPORTED for a combination
+ * it does not implement, and the CPU backend implements f32 NCHW only.
+ * Every op returns 0 or a negative error code (<ganflow/err.h>) with
+ * gf_seterr() detail; ops may be asynchronous on a device (ordered on the
+ * backend's stream), `sync` waits for them.
+ *
+ * Determinism: a backend must give bit-identical results for identical
+ * calls (same thread count on the CPU): no atomics-in-any-order reductions.
+ * The CPU backend partitions every reduction over output elements, so its
+ * results do not even depend on its thread count, except inside OpenBLAS.
+ *
+ * Threads: one backend instance is used by one thread at a time (each
+ * stage creates its own); ops may use scratch memory the instance owns,
+ * grown on first use, so steady-state training allocates nothing.
+ *
+ * A backend .so exports one symbol, `ganflow_backend`, a const
+ * gf_backend_desc whose abi and size the loader checks before anything
+ * else (like stage descriptors); see gf_backend_open in <ganflow/nn.h>.
+ */
+#ifndef GANFLOW_BACKEND_H
+#define GANFLOW_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/rng.h>
+#include <ganflow/tensor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever gf_backend_ops or the descriptors below change in an
+ * incompatible way; appending ops at the end only grows `size`. */
+#define GF_BACKEND_ABI 1
+
+typedef struct gf_backend gf_backend;
+typedef struct gf_backend_ops gf_backend_ops;
+
+/* ---- descriptors ---- */
+
+/* Pointwise activations (also fused into batchnorm, see gf_bn_desc). */
+typedef enum {
+	GF_ACT_NONE = 0,
+	GF_ACT_RELU,
+	GF_ACT_LRELU,    /* param: negative slope, >= 0 */
+	GF_ACT_TANH,
+	GF_ACT_SIGMOID
+} gf_act;
+
+/* A 2-d convolution y = conv(x, w) + b, x (n, cin, h, w), w (cout, cin, kh, kw),
+ * y (n, cout, hout, wout). With up = 2 the input is first upsampled x2 by
+ * nearest neighbour (fused: x is the low-resolution tensor, (h, w) its
+ * size, and the conv sees (2h, 2w)); backends that advertise
+ * GF_CAP_CONV_UP2 support it for 3x3 stride-1 pad-1 convolutions. */
+typedef struct gf_conv_desc {
+	int n;            /* batch */
+	int cin, h, w;    /* input channels and spatial size */
+	int cout, hout, wout;
+	int kh, kw;       /* kernel */
+	int sh, sw;       /* stride */
+	int ph, pw;       /* zero padding */
+	int up;           /* 1, or 2 for a fused nearest upsample x2 */
+	gf_dtype dtype;   /* GF_F32 (GF_BF16/GF_F16 reserved) */
+	gf_layout layout; /* GF_NCHW (GF_NHWC reserved) */
+} gf_conv_desc;
+
+/* Batch normalisation over x viewed as (n, c, hw): statistics per channel
+ * over n*hw values (hw = 1 for batchnorm 1d). PyTorch semantics: biased
+ * variance normalises, the unbiased one enters the running average,
+ * running = (1 - momentum) * running + momentum * batch. An activation may
+ * be fused after the affine step (act, slope). */
+typedef struct gf_bn_desc {
+	int n, c, hw;
+	float eps;
+	float momentum;
+	gf_act act;       /* GF_ACT_NONE, GF_ACT_RELU or GF_ACT_LRELU */
+	float slope;      /* LeakyReLU negative slope */
+	gf_dtype dtype;
+	gf_layout layout;
+} gf_bn_desc;
+
+/* Max or average pooling of x (n, c, h, w) to y (n, c, hout, wout). Average
+ * pooling counts padded zeros (PyTorch's count_include_pad = True). */
+typedef struct gf_pool_desc {
+	int n, c, h, w, hout, wout;
+	int kh, kw, sh, sw, ph, pw;
+	int max;          /* 1 max pooling, 0 average pooling */
+} gf_pool_desc;
+
+/* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
+typedef enum {
+	GF_LOSS_BCE = 0,      /* binary cross-entropy on probabilities, logs clamped at -100 */
+	GF_LOSS_BCE_LOGITS,   /* binary cross-entropy on logits (stable form) */
+	GF_LOSS_NONSAT,       /* non-saturating G loss on probabilities: -mean log p */
+	GF_LOSS_NONSAT_LOGITS,/* non-saturating G loss on logits: mean softplus(-x) */
+	GF_LOSS_HINGE_D,      /* mean relu(1 - t*x), t = +1 real, -1 fake */
+	GF_LOSS_HINGE_G,      /* -mean x */
+	GF_LOSS_LS,           /* least squares: mean (x - t)^2 */
+	GF_LOSS_L1,           /* mean |x - t| */
+	GF_LOSS_CE,           /* softmax cross-entropy of logits (n, k) with class labels */
+	GF_LOSS_COUNT
+} gf_loss_kind;
+
+typedef struct gf_loss_desc {
+	gf_loss_kind kind;
+	int n;            /* batch */
+	int k;            /* values per sample (classes for GF_LOSS_CE) */
+	float target;     /* constant target when no target tensor is given */
+	float scale;      /* multiplies the loss and its gradient */
+} gf_loss_desc;
+
+typedef enum { GF_OPT_ADAM = 0, GF_OPT_SGD, GF_OPT_OADAM } gf_optim_kind;
+
+/* One optimiser update over a flat parameter block. Host-side precomputed
+ * scalars so every backend rounds the same way. */
+typedef struct gf_optim_args {
+	gf_optim_kind kind;
+	float lr;
+	float beta1, beta2, eps;   /* Adam, optimistic Adam */
+	float weight_decay;        /* L2 added to the gradient (PyTorch), or decoupled (AdamW) */
+	int decoupled;             /* 1: p *= 1 - lr * weight_decay before the Adam step */
+	float momentum, dampening; /* SGD */
+	int nesterov;              /* SGD */
+	int64_t step;              /* 1 on the first update */
+	float step_size;           /* Adam: lr / (1 - beta1^step), computed in double */
+	float bc2_sqrt;            /* Adam: sqrt(1 - beta2^step), computed in double */
+} gf_optim_args;
+
+/* Kinds of gf_backend_ops.copy. */
+typedef enum { GF_COPY_H2H = 0, GF_COPY_H2D, GF_COPY_D2H, GF_COPY_D2D } gf_copy_kind;
+
+/* Capability bits of gf_backend.caps. */
+enum {
+	GF_CAP_CONV_UP2 = 1u << 0   /* conv with up = 2 (fused nearest upsample) */
+};
+
+/* ---- the vtable ---- */
+
+struct gf_backend_ops {
+	uint32_t abi;     /* GF_BACKEND_ABI */
+	uint32_t size;    /* sizeof(gf_backend_ops) the backend was built with */
+	const char *name; /* "cpu", "cuda" */
+
+	/* Releases the instance and everything it allocated internally
+	 * (memory returned by alloc must have been freed by then). */
+	void (*destroy)(gf_backend *be);
+
+	/* ---- memory ---- */
+	/* Allocates bytes of device memory, 64-byte aligned, into *ptr. */
+	int (*alloc)(gf_backend *be, void **ptr, size_t bytes);
+	void (*free)(gf_backend *be, void *ptr);
+	int (*copy)(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind);
+	int (*fill)(gf_backend *be, float *x, size_t n, float value);
+	/* Waits until every queued op finished. */
+	int (*sync)(gf_backend *be);
+
+	/* ---- dense algebra ---- */
+	/* Row-major C (m, n) = alpha * op(A) op(B) + beta * C, op = transpose when ta/tb. */
+	int (*gemm)(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha,
+	            const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+	/* y (n, c, hw) += b (c) */
+	int (*bias_add)(gf_backend *be, float *y, const float *b, int n, int c, int hw);
+	/* db (c) (+)= sum over n, hw of dy (n, c, hw) */
+	int (*bias_grad)(gf_backend *be, float *db, const float *dy, int n, int c, int hw, int accumulate);
+	/* y += alpha * x */
+	int (*axpy)(gf_backend *be, float *y, const float *x, size_t n, float alpha);
+	/* x *= s */
+	int (*scale)(gf_backend *be, float *x, size_t n, float s);
+	/* dst (rows, cols) with leading dimension ldd = src (rows, cols), lds; or
+	 * dst += src when accumulate. Concat and split along dim 1 are this. */
+	int (*copy2d)(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
+	              size_t rows, size_t cols, int accumulate);
+
+	/* ---- convolution ---- */
+	/* y = conv(x, w) + b (b may be NULL). */
+	int (*conv2d_forward)(gf_backend *be, float *y, const float *x, const float *w, const float *b,
+	                      const gf_conv_desc *d);
+	/* Gradients of conv2d_forward. Each output may be NULL (not wanted):
+	 * dx (n, cin, h, w) is overwritten; dw (cout, cin, kh, kw) and db (cout)
+	 * are overwritten, or added to when accumulate (gradient accumulation). */
+	int (*conv2d_backward)(gf_backend *be, float *dx, float *dw, float *db, const float *dy,
+	                       const float *x, const float *w, const gf_conv_desc *d, int accumulate);
+
+	/* ---- normalisation ---- */
+	/* Training mode: y = act(gamma * (x - mean) * rstd + beta) with batch
+	 * statistics; saves mean and rstd (c) for backward; updates run_mean and
+	 * run_var (c) unless they are NULL. gamma/beta NULL = no affine step. */
+	int (*bn_forward_train)(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean,
+	                        float *run_var, const float *x, const float *gamma, const float *beta,
+	                        const gf_bn_desc *d);
+	/* Evaluation mode: running statistics. */
+	int (*bn_forward_eval)(gf_backend *be, float *y, const float *x, const float *gamma,
+	                       const float *beta, const float *run_mean, const float *run_var,
+	                       const gf_bn_desc *d);
+	/* Gradients of bn_forward_train (y is its output, needed for the fused
+	 * activation). dx may be NULL; dgamma/dbeta may be NULL, else
+	 * overwritten or accumulated. */
+	int (*bn_backward)(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy,
+	                   const float *y, const float *x, const float *gamma, const float *mean,
+	                   const float *rstd, const gf_bn_desc *d, int accumulate);
+
+	/* ---- pointwise ---- */
+	/* y = act(x); y may equal x. */
+	int (*act_forward)(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param);
+	/* dx = dy * act'(.) computed from the output y; dx may equal dy. */
+	int (*act_backward)(gf_backend *be, float *dx, const float *dy, const float *y, size_t n,
+	                    gf_act act, float param);
+	/* Nearest upsampling of x (planes, h, w) by an integer factor, and its
+	 * gradient (sum over each scale x scale block). */
+	int (*upsample_forward)(gf_backend *be, float *y, const float *x, int planes, int h, int w, int scale);
+	int (*upsample_backward)(gf_backend *be, float *dx, const float *dy, int planes, int h, int w, int scale);
+	/* Dropout over `groups` groups of `group` consecutive values (group = 1:
+	 * dropout; group = h*w: dropout2d). Group g is kept when
+	 * gf_rng_u01(word g of the draw starting at rng->offset) >= p; mask (groups)
+	 * receives 1/(1-p) or 0, y = x * mask. The caller advances its
+	 * generator by gf_rng_blocks(groups). */
+	int (*dropout_forward)(gf_backend *be, float *y, float *mask, const float *x, size_t groups,
+	                       size_t group, float p, const gf_rng *rng);
+	int (*dropout_backward)(gf_backend *be, float *dx, const float *dy, const float *mask,
+	                        size_t groups, size_t group);
+	/* Pooling; idx (n, c, hout, wout) receives argmax positions within a plane
+	 * (max pooling only). */
+	int (*pool_forward)(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d);
+	int (*pool_backward)(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
+	                     const gf_pool_desc *d);
+	/* Row-wise softmax of x (rows, cols), and its gradient from y. */
+	int (*softmax_forward)(gf_backend *be, float *y, const float *x, int rows, int cols);
+	int (*softmax_backward)(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols);
+	/* y (n, dim) = table[idx[i]]; idx (n) int32 in [0, num). Out-of-range
+	 * indices are GF_EPARAM. */
+	int (*embedding_forward)(gf_backend *be, float *y, const float *table, const int32_t *idx,
+	                         int n, int dim, int num);
+	/* dtable (num, dim) (+)= scatter of dy by idx, in index order. */
+	int (*embedding_backward)(gf_backend *be, float *dtable, const float *dy, const int32_t *idx,
+	                          int n, int dim, int num, int accumulate);
+
+	/* ---- losses, optimisers, reductions, randomness ---- */
+	/* Mean loss of x (n, k) into *loss_host (may be NULL) times d->scale, and
+	 * its gradient into dx (may be NULL). target (n, k) may be NULL (d->target
+	 * is used); labels (n) is for GF_LOSS_CE. */
+	int (*loss)(gf_backend *be, float *loss_host, float *dx, const float *x, const float *target,
+	            const int32_t *labels, const gf_loss_desc *d);
+	/* Updates p (n) from g (n); state holds the optimiser's per-parameter
+	 * arrays back to back (Adam: m, v; optimistic Adam: m, v, g_prev;
+	 * SGD: momentum buffer), each n long. */
+	int (*optim_step)(gf_backend *be, float *p, const float *g, float *state, size_t n,
+	                  const gf_optim_args *a);
+	/* *out_host = sum of x^2 in double, in a fixed order (fixed blocks). */
+	int (*sumsq)(gf_backend *be, double *out_host, const float *x, size_t n);
+	/* out (n) = uniforms in [lo, hi) or normals, element i from the word i
+	 * of the draw starting at rng->offset (see <ganflow/rng.h>), identical
+	 * to gf_rng_uniform / gf_rng_normal on the host. The caller advances. */
+	int (*rng_uniform)(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
+	int (*rng_normal)(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+};
+
+/* ---- instances and the .so descriptor ---- */
+
+typedef struct gf_backend_opts {
+	int threads;       /* CPU threads, 0 = all cores (GANFLOW_THREADS overrides 0) */
+	int device_index;  /* GPU ordinal */
+} gf_backend_opts;
+
+/* An open backend. ops is owned by the backend (usually static). */
+struct gf_backend {
+	const gf_backend_ops *ops;
+	gf_device device;    /* where its memory lives */
+	int device_index;
+	int threads;         /* CPU worker threads it uses */
+	unsigned caps;       /* GF_CAP_* */
+	void *impl;          /* backend private */
+	void *dl;            /* dlopen handle for a loaded backend (the loader's) */
+};
+
+/* Exported by a backend .so as `const gf_backend_desc ganflow_backend`. */
+typedef struct gf_backend_desc {
+	uint32_t abi;      /* GF_BACKEND_ABI */
+	uint32_t size;     /* sizeof(gf_backend_desc) */
+	const char *name;
+	const char *doc;
+	/* Creates an instance (fills *out, owned by the caller, released with
+	 * gf_backend_close). Returns 0, GF_ENOBACKEND (no device) or -errno. */
+	int (*create)(const gf_backend_opts *opts, gf_backend **out);
+} gf_backend_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

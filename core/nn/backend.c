@@ -1,0 +1,105 @@
+/* Opening backends: the built-in CPU backend, or a backend .so (the CUDA
+ * backend) found on a search path and checked by its descriptor's abi and
+ * size before anything else is touched. See <ganflow/nn.h>. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/nn.h>
+
+#include "net_internal.h"
+
+/* Tries dir/backend_<name>.so. Returns 0 with *out set, GF_ENOTFOUND when
+ * the file is absent, or the failure. */
+static int try_dir(const char *dir, const char *name, const gf_backend_opts *opts, gf_backend **out)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/backend_%s.so", dir, name);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return GF_ENOTFOUND;
+	fclose(f);
+	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl)
+		return gf_seterr(GF_ENOBACKEND, "backend %s: cannot load %s: %s", name, path, dlerror());
+	const gf_backend_desc *d = dlsym(dl, "ganflow_backend");
+	if (!d || d->abi != GF_BACKEND_ABI || d->size < sizeof(gf_backend_desc) || !d->create) {
+		dlclose(dl);
+		return gf_seterr(GF_EABI, "backend %s: %s has %s (ganflow expects backend ABI %d)", name, path,
+		                 d ? "a foreign or old descriptor" : "no ganflow_backend descriptor", GF_BACKEND_ABI);
+	}
+	gf_backend *be = NULL;
+	int rc = d->create(opts, &be);
+	if (rc) {
+		dlclose(dl);
+		return rc;
+	}
+	if (!be || !be->ops || be->ops->abi != GF_BACKEND_ABI || be->ops->size < sizeof(gf_backend_ops)) {
+		if (be && be->ops && be->ops->destroy)
+			be->ops->destroy(be);
+		dlclose(dl);
+		return gf_seterr(GF_EABI, "backend %s: %s returned ops of another ABI", name, path);
+	}
+	be->dl = dl;
+	*out = be;
+	return 0;
+}
+
+static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **out)
+{
+	const char *env = getenv("GANFLOW_BACKEND_PATH");
+	if (env) {
+		char *copy = strdup(env), *save = NULL;
+		if (!copy)
+			return -ENOMEM;
+		for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+			int rc = try_dir(dir, name, opts, out);
+			if (rc != GF_ENOTFOUND) {
+				free(copy);
+				return rc;
+			}
+		}
+		free(copy);
+	}
+	const char *dirs[] = { GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		int rc = try_dir(dirs[i], name, opts, out);
+		if (rc != GF_ENOTFOUND)
+			return rc;
+	}
+	return gf_seterr(GF_ENOBACKEND, "backend %s: no backend_%s.so in GANFLOW_BACKEND_PATH, %s or %s", name, name,
+	                 GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR);
+}
+
+int gf_backend_open(const char *name, const gf_backend_opts *opts, gf_backend **out)
+{
+	*out = NULL;
+	if (!name || strcmp(name, "cpu") == 0)
+		return gf_backend_cpu_create(opts, out);
+	if (strcmp(name, "auto") == 0) {
+		if (open_so("cuda", opts, out) == 0)
+			return 0;
+		return gf_backend_cpu_create(opts, out);
+	}
+	if (strchr(name, '/') || strchr(name, '.'))
+		return gf_seterr(GF_ENOBACKEND, "backend '%s': not a backend name", name);
+	return open_so(name, opts, out);
+}
+
+void gf_backend_close(gf_backend *be)
+{
+	if (!be)
+		return;
+	void *dl = be->dl;
+	be->ops->destroy(be);
+	if (dl)
+		dlclose(dl);
+}
+
+gf_backend *gf_net_backend(const gf_net *net)
+{
+	return net->be;
+}

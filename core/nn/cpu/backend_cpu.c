@@ -1,0 +1,151 @@
+/* The CPU backend: host memory, OpenBLAS for GEMMs, a small thread pool
+ * for everything else. Fills the gf_backend_ops vtable (<ganflow/backend.h>)
+ * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include <ganflow/err.h>
+#include <ganflow/nn.h>
+
+#include "cpu.h"
+
+/* OpenBLAS extensions (declared by its cblas.h too, repeated here so that
+ * another CBLAS header still compiles). */
+void openblas_set_num_threads(int num_threads);
+
+/* ---- memory ---- */
+
+static int cpu_alloc(gf_backend *be, void **ptr, size_t bytes)
+{
+	(void)be;
+	*ptr = NULL;
+	if (posix_memalign(ptr, 64, bytes ? (bytes + 63) / 64 * 64 : 64))
+		return gf_seterr(-ENOMEM, "cpu backend: out of memory allocating %zu bytes", bytes);
+	return 0;
+}
+
+static void cpu_free(gf_backend *be, void *ptr)
+{
+	(void)be;
+	free(ptr);
+}
+
+static int cpu_copy(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind)
+{
+	(void)be;
+	(void)kind;   /* all kinds are host copies here */
+	if (bytes && dst != src)
+		memmove(dst, src, bytes);
+	return 0;
+}
+
+static int cpu_sync(gf_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
+float *gf_cpu_scratch(gf_cpu *c, size_t n)
+{
+	if (n <= c->scratch_size)
+		return c->scratch;
+	free(c->scratch);
+	c->scratch = NULL;
+	c->scratch_size = 0;
+	void *p = NULL;
+	if (posix_memalign(&p, 64, n * sizeof(float))) {
+		gf_seterr(-ENOMEM, "cpu backend: out of memory for %zu floats of scratch", n);
+		return NULL;
+	}
+	c->scratch = p;
+	c->scratch_size = n;
+	return c->scratch;
+}
+
+static void cpu_destroy(gf_backend *be)
+{
+	gf_cpu *c = gf_cpu_of(be);
+	gf_pool_destroy(c->pool);
+	free(c->scratch);
+	free(c);
+}
+
+/* ---- the vtable ---- */
+
+static const gf_backend_ops cpu_ops = {
+	.abi = GF_BACKEND_ABI,
+	.size = sizeof(gf_backend_ops),
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.copy = cpu_copy,
+	.fill = gf_cpu_fill,
+	.sync = cpu_sync,
+	.gemm = gf_cpu_gemm,
+	.bias_add = gf_cpu_bias_add,
+	.bias_grad = gf_cpu_bias_grad,
+	.axpy = gf_cpu_axpy,
+	.scale = gf_cpu_scale,
+	.copy2d = gf_cpu_copy2d,
+	.conv2d_forward = gf_cpu_conv2d_forward,
+	.conv2d_backward = gf_cpu_conv2d_backward,
+	.bn_forward_train = gf_cpu_bn_forward_train,
+	.bn_forward_eval = gf_cpu_bn_forward_eval,
+	.bn_backward = gf_cpu_bn_backward,
+	.act_forward = gf_cpu_act_forward,
+	.act_backward = gf_cpu_act_backward,
+	.upsample_forward = gf_cpu_upsample_forward,
+	.upsample_backward = gf_cpu_upsample_backward,
+	.dropout_forward = gf_cpu_dropout_forward,
+	.dropout_backward = gf_cpu_dropout_backward,
+	.pool_forward = gf_cpu_pool_forward,
+	.pool_backward = gf_cpu_pool_backward,
+	.softmax_forward = gf_cpu_softmax_forward,
+	.softmax_backward = gf_cpu_softmax_backward,
+	.embedding_forward = gf_cpu_embedding_forward,
+	.embedding_backward = gf_cpu_embedding_backward,
+	.loss = gf_cpu_loss,
+	.optim_step = gf_cpu_optim_step,
+	.sumsq = gf_cpu_sumsq,
+	.rng_uniform = gf_cpu_rng_uniform,
+	.rng_normal = gf_cpu_rng_normal,
+};
+
+int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
+{
+	*out = NULL;
+	int threads = opts ? opts->threads : 0;
+	if (threads <= 0) {
+		const char *env = getenv("GANFLOW_THREADS");
+		threads = env ? atoi(env) : 0;
+	}
+	if (threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = n > 0 ? (int)n : 1;
+	}
+	gf_cpu *c = calloc(1, sizeof(*c));
+	if (!c)
+		return gf_seterr(-ENOMEM, "cpu backend: out of memory");
+	int rc = gf_pool_create(&c->pool, threads);
+	if (rc) {
+		free(c);
+		return gf_seterr(rc, "cpu backend: cannot start %d threads", threads);
+	}
+	/* GEMMs are split over the pool, one single-threaded OpenBLAS call per
+	 * thread: OpenBLAS's own workers would spin (sched_yield) against the
+	 * pool's between GEMMs and cost a quarter of the CPU time */
+	openblas_set_num_threads(1);
+	c->be.ops = &cpu_ops;
+	c->be.device = GF_CPU;
+	c->be.device_index = 0;
+	c->be.threads = threads;
+	c->be.caps = GF_CAP_CONV_UP2;
+	c->be.impl = c;
+	*out = &c->be;
+	return 0;
+}

@@ -1,0 +1,838 @@
+/* CPU convolutions: im2col + one OpenBLAS GEMM per chunk of samples, the
+ * sub-pixel form of "nearest upsample x2 + 3x3 conv", and direct kernels
+ * for convolutions with very few output channels.
+ *
+ * Generic path. The batch is cut into chunks whose im2col matrix fits a
+ * fixed budget (so it stays in cache and the chunking never depends on the
+ * thread count); per chunk: col (cin*kh*kw, bc*P) from x, one GEMM
+ * tmp (cout, bc*P) = w (cout, K) col, then a scatter into NCHW y with the
+ * bias. Backward gathers dy into (cout, bc*P), dw += dy col^T (GEMM over the
+ * chunk, chunks added in order), dcol = w^T dy (GEMM) and col2im into dx.
+ *
+ * Sub-pixel path (up = 2, 3x3, stride 1, pad 1). Output pixel (2i+a, 2j+b)
+ * of conv(upsample(x)) only sees low-resolution rows i-1..i (a = 0) or
+ * i..i+1 (a = 1), and likewise columns, so each of the four phases (a, b)
+ * is a 2x2 convolution of x with weights summed from the 3x3 kernel:
+ * rows {w0, w1+w2} for a = 0 and {w0+w1, w2} for a = 1. That is 4 taps per
+ * output instead of 9 (2.25x fewer FLOPs) and no upsampled tensor. Each
+ * phase is the generic machinery with a 2x2 kernel, stride 1 and padding
+ * (1 - a, 1 - b); the backward runs the same phases and folds the phase
+ * weight gradients back onto the 3x3 kernel by the same summation pattern.
+ *
+ * Direct path (cout <= 4, stride 1, no upsample): the final RGB/grey conv
+ * of a generator. im2col would write 9*cin values per output pixel to
+ * feed a GEMM with one or three rows; plain vectorised loops are faster. */
+#include <errno.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+
+#include "cpu.h"
+
+#define COL_BUDGET ((size_t)1 << 20)   /* floats of im2col per chunk: 4 MiB */
+#define DIRECT_MAX_COUT 4
+
+/* Keeps GCC from turning short row loops (8 to 32 values) back into memcpy
+ * calls, which cost more than the copy at these sizes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GF_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define GF_NO_MEMCPY
+#endif
+
+/* Geometry of one im2col problem: input (cin, h, w) per sample, a kh x kw
+ * kernel with stride and top/left padding, output (hout, wout). */
+struct geom {
+	int cin, h, w, kh, kw, sh, sw, ph, pw, hout, wout;
+};
+
+static struct geom geom_of(const gf_conv_desc *d)
+{
+	struct geom g = { d->cin, d->h, d->w, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->hout, d->wout };
+	return g;
+}
+
+/* Phase (a, b) of the sub-pixel form: a 2x2 stride-1 conv over the
+ * low-resolution input, output the low-resolution size. */
+static struct geom geom_phase(const gf_conv_desc *d, int a, int b)
+{
+	struct geom g = { d->cin, d->h, d->w, 2, 2, 1, 1, 1 - a, 1 - b, d->h, d->w };
+	return g;
+}
+
+static int chunk_samples(size_t per_sample, int n)
+{
+	size_t c = per_sample ? COL_BUDGET / per_sample : (size_t)n;
+	if (c < 1)
+		c = 1;
+	return c > (size_t)n ? n : (int)c;
+}
+
+static int check_desc(const gf_conv_desc *d)
+{
+	if (d->dtype != GF_F32 || d->layout != GF_NCHW)
+		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: only f32 NCHW");
+	if (d->up == 2 && !(d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->ph == 1 && d->pw == 1 &&
+	                    d->hout == 2 * d->h && d->wout == 2 * d->w))
+		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: fused upsample needs a 3x3 stride-1 pad-1 conv");
+	if (d->up != 1 && d->up != 2)
+		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: upsample factor %d", d->up);
+	return 0;
+}
+
+/* ---- im2col and col2im over a chunk ---- */
+
+struct col_args {
+	const struct geom *g;
+	float *col;          /* (K, ldcol) */
+	size_t ldcol;        /* bc * P */
+	float *xmut;         /* col2im target (n, cin, h, w) */
+	const float *x;      /* im2col source */
+	int b0, bc;
+	int zero;            /* col2im: zero each plane first */
+};
+
+/* One row segment: out[0..wout) = src row iy sampled at ox*sw - pw + kx.
+ * Rows are short (8 to 32 values in the DC-GAN), so plain loops beat
+ * memcpy/memset calls. */
+static inline void im2col_row(float *restrict out, const float *restrict src, const struct geom *g, int kx)
+{
+	if (g->sw == 1) {
+		int lo = g->pw - kx, hi = g->w + g->pw - kx;   /* valid ox: [lo, hi) */
+		if (lo < 0)
+			lo = 0;
+		if (hi > g->wout)
+			hi = g->wout;
+		if (hi < lo)
+			hi = lo;
+		int ox = 0, shift = kx - g->pw;
+		for (; ox < lo; ox++)
+			out[ox] = 0.0f;
+		for (; ox < hi; ox++)
+			out[ox] = src[ox + shift];
+		for (; ox < g->wout; ox++)
+			out[ox] = 0.0f;
+		return;
+	}
+	for (int ox = 0; ox < g->wout; ox++) {
+		int ix = ox * g->sw - g->pw + kx;
+		out[ox] = ix >= 0 && ix < g->w ? src[ix] : 0.0f;
+	}
+}
+
+GF_NO_MEMCPY GF_CLONES static void im2col_part(void *p, size_t b, size_t e)
+{
+	struct col_args *a = p;
+	const struct geom *g = a->g;
+	size_t P = (size_t)g->hout * g->wout, khw = (size_t)g->kh * g->kw;
+	for (size_t item = b; item < e; item++) {
+		size_t r = item / (size_t)a->bc;
+		int bb = (int)(item % (size_t)a->bc);
+		int c = (int)(r / khw), ky = (int)(r / g->kw % g->kh), kx = (int)(r % g->kw);
+		float *dst = a->col + r * a->ldcol + (size_t)bb * P;
+		const float *src = a->x + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
+		for (int oy = 0; oy < g->hout; oy++) {
+			int iy = oy * g->sh - g->ph + ky;
+			if (iy < 0 || iy >= g->h)
+				memset(dst + (size_t)oy * g->wout, 0, (size_t)g->wout * sizeof(float));
+			else
+				im2col_row(dst + (size_t)oy * g->wout, src + (size_t)iy * g->w, g, kx);
+		}
+	}
+}
+
+/* ---- stride-1 planes through a padded copy ----
+ *
+ * For stride-1 geometries whose padded plane fits a small stack buffer
+ * (every convolution of the DC-GANs, including the sub-pixel phases), one
+ * item is a whole (sample, channel) plane: it is copied once into a
+ * zero-bordered buffer, and every kernel tap is then a plain copy (im2col)
+ * or add (col2im) of rows, with no boundary tests. Rows are short (8 to 32
+ * values), so the row loops are kept as loops rather than memcpy calls. */
+
+#define PAD_MAX 8192   /* floats of the padded plane (32 KiB of stack) */
+
+static int pad_dims(const struct geom *g, int *hp, int *wp)
+{
+	*hp = g->hout + g->kh - 1 > g->h + g->ph ? g->hout + g->kh - 1 : g->h + g->ph;
+	*wp = g->wout + g->kw - 1 > g->w + g->pw ? g->wout + g->kw - 1 : g->w + g->pw;
+	return g->sh == 1 && g->sw == 1 && (size_t)*hp * *wp <= PAD_MAX;
+}
+
+static inline void copy_row(float *restrict dst, const float *restrict src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = src[i];
+}
+
+static inline void add_row(float *restrict dst, const float *restrict src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+GF_NO_MEMCPY GF_CLONES static void im2col_plane_part(void *p, size_t b, size_t e)
+{
+	struct col_args *a = p;
+	const struct geom *g = a->g;
+	size_t P = (size_t)g->hout * g->wout;
+	int hp, wp;
+	pad_dims(g, &hp, &wp);
+	float pad[PAD_MAX];
+	memset(pad, 0, (size_t)hp * wp * sizeof(float));
+	for (size_t item = b; item < e; item++) {   /* item = c * bc + bb */
+		int c = (int)(item / (size_t)a->bc), bb = (int)(item % (size_t)a->bc);
+		const float *src = a->x + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
+		for (int y = 0; y < g->h; y++)
+			copy_row(pad + (size_t)(y + g->ph) * wp + g->pw, src + (size_t)y * g->w, g->w);
+		for (int ky = 0; ky < g->kh; ky++) {
+			for (int kx = 0; kx < g->kw; kx++) {
+				size_t r = ((size_t)c * g->kh + ky) * g->kw + kx;
+				float *dst = a->col + r * a->ldcol + (size_t)bb * P;
+				for (int oy = 0; oy < g->hout; oy++)
+					copy_row(dst + (size_t)oy * g->wout, pad + (size_t)(oy + ky) * wp + kx, g->wout);
+			}
+		}
+	}
+}
+
+GF_NO_MEMCPY GF_CLONES static void col2im_plane_part(void *p, size_t b, size_t e)
+{
+	struct col_args *a = p;
+	const struct geom *g = a->g;
+	size_t P = (size_t)g->hout * g->wout;
+	int hp, wp;
+	pad_dims(g, &hp, &wp);
+	float pad[PAD_MAX];
+	for (size_t item = b; item < e; item++) {   /* item = bb * cin + c: one dx plane */
+		int bb = (int)(item / (size_t)g->cin), c = (int)(item % (size_t)g->cin);
+		memset(pad, 0, (size_t)hp * wp * sizeof(float));
+		for (int ky = 0; ky < g->kh; ky++) {
+			for (int kx = 0; kx < g->kw; kx++) {
+				size_t r = ((size_t)c * g->kh + ky) * g->kw + kx;
+				const float *src = a->col + r * a->ldcol + (size_t)bb * P;
+				for (int oy = 0; oy < g->hout; oy++)
+					add_row(pad + (size_t)(oy + ky) * wp + kx, src + (size_t)oy * g->wout, g->wout);
+			}
+		}
+		float *plane = a->xmut + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
+		for (int y = 0; y < g->h; y++) {
+			const float *row = pad + (size_t)(y + g->ph) * wp + g->pw;
+			if (a->zero)
+				copy_row(plane + (size_t)y * g->w, row, g->w);
+			else
+				add_row(plane + (size_t)y * g->w, row, g->w);
+		}
+	}
+}
+
+static void im2col(gf_cpu *c, const struct geom *g, float *col, size_t ldcol, const float *x, int b0, int bc)
+{
+	struct col_args a = { g, col, ldcol, NULL, x, b0, bc, 0 };
+	int hp, wp;
+	if (pad_dims(g, &hp, &wp)) {
+		gf_pool_for(c->pool, (size_t)g->cin * bc, 4, im2col_plane_part, &a);
+		return;
+	}
+	size_t rows = (size_t)g->cin * g->kh * g->kw * bc;
+	gf_pool_for(c->pool, rows, 8, im2col_part, &a);
+}
+
+static inline void col2im_row(float *restrict dst, const float *restrict src, const struct geom *g, int kx)
+{
+	if (g->sw == 1) {
+		int lo = g->pw - kx, hi = g->w + g->pw - kx;
+		if (lo < 0)
+			lo = 0;
+		if (hi > g->wout)
+			hi = g->wout;
+		float *d = dst - g->pw + kx;
+		for (int ox = lo; ox < hi; ox++)
+			d[ox] += src[ox];
+		return;
+	}
+	for (int ox = 0; ox < g->wout; ox++) {
+		int ix = ox * g->sw - g->pw + kx;
+		if (ix >= 0 && ix < g->w)
+			dst[ix] += src[ox];
+	}
+}
+
+GF_CLONES static void col2im_part(void *p, size_t b, size_t e)
+{
+	struct col_args *a = p;
+	const struct geom *g = a->g;
+	size_t P = (size_t)g->hout * g->wout;
+	for (size_t item = b; item < e; item++) {   /* item = bb * cin + c: one dx plane */
+		int bb = (int)(item / (size_t)g->cin), c = (int)(item % (size_t)g->cin);
+		float *plane = a->xmut + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
+		if (a->zero)
+			memset(plane, 0, (size_t)g->h * g->w * sizeof(float));
+		for (int ky = 0; ky < g->kh; ky++) {
+			for (int kx = 0; kx < g->kw; kx++) {
+				size_t r = ((size_t)c * g->kh + ky) * g->kw + kx;
+				const float *src = a->col + r * a->ldcol + (size_t)bb * P;
+				for (int oy = 0; oy < g->hout; oy++) {
+					int iy = oy * g->sh - g->ph + ky;
+					if (iy >= 0 && iy < g->h)
+						col2im_row(plane + (size_t)iy * g->w, src + (size_t)oy * g->wout, g, kx);
+				}
+			}
+		}
+	}
+}
+
+static void col2im(gf_cpu *c, const struct geom *g, float *dx, const float *col, size_t ldcol, int b0,
+                   int bc, int zero)
+{
+	struct col_args a = { g, (float *)col, ldcol, dx, NULL, b0, bc, zero };
+	int hp, wp;
+	gf_pool_for(c->pool, (size_t)bc * g->cin, 4, pad_dims(g, &hp, &wp) ? col2im_plane_part : col2im_part, &a);
+}
+
+/* ---- layout moves between (cout, bc*P) matrices and NCHW ---- */
+
+struct move_args {
+	float *y;
+	const float *tmp;      /* (cout, ld) or 4 phases of it */
+	const float *bias;
+	int b0, cout, h, w;    /* h, w: the size of one tmp plane (low-res for phases) */
+	size_t ld, phase_stride;
+	int bc;
+};
+
+/* y[b0+bb, co, :] = tmp[co, bb*P : (bb+1)*P] + bias[co] */
+GF_CLONES static void scatter_part(void *p, size_t b, size_t e)
+{
+	struct move_args *a = p;
+	size_t P = (size_t)a->h * a->w;
+	for (size_t item = b; item < e; item++) {
+		int bb = (int)(item / (size_t)a->cout), co = (int)(item % (size_t)a->cout);
+		float *restrict y = a->y + ((size_t)(a->b0 + bb) * a->cout + co) * P;
+		const float *restrict t = a->tmp + (size_t)co * a->ld + (size_t)bb * P;
+		float bv = a->bias ? a->bias[co] : 0.0f;
+		for (size_t i = 0; i < P; i++)
+			y[i] = t[i] + bv;
+	}
+}
+
+/* Interleaves the four phase outputs into y (n, cout, 2h, 2w) with the bias. */
+GF_CLONES static void scatter4_part(void *p, size_t b, size_t e)
+{
+	struct move_args *a = p;
+	size_t P = (size_t)a->h * a->w, W = 2 * (size_t)a->w;
+	for (size_t item = b; item < e; item++) {
+		int bb = (int)(item / (size_t)a->cout), co = (int)(item % (size_t)a->cout);
+		float *y = a->y + ((size_t)(a->b0 + bb) * a->cout + co) * 4 * P;
+		float bv = a->bias ? a->bias[co] : 0.0f;
+		for (int i = 0; i < a->h; i++) {
+			for (int pa = 0; pa < 2; pa++) {
+				float *restrict row = y + (2 * (size_t)i + pa) * W;
+				const float *restrict t0 = a->tmp + (size_t)(2 * pa) * a->phase_stride +
+				                           (size_t)co * a->ld + (size_t)bb * P + (size_t)i * a->w;
+				const float *restrict t1 = t0 + a->phase_stride;
+				for (int j = 0; j < a->w; j++) {
+					row[2 * j] = t0[j] + bv;
+					row[2 * j + 1] = t1[j] + bv;
+				}
+			}
+		}
+	}
+}
+
+/* tmp[co, bb*P ...] = dy[b0+bb, co, :] */
+static void gather_part(void *p, size_t b, size_t e)
+{
+	struct move_args *a = p;
+	size_t P = (size_t)a->h * a->w;
+	for (size_t item = b; item < e; item++) {
+		int bb = (int)(item / (size_t)a->cout), co = (int)(item % (size_t)a->cout);
+		memcpy((float *)a->tmp + (size_t)co * a->ld + (size_t)bb * P,
+		       a->y + ((size_t)(a->b0 + bb) * a->cout + co) * P, P * sizeof(float));
+	}
+}
+
+/* The four phases of dy (n, cout, 2h, 2w) into tmp[phase][co, bb*P ...]. */
+GF_CLONES static void gather4_part(void *p, size_t b, size_t e)
+{
+	struct move_args *a = p;
+	size_t P = (size_t)a->h * a->w, W = 2 * (size_t)a->w;
+	for (size_t item = b; item < e; item++) {
+		int bb = (int)(item / (size_t)a->cout), co = (int)(item % (size_t)a->cout);
+		const float *dy = a->y + ((size_t)(a->b0 + bb) * a->cout + co) * 4 * P;
+		for (int i = 0; i < a->h; i++) {
+			for (int pa = 0; pa < 2; pa++) {
+				const float *restrict row = dy + (2 * (size_t)i + pa) * W;
+				float *restrict t0 = (float *)a->tmp + (size_t)(2 * pa) * a->phase_stride +
+				                     (size_t)co * a->ld + (size_t)bb * P + (size_t)i * a->w;
+				float *restrict t1 = t0 + a->phase_stride;
+				for (int j = 0; j < a->w; j++) {
+					t0[j] = row[2 * j];
+					t1[j] = row[2 * j + 1];
+				}
+			}
+		}
+	}
+}
+
+/* ---- sub-pixel weights ---- */
+
+/* Rows of the 3x3 kernel that phase row a, tap t sums (see the top). */
+static const int tap_lo[2][2] = { { 0, 1 }, { 0, 2 } };
+static const int tap_hi[2][2] = { { 0, 2 }, { 1, 2 } };
+
+/* wp[phase][co][(c*2 + ty)*2 + tx] from w (cout, cin, 3, 3). */
+static void phase_weights(float *wp, const float *w, int cout, int cin)
+{
+	size_t k4 = (size_t)cin * 4;
+	for (int ph = 0; ph < 4; ph++) {
+		int pa = ph >> 1, pb = ph & 1;
+		for (int co = 0; co < cout; co++) {
+			for (int c = 0; c < cin; c++) {
+				const float *k = w + ((size_t)co * cin + c) * 9;
+				float *o = wp + (size_t)ph * cout * k4 + (size_t)co * k4 + (size_t)c * 4;
+				for (int ty = 0; ty < 2; ty++) {
+					for (int tx = 0; tx < 2; tx++) {
+						float s = 0;
+						for (int ky = tap_lo[pa][ty]; ky <= tap_hi[pa][ty]; ky++)
+							for (int kx = tap_lo[pb][tx]; kx <= tap_hi[pb][tx]; kx++)
+								s += k[ky * 3 + kx];
+						o[ty * 2 + tx] = s;
+					}
+				}
+			}
+		}
+	}
+}
+
+/* dw (cout, cin, 3, 3) (+)= the phase gradients dwp folded back. */
+static void fold_phase_grads(float *dw, const float *dwp, int cout, int cin, int accumulate)
+{
+	size_t k4 = (size_t)cin * 4;
+	for (int co = 0; co < cout; co++) {
+		for (int c = 0; c < cin; c++) {
+			float *k = dw + ((size_t)co * cin + c) * 9;
+			for (int ky = 0; ky < 3; ky++) {
+				for (int kx = 0; kx < 3; kx++) {
+					float s = 0;
+					for (int ph = 0; ph < 4; ph++) {
+						int pa = ph >> 1, pb = ph & 1;
+						int ty = pa ? ky >= 2 : ky >= 1, tx = pb ? kx >= 2 : kx >= 1;
+						s += dwp[(size_t)ph * cout * k4 + (size_t)co * k4 + (size_t)c * 4 + ty * 2 + tx];
+					}
+					k[ky * 3 + kx] = accumulate ? k[ky * 3 + kx] + s : s;
+				}
+			}
+		}
+	}
+}
+
+/* ---- direct kernels (few output channels, stride 1) ---- */
+
+struct direct_args {
+	const gf_conv_desc *d;
+	float *out;
+	const float *x, *w, *b, *dy;
+	int acc;
+};
+
+/* acc[0..n) += v * src[0..n) */
+static inline void axpy_row(float *restrict acc, const float *restrict src, float v, int n)
+{
+	for (int i = 0; i < n; i++)
+		acc[i] += v * src[i];
+}
+
+/* Valid output columns for tap kx: ox in [lo, hi) reads column ox - pw + kx. */
+static void tap_range(const gf_conv_desc *d, int kx, int *lo, int *hi)
+{
+	*lo = d->pw - kx > 0 ? d->pw - kx : 0;
+	*hi = d->w + d->pw - kx < d->wout ? d->w + d->pw - kx : d->wout;
+}
+
+/* The common case of the direct kernels: a 3-wide kernel row, stride 1,
+ * pad 1, output as wide as the input (n = w = wout). out[i] += w0 x[i-1] +
+ * w1 x[i] + w2 x[i+1], with x[-1] = x[n] = 0. */
+static inline void axpy3_row(float *restrict out, const float *restrict x, float w0, float w1, float w2, int n)
+{
+	if (n == 1) {
+		out[0] += w1 * x[0];
+		return;
+	}
+	out[0] += w1 * x[0] + w2 * x[1];
+	for (int i = 1; i < n - 1; i++)
+		out[i] += w0 * x[i - 1] + w1 * x[i] + w2 * x[i + 1];
+	out[n - 1] += w0 * x[n - 2] + w1 * x[n - 1];
+}
+
+/* s[k] += sum_i dy[i] x[i - 1 + k], k = 0..2, x[-1] = x[n] = 0: the three
+ * taps of one kernel row in one pass, 16 float lanes each, then double. */
+static inline void dot3_row(const float *restrict dy, const float *restrict x, int n, double s[3])
+{
+	float a0[16] = { 0 }, a1[16] = { 0 }, a2[16] = { 0 };
+	double t0 = 0, t1 = 0, t2 = 0;
+	int i = 1;
+	for (; i + 16 <= n - 1; i += 16)
+		for (int l = 0; l < 16; l++) {
+			a0[l] += dy[i + l] * x[i + l - 1];
+			a1[l] += dy[i + l] * x[i + l];
+			a2[l] += dy[i + l] * x[i + l + 1];
+		}
+	for (; i < n - 1; i++) {
+		t0 += (double)dy[i] * x[i - 1];
+		t1 += (double)dy[i] * x[i];
+		t2 += (double)dy[i] * x[i + 1];
+	}
+	for (int l = 0; l < 16; l++) {
+		t0 += a0[l];
+		t1 += a1[l];
+		t2 += a2[l];
+	}
+	/* the edges: i = 0 has no left neighbour, i = n - 1 no right one */
+	t1 += (double)dy[0] * x[0];
+	if (n > 1) {
+		t2 += (double)dy[0] * x[1];
+		t0 += (double)dy[n - 1] * x[n - 2];
+		t1 += (double)dy[n - 1] * x[n - 1];
+	}
+	s[0] += t0;
+	s[1] += t1;
+	s[2] += t2;
+}
+
+static int three_same(const gf_conv_desc *d)
+{
+	return d->kw == 3 && d->pw == 1 && d->sw == 1 && d->w == d->wout;
+}
+
+GF_CLONES static void direct_fwd_part(void *p, size_t b, size_t e)
+{
+	struct direct_args *a = p;
+	const gf_conv_desc *d = a->d;
+	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
+	for (size_t item = b; item < e; item++) {
+		int n = (int)(item / (size_t)d->cout), co = (int)(item % (size_t)d->cout);
+		float *y = a->out + item * P;
+		float bv = a->b ? a->b[co] : 0.0f;
+		for (size_t i = 0; i < P; i++)
+			y[i] = bv;
+		for (int c = 0; c < d->cin; c++) {
+			const float *x = a->x + ((size_t)n * d->cin + c) * HW;
+			const float *k = a->w + ((size_t)co * d->cin + c) * d->kh * d->kw;
+			if (three_same(d)) {
+				for (int ky = 0; ky < d->kh; ky++) {
+					const float *kr = k + ky * 3;
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy >= 0 && iy < d->h)
+							axpy3_row(y + (size_t)oy * d->wout, x + (size_t)iy * d->w, kr[0], kr[1], kr[2], d->w);
+					}
+				}
+				continue;
+			}
+			for (int ky = 0; ky < d->kh; ky++) {
+				for (int kx = 0; kx < d->kw; kx++) {
+					int lo, hi;
+					tap_range(d, kx, &lo, &hi);
+					if (hi <= lo)
+						continue;
+					float v = k[ky * d->kw + kx];
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy < 0 || iy >= d->h)
+							continue;
+						axpy_row(y + (size_t)oy * d->wout + lo, x + (size_t)iy * d->w + lo - d->pw + kx, v, hi - lo);
+					}
+				}
+			}
+		}
+	}
+}
+
+GF_CLONES static void direct_bwd_data_part(void *p, size_t b, size_t e)
+{
+	struct direct_args *a = p;
+	const gf_conv_desc *d = a->d;
+	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
+	for (size_t item = b; item < e; item++) {   /* item = n * cin + c */
+		int n = (int)(item / (size_t)d->cin), c = (int)(item % (size_t)d->cin);
+		float *dx = a->out + item * HW;
+		memset(dx, 0, HW * sizeof(float));
+		for (int co = 0; co < d->cout; co++) {
+			const float *dy = a->dy + ((size_t)n * d->cout + co) * P;
+			const float *k = a->w + ((size_t)co * d->cin + c) * d->kh * d->kw;
+			if (three_same(d)) {
+				/* dx[i] += sum_k w[k] dy[i + 1 - k]: the same 3-tap form, kernel reversed */
+				for (int ky = 0; ky < d->kh; ky++) {
+					const float *kr = k + ky * 3;
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy >= 0 && iy < d->h)
+							axpy3_row(dx + (size_t)iy * d->w, dy + (size_t)oy * d->wout, kr[2], kr[1], kr[0], d->w);
+					}
+				}
+				continue;
+			}
+			for (int ky = 0; ky < d->kh; ky++) {
+				for (int kx = 0; kx < d->kw; kx++) {
+					int lo, hi;
+					tap_range(d, kx, &lo, &hi);
+					if (hi <= lo)
+						continue;
+					float v = k[ky * d->kw + kx];
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy < 0 || iy >= d->h)
+							continue;
+						axpy_row(dx + (size_t)iy * d->w + lo - d->pw + kx, dy + (size_t)oy * d->wout + lo, v, hi - lo);
+					}
+				}
+			}
+		}
+	}
+}
+
+/* Dot product of two rows in a fixed order (16 float lanes, then double). */
+static inline double dot_row(const float *restrict a, const float *restrict b, int n)
+{
+	float acc[16] = { 0 };
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		for (int l = 0; l < 16; l++)
+			acc[l] += a[i + l] * b[i + l];
+	double s = 0;
+	for (int l = 0; l < 16; l++)
+		s += acc[l];
+	for (; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+GF_CLONES static void direct_bwd_filter_part(void *p, size_t b, size_t e)
+{
+	struct direct_args *a = p;
+	const gf_conv_desc *d = a->d;
+	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
+	for (size_t item = b; item < e; item++) {   /* item = co * cin + c */
+		int co = (int)(item / (size_t)d->cin), c = (int)(item % (size_t)d->cin);
+		float *k = a->out + item * d->kh * d->kw;
+		if (three_same(d)) {
+			for (int ky = 0; ky < d->kh; ky++) {
+				double s[3] = { 0, 0, 0 };
+				for (int n = 0; n < d->n; n++) {
+					const float *dy = a->dy + ((size_t)n * d->cout + co) * P;
+					const float *x = a->x + ((size_t)n * d->cin + c) * HW;
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy >= 0 && iy < d->h)
+							dot3_row(dy + (size_t)oy * d->wout, x + (size_t)iy * d->w, d->w, s);
+					}
+				}
+				for (int kx = 0; kx < 3; kx++) {
+					float *o = &k[ky * 3 + kx];
+					*o = a->acc ? *o + (float)s[kx] : (float)s[kx];
+				}
+			}
+			continue;
+		}
+		for (int ky = 0; ky < d->kh; ky++) {
+			for (int kx = 0; kx < d->kw; kx++) {
+				int lo, hi;
+				tap_range(d, kx, &lo, &hi);
+				double s = 0;
+				for (int n = 0; n < d->n && hi > lo; n++) {
+					const float *dy = a->dy + ((size_t)n * d->cout + co) * P;
+					const float *x = a->x + ((size_t)n * d->cin + c) * HW;
+					for (int oy = 0; oy < d->hout; oy++) {
+						int iy = oy - d->ph + ky;
+						if (iy >= 0 && iy < d->h)
+							s += dot_row(dy + (size_t)oy * d->wout + lo,
+							             x + (size_t)iy * d->w + lo - d->pw + kx, hi - lo);
+					}
+				}
+				float *o = &k[ky * d->kw + kx];
+				*o = a->acc ? *o + (float)s : (float)s;
+			}
+		}
+	}
+}
+
+static int use_direct(const gf_conv_desc *d)
+{
+	return d->up == 1 && d->cout <= DIRECT_MAX_COUT && d->sh == 1 && d->sw == 1;
+}
+
+/* ---- forward ---- */
+
+static int conv_forward_up2(gf_cpu *c, float *y, const float *x, const float *w, const float *b,
+                            const gf_conv_desc *d)
+{
+	size_t P = (size_t)d->h * d->w, k4 = (size_t)d->cin * 4;
+	int bc = chunk_samples(k4 * P, d->n);
+	size_t ld = (size_t)bc * P;
+	size_t nwp = 4 * (size_t)d->cout * k4, ncol = k4 * ld, ntmp = 4 * (size_t)d->cout * ld;
+	float *s = gf_cpu_scratch(c, nwp + ncol + ntmp);
+	if (!s)
+		return -ENOMEM;
+	float *wp = s, *col = wp + nwp, *tmp = col + ncol;
+	phase_weights(wp, w, d->cout, d->cin);
+	for (int b0 = 0; b0 < d->n; b0 += bc) {
+		int nb = d->n - b0 < bc ? d->n - b0 : bc;
+		size_t ldc = (size_t)nb * P;
+		for (int ph = 0; ph < 4; ph++) {
+			struct geom g = geom_phase(d, ph >> 1, ph & 1);
+			im2col(c, &g, col, ldc, x, b0, nb);
+			gf_cpu_gemm(&c->be, 0, 0, d->cout, (int)ldc, (int)k4, 1.0f, wp + (size_t)ph * d->cout * k4,
+			            (int)k4, col, (int)ldc, 0.0f, tmp + (size_t)ph * d->cout * ldc, (int)ldc);
+		}
+		struct move_args m = { y, tmp, b, b0, d->cout, d->h, d->w, ldc, (size_t)d->cout * ldc, nb };
+		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, scatter4_part, &m);
+	}
+	return 0;
+}
+
+int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
+                          const gf_conv_desc *d)
+{
+	gf_cpu *c = gf_cpu_of(be);
+	int rc = check_desc(d);
+	if (rc)
+		return rc;
+	if (d->up == 2)
+		return conv_forward_up2(c, y, x, w, b, d);
+	if (use_direct(d)) {
+		struct direct_args a = { d, y, x, w, b, NULL, 0 };
+		gf_pool_for(c->pool, (size_t)d->n * d->cout, 1, direct_fwd_part, &a);
+		return 0;
+	}
+	struct geom g = geom_of(d);
+	size_t P = (size_t)d->hout * d->wout, K = (size_t)d->cin * d->kh * d->kw;
+	int pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+	if (pointwise) {
+		/* 1x1: x itself is the column matrix of each sample */
+		for (int n = 0; n < d->n; n++)
+			gf_cpu_gemm(be, 0, 0, d->cout, (int)P, d->cin, 1.0f, w, d->cin, x + (size_t)n * d->cin * P,
+			            (int)P, 0.0f, y + (size_t)n * d->cout * P, (int)P);
+		if (b)
+			gf_cpu_bias_add(be, y, b, d->n, d->cout, (int)P);
+		return 0;
+	}
+	int bc = chunk_samples(K * P, d->n);
+	size_t ld = (size_t)bc * P;
+	float *s = gf_cpu_scratch(c, K * ld + (bc > 1 ? (size_t)d->cout * ld : 0));
+	if (!s)
+		return -ENOMEM;
+	float *col = s, *tmp = s + K * ld;
+	for (int b0 = 0; b0 < d->n; b0 += bc) {
+		int nb = d->n - b0 < bc ? d->n - b0 : bc;
+		size_t ldc = (size_t)nb * P;
+		im2col(c, &g, col, ldc, x, b0, nb);
+		if (nb == 1) {
+			/* one sample: the GEMM writes NCHW directly */
+			float *yb = y + (size_t)b0 * d->cout * P;
+			gf_cpu_gemm(be, 0, 0, d->cout, (int)P, (int)K, 1.0f, w, (int)K, col, (int)ldc, 0.0f, yb, (int)P);
+			if (b)
+				gf_cpu_bias_add(be, yb, b, 1, d->cout, (int)P);
+			continue;
+		}
+		gf_cpu_gemm(be, 0, 0, d->cout, (int)ldc, (int)K, 1.0f, w, (int)K, col, (int)ldc, 0.0f, tmp, (int)ldc);
+		struct move_args m = { y, tmp, b, b0, d->cout, d->hout, d->wout, ldc, 0, nb };
+		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, scatter_part, &m);
+	}
+	return 0;
+}
+
+/* ---- backward ---- */
+
+static int conv_backward_up2(gf_cpu *c, float *dx, float *dw, const float *dy, const float *x,
+                             const float *w, const gf_conv_desc *d, int accumulate)
+{
+	size_t P = (size_t)d->h * d->w, k4 = (size_t)d->cin * 4;
+	int bc = chunk_samples(k4 * P, d->n);
+	size_t ld = (size_t)bc * P;
+	size_t nwp = 4 * (size_t)d->cout * k4, ncol = k4 * ld, ndy = 4 * (size_t)d->cout * ld;
+	float *s = gf_cpu_scratch(c, 2 * nwp + ncol + ndy);
+	if (!s)
+		return -ENOMEM;
+	float *wp = s, *dwp = wp + nwp, *col = dwp + nwp, *dyc = col + ncol;
+	if (dx)
+		phase_weights(wp, w, d->cout, d->cin);
+	for (int b0 = 0; b0 < d->n; b0 += bc) {
+		int nb = d->n - b0 < bc ? d->n - b0 : bc;
+		size_t ldc = (size_t)nb * P;
+		struct move_args m = { (float *)dy, dyc, NULL, b0, d->cout, d->h, d->w, ldc, (size_t)d->cout * ldc, nb };
+		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, gather4_part, &m);
+		for (int ph = 0; ph < 4; ph++) {
+			struct geom g = geom_phase(d, ph >> 1, ph & 1);
+			const float *dyp = dyc + (size_t)ph * d->cout * ldc;
+			if (dw) {
+				im2col(c, &g, col, ldc, x, b0, nb);
+				gf_cpu_gemm(&c->be, 0, 1, d->cout, (int)k4, (int)ldc, 1.0f, dyp, (int)ldc, col, (int)ldc,
+				            b0 ? 1.0f : 0.0f, dwp + (size_t)ph * d->cout * k4, (int)k4);
+			}
+			if (dx) {
+				gf_cpu_gemm(&c->be, 1, 0, (int)k4, (int)ldc, d->cout, 1.0f, wp + (size_t)ph * d->cout * k4,
+				            (int)k4, dyp, (int)ldc, 0.0f, col, (int)ldc);
+				col2im(c, &g, dx, col, ldc, b0, nb, ph == 0);
+			}
+		}
+	}
+	if (dw)
+		fold_phase_grads(dw, dwp, d->cout, d->cin, accumulate);
+	return 0;
+}
+
+int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, const float *dy,
+                           const float *x, const float *w, const gf_conv_desc *d, int accumulate)
+{
+	gf_cpu *c = gf_cpu_of(be);
+	int rc = check_desc(d);
+	if (rc)
+		return rc;
+	size_t P = (size_t)d->hout * d->wout, K = (size_t)d->cin * d->kh * d->kw;
+	if (db)
+		gf_cpu_bias_grad(be, db, dy, d->n, d->cout, (int)P, accumulate);
+	if (!dx && !dw)
+		return 0;
+	if (d->up == 2)
+		return conv_backward_up2(c, dx, dw, dy, x, w, d, accumulate);
+	if (use_direct(d)) {
+		struct direct_args a = { d, dx, x, w, NULL, dy, accumulate };
+		if (dx)
+			gf_pool_for(c->pool, (size_t)d->n * d->cin, 1, direct_bwd_data_part, &a);
+		if (dw) {
+			a.out = dw;
+			gf_pool_for(c->pool, (size_t)d->cout * d->cin, 1, direct_bwd_filter_part, &a);
+		}
+		return 0;
+	}
+	struct geom g = geom_of(d);
+	int bc = chunk_samples(K * P, d->n);
+	size_t ld = (size_t)bc * P;
+	float *s = gf_cpu_scratch(c, K * ld + (bc > 1 ? (size_t)d->cout * ld : 0));
+	if (!s)
+		return -ENOMEM;
+	float *col = s, *dyc = s + K * ld;
+	for (int b0 = 0; b0 < d->n; b0 += bc) {
+		int nb = d->n - b0 < bc ? d->n - b0 : bc;
+		size_t ldc = (size_t)nb * P;
+		const float *dym;   /* (cout, ldc) */
+		if (nb == 1) {
+			dym = dy + (size_t)b0 * d->cout * P;   /* NCHW of one sample is already that */
+		} else {
+			struct move_args m = { (float *)dy, dyc, NULL, b0, d->cout, d->hout, d->wout, ldc, 0, nb };
+			gf_pool_for(c->pool, (size_t)nb * d->cout, 16, gather_part, &m);
+			dym = dyc;
+		}
+		if (dw) {
+			im2col(c, &g, col, ldc, x, b0, nb);
+			gf_cpu_gemm(be, 0, 1, d->cout, (int)K, (int)ldc, 1.0f, dym, (int)ldc, col, (int)ldc,
+			            b0 || accumulate ? 1.0f : 0.0f, dw, (int)K);
+		}
+		if (dx) {
+			gf_cpu_gemm(be, 1, 0, (int)K, (int)ldc, d->cout, 1.0f, w, (int)K, dym, (int)ldc, 0.0f, col, (int)ldc);
+			col2im(c, &g, dx, col, ldc, b0, nb, 1);
+		}
+	}
+	return 0;
+}

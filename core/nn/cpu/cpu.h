@@ -1,0 +1,92 @@
+/* The CPU backend's shared state and the ops each of its files provides.
+ * backend_cpu.c fills the vtable from these; nothing outside core/nn/cpu/
+ * includes this header. */
+#ifndef GF_NN_CPU_H
+#define GF_NN_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/backend.h>
+
+#include "pool.h"
+
+/* Hot loops are built once per ISA and picked at load time (ifunc). Not
+ * under the sanitizers: ifunc resolvers run during relocation, before
+ * the sanitizer runtime is up, and instrumented ones crash there. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#define GF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GF_CLONES
+#endif
+
+typedef struct gf_cpu {
+	gf_backend be;      /* first: a gf_backend * is a gf_cpu * */
+	gf_pool *pool;
+	float *scratch;     /* grown on demand, never shrunk */
+	size_t scratch_size;  /* floats */
+} gf_cpu;
+
+static inline gf_cpu *gf_cpu_of(gf_backend *be)
+{
+	return (gf_cpu *)be;
+}
+
+/* Scratch of at least n floats (64-byte aligned), or NULL (error set).
+ * Valid until the next call; ops carve their buffers out of one call. */
+float *gf_cpu_scratch(gf_cpu *c, size_t n);
+
+/* ---- ops_cpu.c ---- */
+int gf_cpu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+int gf_cpu_fill(gf_backend *be, float *x, size_t n, float value);
+int gf_cpu_bias_add(gf_backend *be, float *y, const float *b, int n, int c, int hw);
+int gf_cpu_bias_grad(gf_backend *be, float *db, const float *dy, int n, int c, int hw, int accumulate);
+int gf_cpu_axpy(gf_backend *be, float *y, const float *x, size_t n, float alpha);
+int gf_cpu_scale(gf_backend *be, float *x, size_t n, float s);
+int gf_cpu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
+                  size_t rows, size_t cols, int accumulate);
+int gf_cpu_act_forward(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param);
+int gf_cpu_act_backward(gf_backend *be, float *dx, const float *dy, const float *y, size_t n,
+                        gf_act act, float param);
+int gf_cpu_upsample_forward(gf_backend *be, float *y, const float *x, int planes, int h, int w, int s);
+int gf_cpu_upsample_backward(gf_backend *be, float *dx, const float *dy, int planes, int h, int w, int s);
+int gf_cpu_dropout_forward(gf_backend *be, float *y, float *mask, const float *x, size_t groups,
+                           size_t group, float p, const gf_rng *rng);
+int gf_cpu_dropout_backward(gf_backend *be, float *dx, const float *dy, const float *mask,
+                            size_t groups, size_t group);
+int gf_cpu_pool_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d);
+int gf_cpu_pool_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
+                         const gf_pool_desc *d);
+int gf_cpu_softmax_forward(gf_backend *be, float *y, const float *x, int rows, int cols);
+int gf_cpu_softmax_backward(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols);
+int gf_cpu_embedding_forward(gf_backend *be, float *y, const float *table, const int32_t *idx,
+                             int n, int dim, int num);
+int gf_cpu_embedding_backward(gf_backend *be, float *dtable, const float *dy, const int32_t *idx,
+                              int n, int dim, int num, int accumulate);
+int gf_cpu_loss(gf_backend *be, float *loss_host, float *dx, const float *x, const float *target,
+                const int32_t *labels, const gf_loss_desc *d);
+int gf_cpu_optim_step(gf_backend *be, float *p, const float *g, float *state, size_t n,
+                      const gf_optim_args *a);
+int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
+int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
+int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+
+/* ---- conv_cpu.c ---- */
+int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
+                          const gf_conv_desc *d);
+int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, const float *dy,
+                           const float *x, const float *w, const gf_conv_desc *d, int accumulate);
+
+/* ---- bn_cpu.c ---- */
+int gf_cpu_bn_forward_train(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean,
+                            float *run_var, const float *x, const float *gamma, const float *beta,
+                            const gf_bn_desc *d);
+int gf_cpu_bn_forward_eval(gf_backend *be, float *y, const float *x, const float *gamma,
+                           const float *beta, const float *run_mean, const float *run_var,
+                           const gf_bn_desc *d);
+int gf_cpu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy,
+                       const float *y, const float *x, const float *gamma, const float *mean,
+                       const float *rstd, const gf_bn_desc *d, int accumulate);
+
+#endif

@@ -1,0 +1,20 @@
+# nn engine tests: layers against finite differences and PyTorch references,
+# losses, optimisers, Philox, safetensors, checkpoints, Lua backbones.
+gf_add_test(test_nn_ref SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref.c LABELS nn TIMEOUT 120)
+gf_add_test(test_nn_gradcheck SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_gradcheck.c LABELS nn TIMEOUT 300)
+# test_philox and test_nn_api drive the CPU backend's thread pool with 1-4
+# threads: the ThreadSanitizer build runs them too.
+gf_add_test(test_philox SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_philox.c LABELS nn tsan TIMEOUT 60)
+gf_add_test(test_safetensors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_safetensors.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_backbones SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_backbones.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_api SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_api.c LABELS nn tsan TIMEOUT 60)
+gf_add_test(test_nn_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ckpt.c LABELS nn TIMEOUT 60)
+# A checkpoint written here, read from Python (json+struct, numpy, torch):
+# /usr/bin/python3 where it exists (Debian's, with python3-numpy and maybe
+# python3-torch), else python3. Skips (77) without numpy and torch.
+add_test(NAME test_nn_ckpt_python
+  COMMAND sh -c "py=/usr/bin/python3; [ -x $py ] || py=python3; \"$0\" --write \"$1\" && $py \"$2\" \"$1\""
+          $<TARGET_FILE:test_nn_ckpt> ${CMAKE_CURRENT_BINARY_DIR}/nn_ckpt_python.safetensors
+          ${CMAKE_CURRENT_LIST_DIR}/ref/check_ckpt.py)
+set_tests_properties(test_nn_ckpt_python PROPERTIES SKIP_RETURN_CODE 77 LABELS nn TIMEOUT 120
+  ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

@@ -1,0 +1,375 @@
+/* The network, optimiser and loss API around the maths: input checks,
+ * call-order errors, blocks and views, copying between networks (the D
+ * replica of a G step), frozen running statistics, bit-identical repeated
+ * runs, optimiser configuration from Lua values, optimistic Adam and
+ * gradient clipping, backends by name. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "test_nn_util.h"
+
+static gf_backend *be;
+
+static int setup(void **state)
+{
+	(void)state;
+	gf_backend_opts o = { .threads = 2 };
+	return gf_backend_open("cpu", &o, &be);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gf_backend_close(be);
+	return 0;
+}
+
+static gf_net *small_d(unsigned flags)
+{
+	gf_net *d;
+	NN_OK(nn_build(&d, be, "return require('backbones.dcgan').D{ size = 16 }", 4, flags));
+	gf_rng r = { 3, 0, 0 };
+	NN_OK(gf_net_init(d, &r));
+	gf_rng_init(gf_net_rng(d), 9, 1);
+	return d;
+}
+
+static void test_input_checks(void **state)
+{
+	(void)state;
+	gf_net *d = small_d(0);
+	float x[4 * 16 * 16] = { 0 }, dy[4] = { 0 };
+	/* backward before any forward */
+	assert_int_equal(gf_net_backward(d, dy, GF_NEED_DW), GF_EPARAM);
+	gf_tensor out;
+	assert_int_equal(gf_net_output(d, &out), GF_EPARAM);
+	/* wrong shapes name both */
+	gf_tensor bad = nn_tensor(x, 4, 4, 1, 16, 8);
+	assert_int_equal(gf_net_forward(d, &bad, NULL, GF_TRAIN), GF_ESHAPE);
+	assert_non_null(strstr(gf_errmsg(), "(4, 1, 16, 8) f32"));
+	assert_non_null(strstr(gf_errmsg(), "(4, 1, 16, 16) f32"));
+	bad = nn_tensor(x, 3, 4, 16, 16);
+	assert_int_equal(gf_net_forward(d, &bad, NULL, GF_TRAIN), GF_ESHAPE);
+	/* batch beyond max_batch */
+	float big[5 * 256];
+	bad = nn_tensor(big, 4, 5, 1, 16, 16);
+	assert_int_equal(gf_net_forward(d, &bad, NULL, GF_TRAIN), GF_ESHAPE);
+	assert_non_null(strstr(gf_errmsg(), "max_batch"));
+	/* i32 given as f32 */
+	gf_tensor ix = nn_tensor(x, 4, 4, 1, 16, 16);
+	ix.dtype = GF_I32;
+	assert_int_equal(gf_net_forward(d, &ix, NULL, GF_TRAIN), GF_ESHAPE);
+	/* a smaller batch than max works; backward after eval is refused (batchnorm, dropout) */
+	gf_tensor ok = nn_tensor(x, 4, 2, 1, 16, 16);
+	NN_OK(gf_net_forward(d, &ok, NULL, GF_EVAL));
+	NN_OK(gf_net_output(d, &out));
+	assert_int_equal(out.shape[0], 2);
+	assert_int_equal(gf_net_backward(d, dy, GF_NEED_DW), GF_EPARAM);
+	assert_non_null(strstr(gf_errmsg(), "eval"));
+	NN_OK(gf_net_forward(d, &ok, NULL, GF_TRAIN));
+	NN_OK(gf_net_backward(d, dy, GF_NEED_DX));
+	gf_tensor dx;
+	NN_OK(gf_net_dx(d, &dx));
+	assert_int_equal(dx.shape[0], 2);
+	assert_int_equal(gf_net_backward(d, NULL, GF_NEED_DX), GF_EPARAM);
+	gf_net_destroy(d);
+	/* a network without batchnorm/dropout may go back through an eval forward */
+	gf_net *l;
+	NN_OK(nn_build(&l, be, "return { {'linear', 3, 2}, input_shape = {3} }", 2, 0));
+	float lx[6] = { 1, 2, 3, 4, 5, 6 }, ldy[4] = { 1, 1, 1, 1 };
+	gf_tensor lt = nn_tensor(lx, 2, 2, 3);
+	NN_OK(gf_net_forward(l, &lt, NULL, GF_EVAL));
+	NN_OK(gf_net_backward(l, ldy, GF_NEED_DW));
+	gf_net_destroy(l);
+	/* options */
+	gf_value t = nn_lua("return { {'linear', 3, 2}, input_shape = {3} }");
+	gf_net_opts o = { .max_batch = 0 };
+	gf_net *n;
+	assert_int_equal(gf_net_create(&n, be, &t, &o), GF_EPARAM);
+	o.max_batch = 2;
+	o.input_ndim = 1;
+	o.input_shape[0] = 4;   /* overrides the table's input_shape, and mismatches */
+	assert_int_equal(gf_net_create(&n, be, &t, &o), GF_ESHAPE);
+	gf_value_free(&t);
+}
+
+/* The D replica of a G step: copy parameters and buffers, run with frozen
+ * statistics, back-propagate to the input only. */
+static void test_replica(void **state)
+{
+	(void)state;
+	gf_net *d = small_d(0), *rep = small_d(0);
+	gf_rng other = { 100, 0, 0 };
+	NN_OK(gf_net_init(rep, &other));
+	NN_OK(gf_net_copy(rep, d, GF_PARAMS));
+	NN_OK(gf_net_copy(rep, d, GF_BUFFERS));
+	size_t np, nb;
+	float *pd = gf_net_block(d, GF_PARAMS, &np), *pr = gf_net_block(rep, GF_PARAMS, NULL);
+	assert_memory_equal(pd, pr, np * sizeof(float));
+	float *bd = gf_net_block(d, GF_BUFFERS, &nb), *br = gf_net_block(rep, GF_BUFFERS, NULL);
+	float *keep = malloc(nb * sizeof(float));
+	memcpy(keep, br, nb * sizeof(float));
+	float x[4 * 256];
+	gf_rng r = { 4, 0, 0 };
+	gf_rng_normal(&r, x, 4 * 256, 0, 1);
+	gf_tensor xt = nn_tensor(x, 4, 4, 1, 16, 16);
+	/* sentinel gradients stay untouched by a NEED_DX backward */
+	float *g = gf_net_block(rep, GF_GRADS, NULL);
+	for (size_t i = 0; i < np; i++)
+		g[i] = 42.0f;
+	NN_OK(gf_net_forward(rep, &xt, NULL, GF_TRAIN | GF_FREEZE_STATS));
+	assert_memory_equal(keep, br, nb * sizeof(float));
+	float dy[4] = { 1, -1, 0.5f, 2 };
+	NN_OK(gf_net_backward(rep, dy, GF_NEED_DX));
+	for (size_t i = 0; i < np; i++)
+		assert_true(g[i] == 42.0f);
+	NN_OK(gf_net_zero_grad(rep));
+	assert_true(g[0] == 0.0f && g[np - 1] == 0.0f);
+	/* training mode without the flag moves the statistics */
+	NN_OK(gf_net_forward(rep, &xt, NULL, GF_TRAIN));
+	assert_memory_not_equal(keep, br, nb * sizeof(float));
+	(void)bd;
+	/* host copies in and out */
+	float *host = malloc(np * sizeof(float));
+	NN_OK(gf_net_read(d, GF_PARAMS, host));
+	host[0] += 1.0f;
+	NN_OK(gf_net_write(rep, GF_PARAMS, host));
+	assert_true(pr[0] == pd[0] + 1.0f);
+	/* a different network is refused */
+	gf_net *g2;
+	NN_OK(nn_build(&g2, be, "return require('backbones.dcgan').D{ size = 32 }", 4, 0));
+	assert_int_equal(gf_net_copy(g2, d, GF_PARAMS), GF_ESHAPE);
+	gf_net_destroy(g2);
+	free(host);
+	free(keep);
+	gf_net_destroy(d);
+	gf_net_destroy(rep);
+}
+
+/* Views tile the blocks: sorted by offset, no gaps, no overlap. */
+static void test_views(void **state)
+{
+	(void)state;
+	gf_net *g;
+	NN_OK(nn_build(&g, be, "return require('backbones.dcgan').CG{}", 2, 0));
+	for (int b = 0; b < 3; b++) {
+		size_t n, nv, at = 0;
+		gf_net_block(g, (gf_block)b, &n);
+		const gf_view *v = gf_net_views(g, (gf_block)b, &nv);
+		for (size_t i = 0; i < nv; i++) {
+			assert_int_equal(v[i].offset, at);
+			size_t numel = 1;
+			for (int d = 0; d < v[i].ndim; d++)
+				numel *= (size_t)v[i].shape[d];
+			assert_int_equal(numel, v[i].numel);
+			at += v[i].numel;
+		}
+		assert_int_equal(at, n);
+	}
+	gf_net_destroy(g);
+}
+
+/* Same seeds, same thread count: bit-identical training steps. */
+static void train_steps(gf_net *d, gf_optim *o, int steps, float *out_params)
+{
+	float x[4 * 256], dy[4];
+	gf_rng data = { 55, 0, 0 };
+	for (int s = 0; s < steps; s++) {
+		gf_rng_normal(&data, x, 4 * 256, 0, 1);
+		gf_tensor xt = nn_tensor(x, 4, 4, 1, 16, 16), pred;
+		NN_OK(gf_net_forward(d, &xt, NULL, GF_TRAIN));
+		NN_OK(gf_net_output(d, &pred));
+		NN_OK(gf_loss(be, GF_LOSS_BCE, NULL, dy, &pred, NULL, s % 2 ? 1.0f : 0.0f, 1.0f));
+		NN_OK(gf_net_backward(d, dy, GF_NEED_DW));
+		NN_OK(gf_net_clip_grad_norm(d, 1.0f, NULL));
+		NN_OK(gf_optim_step(o));
+	}
+	NN_OK(gf_net_read(d, GF_PARAMS, out_params));
+}
+
+static void test_determinism(void **state)
+{
+	(void)state;
+	float *p[2];
+	size_t np = 0;
+	for (int k = 0; k < 2; k++) {
+		gf_net *d = small_d(0);
+		gf_net_block(d, GF_PARAMS, &np);
+		gf_optim *o;
+		gf_optim_conf c;
+		gf_optim_defaults(&c, GF_OPT_ADAM);
+		NN_OK(gf_optim_create(&o, d, &c));
+		p[k] = malloc(np * sizeof(float));
+		train_steps(d, o, 5, p[k]);
+		gf_optim_destroy(o);
+		gf_net_destroy(d);
+	}
+	assert_memory_equal(p[0], p[1], np * sizeof(float));
+	free(p[0]);
+	free(p[1]);
+}
+
+/* ---- optimisers ---- */
+
+static void test_optim_conf(void **state)
+{
+	(void)state;
+	gf_optim_conf c;
+	gf_value v = nn_lua("return { 'adam', lr = 2e-4, betas = {0.5, 0.999}, weight_decay = 0.01 }");
+	NN_OK(gf_optim_conf_parse(&c, &v));
+	assert_int_equal(c.kind, GF_OPT_ADAM);
+	assert_true(c.lr == 2e-4f && c.beta1 == 0.5f && c.beta2 == 0.999f && c.eps == 1e-8f && c.weight_decay == 0.01f);
+	gf_value_free(&v);
+	v = nn_lua("return { kind = 'sgd', lr = 0.1, momentum = 0.9, nesterov = true }");
+	NN_OK(gf_optim_conf_parse(&c, &v));
+	assert_int_equal(c.kind, GF_OPT_SGD);
+	assert_true(c.momentum == 0.9f && c.nesterov);
+	gf_value_free(&v);
+	v = nn_lua("return { 'oadam', lr = 1e-3 }");
+	NN_OK(gf_optim_conf_parse(&c, &v));
+	assert_int_equal(c.kind, GF_OPT_OADAM);
+	gf_value_free(&v);
+	static const char *const bad[][2] = {
+		{ "return { 'adam', lrate = 1 }", "unknown key 'lrate'" },
+		{ "return { 'adamax' }", "unknown kind 'adamax'" },
+		{ "return { lr = 1 }", "needs a kind" },
+		{ "return { 'adam', betas = {0.5} }", "betas" },
+		{ "return { 'adam', lr = 'fast' }", "lr must be a number" },
+		{ "return { 'adam', beta1 = 1.5 }", "out of range" },
+		{ "return { 'sgd', nesterov = true }", "nesterov needs momentum" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = nn_lua(bad[i][0]);
+		int rc = gf_optim_conf_parse(&c, &v);
+		if (rc != GF_EPARAM || !strstr(gf_errmsg(), bad[i][1])) {
+			fprintf(stderr, "%s: %s (%s)\n", bad[i][0], gf_strerror(rc), gf_errmsg());
+			fail();
+		}
+		gf_value_free(&v);
+	}
+	gf_loss_kind k;
+	NN_OK(gf_loss_parse("hinge_d", &k));
+	assert_int_equal(k, GF_LOSS_HINGE_D);
+	assert_string_equal(gf_loss_name(GF_LOSS_NONSAT_LOGITS), "nonsat_logits");
+	assert_int_equal(gf_loss_parse("wasserstein", &k), GF_EPARAM);
+}
+
+/* Optimistic Adam: Adam fed with 2 g_t - g_{t-1}; state views. */
+static void test_oadam(void **state)
+{
+	(void)state;
+	gf_net *n;
+	NN_OK(nn_build(&n, be, "return { {'linear', 3, 1, bias = false}, input_shape = {3} }", 1, 0));
+	float p[3] = { 0.5f, -1.0f, 2.0f };
+	NN_OK(gf_net_write(n, GF_PARAMS, p));
+	gf_optim *o;
+	gf_optim_conf c;
+	gf_optim_defaults(&c, GF_OPT_OADAM);
+	c.lr = 0.1f;
+	NN_OK(gf_optim_create(&o, n, &c));
+	size_t nv, ns;
+	const gf_view *v = gf_optim_views(o, &nv);
+	gf_optim_state(o, &ns);
+	assert_int_equal(nv, 3);
+	assert_int_equal(ns, 9);
+	assert_string_equal(v[0].name, "m.0.weight");
+	assert_string_equal(v[1].name, "v.0.weight");
+	assert_string_equal(v[2].name, "g_prev.0.weight");
+	const float g[2][3] = { { 0.1f, -0.2f, 0.3f }, { 0.05f, 0.4f, -0.1f } };
+	double m[3] = { 0 }, s[3] = { 0 }, gp[3] = { 0 }, want[3] = { 0.5, -1.0, 2.0 };
+	for (int t = 1; t <= 2; t++) {
+		NN_OK(gf_net_write(n, GF_GRADS, g[t - 1]));
+		NN_OK(gf_optim_step(o));
+		for (int i = 0; i < 3; i++) {
+			double h = 2.0 * g[t - 1][i] - gp[i];
+			gp[i] = g[t - 1][i];
+			m[i] = 0.9 * m[i] + 0.1 * h;
+			s[i] = 0.999 * s[i] + 0.001 * h * h;
+			double mh = m[i] / (1 - pow(0.9, t)), vh = s[i] / (1 - pow(0.999, t));
+			want[i] -= 0.1 * mh / (sqrt(vh) + 1e-8);
+		}
+	}
+	float *got = gf_net_block(n, GF_PARAMS, NULL);
+	for (int i = 0; i < 3; i++)
+		assert_true(fabs(got[i] - want[i]) < 1e-5);
+	assert_int_equal(gf_optim_steps(o), 2);
+	gf_optim_set_lr(o, 0.5f);
+	assert_true(gf_optim_config(o)->lr == 0.5f);
+	gf_optim_destroy(o);
+	gf_net_destroy(n);
+}
+
+static void test_clip(void **state)
+{
+	(void)state;
+	gf_net *n;
+	NN_OK(nn_build(&n, be, "return { {'linear', 2, 2}, input_shape = {2} }", 1, 0));
+	float g[6] = { 3, 4, 0, 0, 0, 0 };   /* weight (2, 2), bias (2): norm 5 */
+	NN_OK(gf_net_write(n, GF_GRADS, g));
+	float norm;
+	NN_OK(gf_net_clip_grad_norm(n, 0, &norm));   /* measure only */
+	assert_true(norm == 5.0f);
+	NN_OK(gf_net_clip_grad_norm(n, 10.0f, &norm));   /* under the limit: untouched */
+	float *gr = gf_net_block(n, GF_GRADS, NULL);
+	assert_true(gr[0] == 3.0f && gr[1] == 4.0f);
+	NN_OK(gf_net_clip_grad_norm(n, 1.0f, &norm));
+	assert_true(norm == 5.0f);
+	assert_true(fabsf(gr[0] - 0.6f) < 1e-6f && fabsf(gr[1] - 0.8f) < 1e-6f);
+	NN_OK(gf_net_clip_grad_norm(n, 0, &norm));
+	assert_true(fabsf(norm - 1.0f) < 1e-5f);
+	gr[3] = NAN;
+	assert_int_equal(gf_net_clip_grad_norm(n, 1.0f, &norm), GF_ENONFINITE);
+	assert_true(isnan(gr[3]) && fabsf(gr[0] - 0.6f) < 1e-6f);
+	/* a large block: the fixed-order sum in double */
+	gf_net *big;
+	NN_OK(nn_build(&big, be, "return { {'linear', 300, 300}, input_shape = {300} }", 1, 0));
+	size_t nb;
+	float *gb = gf_net_block(big, GF_GRADS, &nb);
+	double want = 0;
+	for (size_t i = 0; i < nb; i++) {
+		gb[i] = (float)((i % 7) - 3) * 0.01f;
+		want += (double)gb[i] * gb[i];
+	}
+	NN_OK(gf_net_clip_grad_norm(big, 0, &norm));
+	assert_true(fabs(norm - sqrt(want)) < 1e-6 * sqrt(want));
+	gf_net_destroy(big);
+	gf_net_destroy(n);
+}
+
+static void test_backend_open(void **state)
+{
+	(void)state;
+	gf_backend *b;
+	NN_OK(gf_backend_open("cpu", NULL, &b));
+	assert_string_equal(b->ops->name, "cpu");
+	assert_int_equal(b->ops->abi, GF_BACKEND_ABI);
+	assert_true(b->ops->size == sizeof(gf_backend_ops));
+	assert_true(b->threads >= 1);
+	gf_backend_close(b);
+	setenv("GANFLOW_BACKEND_PATH", "/nonexistent", 1);
+	assert_int_equal(gf_backend_open("nosuch", NULL, &b), GF_ENOBACKEND);
+	assert_non_null(strstr(gf_errmsg(), "backend_nosuch.so"));
+	assert_int_equal(gf_backend_open("../evil", NULL, &b), GF_ENOBACKEND);
+	/* auto falls back to the CPU where no CUDA backend is built */
+	NN_OK(gf_backend_open("auto", NULL, &b));
+	assert_non_null(b);
+	gf_backend_close(b);
+	unsetenv("GANFLOW_BACKEND_PATH");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_input_checks),
+		cmocka_unit_test(test_replica),
+		cmocka_unit_test(test_views),
+		cmocka_unit_test(test_determinism),
+		cmocka_unit_test(test_optim_conf),
+		cmocka_unit_test(test_oadam),
+		cmocka_unit_test(test_clip),
+		cmocka_unit_test(test_backend_open),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

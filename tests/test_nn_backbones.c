@@ -1,0 +1,354 @@
+/* Lua backbones (luaconf/backbones/dcgan.lua, classifier.lua) built by the
+ * nn engine: shapes of G, D, CG, CD and the classifier for several sizes,
+ * parameter names and counts, conditional inputs, intermediate outputs;
+ * and bad layer tables, whose errors must name the layer (1-based table
+ * position and type) and what is wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "test_nn_util.h"
+
+static gf_backend *be;
+
+static int setup(void **state)
+{
+	(void)state;
+	gf_backend_opts o = { .threads = 2 };
+	return gf_backend_open("cpu", &o, &be);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gf_backend_close(be);
+	return 0;
+}
+
+static gf_net *build(const char *code, int batch)
+{
+	gf_net *net;
+	NN_OK(nn_build(&net, be, code, batch, 0));
+	gf_rng r = { 1, 0, 0 };
+	NN_OK(gf_net_init(net, &r));
+	return net;
+}
+
+static const gf_view *view(gf_net *net, gf_block b, const char *name)
+{
+	size_t n;
+	const gf_view *v = gf_net_views(net, b, &n);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
+/* Runs a forward on zeros/labels and returns the output shape. */
+static gf_tensor run(gf_net *net, int batch)
+{
+	gf_tensor in, out;
+	gf_net_shapes(net, &in, NULL);
+	in.shape[0] = batch;
+	float *x = calloc((size_t)gf_tensor_numel(&in), sizeof(float));
+	in.data = x;
+	int32_t lab[16];
+	for (int i = 0; i < batch; i++)
+		lab[i] = i % (gf_net_classes(net) ? gf_net_classes(net) : 1);
+	gf_tensor lt = gf_tensor_make(lab, GF_I32, 1, (int64_t[]){ batch });
+	NN_OK(gf_net_forward(net, &in, gf_net_classes(net) ? &lt : NULL, GF_TRAIN));
+	NN_OK(gf_net_output(net, &out));
+	free(x);
+	return out;
+}
+
+/* ---- shapes ---- */
+
+static void test_dcgan_shapes(void **state)
+{
+	(void)state;
+	static const int sizes[][2] = { { 32, 1 }, { 64, 3 }, { 16, 3 } };
+	for (int k = 0; k < 3; k++) {
+		int s = sizes[k][0], c = sizes[k][1];
+		char code[256];
+		snprintf(code, sizeof(code), "return require('backbones.dcgan').G{ size = %d, channels = %d }", s, c);
+		gf_net *g = build(code, 4);
+		gf_tensor in, out;
+		gf_net_shapes(g, &in, &out);
+		assert_int_equal(in.ndim, 2);
+		assert_int_equal(in.shape[1], 100);
+		assert_int_equal(out.ndim, 4);
+		assert_int_equal(out.shape[1], c);
+		assert_int_equal(out.shape[2], s);
+		assert_int_equal(out.shape[3], s);
+		gf_tensor y = run(g, 3);
+		assert_int_equal(y.shape[0], 3);
+		const gf_view *w = view(g, GF_PARAMS, "0.weight");
+		assert_non_null(w);
+		assert_int_equal(w->shape[0], 128 * (s / 4) * (s / 4));
+		assert_int_equal(w->shape[1], 100);
+		assert_non_null(view(g, GF_BUFFERS, "5.running_var"));
+		/* parameters of the PyTorch model: linear, 3 convs, 3 batchnorms */
+		size_t np;
+		gf_net_block(g, GF_PARAMS, &np);
+		size_t want = (size_t)100 * 128 * (s / 4) * (s / 4) + 128 * (s / 4) * (s / 4) + 2 * 128 +
+		              128 * 128 * 9 + 128 + 2 * 128 + 64 * 128 * 9 + 64 + 2 * 64 + (size_t)c * 64 * 9 + c;
+		assert_int_equal(np, want);
+		gf_net_destroy(g);
+
+		snprintf(code, sizeof(code), "return require('backbones.dcgan').D{ size = %d, channels = %d }", s, c);
+		gf_net *d = build(code, 4);
+		gf_net_shapes(d, &in, &out);
+		assert_int_equal(in.ndim, 4);
+		assert_int_equal(in.shape[1], c);
+		assert_int_equal(out.ndim, 2);
+		assert_int_equal(out.shape[1], 1);
+		y = run(d, 4);
+		for (int i = 0; i < 4; i++) {
+			float p = ((float *)y.data)[i];
+			assert_true(p > 0.0f && p < 1.0f);   /* sigmoid */
+		}
+		w = view(d, GF_PARAMS, "16.weight");
+		assert_non_null(w);
+		assert_int_equal(w->shape[1], 128 * (s / 16) * (s / 16));
+		gf_net_destroy(d);
+	}
+	/* logits and dropout options */
+	gf_net *d = build("return require('backbones.dcgan').D{ sigmoid = false, dropout = 0 }", 2);
+	char sum[4096];
+	gf_net_summary(d, sum, sizeof(sum));
+	assert_null(strstr(sum, "sigmoid"));
+	gf_net_destroy(d);
+}
+
+static void test_conditional(void **state)
+{
+	(void)state;
+	gf_net *g = build("return require('backbones.dcgan').CG{ classes = 10 }", 4);
+	assert_int_equal(gf_net_classes(g), 10);
+	const gf_view *w = view(g, GF_PARAMS, "label_embedding.weight");
+	assert_non_null(w);
+	assert_int_equal(w->shape[0], 10);
+	assert_int_equal(w->shape[1], 10);
+	w = view(g, GF_PARAMS, "2.weight");   /* the first linear takes 100 + 10 */
+	assert_non_null(w);
+	assert_int_equal(w->shape[1], 110);
+	gf_tensor y = run(g, 4);
+	assert_int_equal(y.shape[1], 1);
+	assert_int_equal(y.shape[2], 32);
+	/* labels are required, and checked */
+	gf_tensor in;
+	gf_net_shapes(g, &in, NULL);
+	float z[400] = { 0 };
+	in.data = z;
+	assert_int_equal(gf_net_forward(g, &in, NULL, GF_TRAIN), GF_EPARAM);
+	assert_non_null(strstr(gf_errmsg(), "labels"));
+	int32_t bad[4] = { 0, 1, 10, 2 };
+	gf_tensor lt = gf_tensor_make(bad, GF_I32, 1, (int64_t[]){ 4 });
+	int rc = gf_net_forward(g, &in, &lt, GF_TRAIN);
+	assert_int_equal(rc, GF_EPARAM);
+	assert_non_null(strstr(gf_errmsg(), "layer 1 (embedding)"));
+	gf_net_destroy(g);
+
+	gf_net *d = build("return require('backbones.dcgan').CD{ classes = 10, size = 32, channels = 3 }", 4);
+	assert_int_equal(gf_net_classes(d), 10);
+	w = view(d, GF_PARAMS, "0.weight");   /* a size x size plane per class */
+	assert_int_equal(w->shape[1], 32 * 32);
+	w = view(d, GF_PARAMS, "3.weight");   /* the first conv sees channels + 1 */
+	assert_int_equal(w->shape[1], 4);
+	y = run(d, 4);
+	assert_int_equal(y.shape[1], 1);
+	gf_net_destroy(d);
+
+	/* the plain networks take no labels */
+	gf_net *p = build("return require('backbones.dcgan').G{}", 2);
+	assert_int_equal(gf_net_classes(p), 0);
+	gf_net_destroy(p);
+}
+
+static void test_classifier(void **state)
+{
+	(void)state;
+	gf_net *c = build("return require('backbones.classifier').classifier{ size = 28, classes = 10 }", 8);
+	gf_tensor y = run(c, 8);
+	assert_int_equal(y.ndim, 2);
+	assert_int_equal(y.shape[1], 10);
+	gf_tensor f;
+	NN_OK(gf_net_node(c, "features", &f));
+	assert_int_equal(f.shape[0], 8);
+	assert_int_equal(f.shape[1], 128);
+	assert_int_equal(gf_net_node(c, "nope", &f), GF_ENOTFOUND);
+	/* training step with cross-entropy runs */
+	float *dl = calloc(80, sizeof(float)), loss;
+	int32_t lab[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	gf_tensor lt = gf_tensor_make(lab, GF_I32, 1, (int64_t[]){ 8 });
+	NN_OK(gf_loss(be, GF_LOSS_CE, &loss, dl, &y, &lt, 0, 1.0f));
+	assert_true(fabsf(loss - logf(10.0f)) < 1.0f);
+	NN_OK(gf_net_backward(c, dl, GF_NEED_DW));
+	free(dl);
+	gf_net_destroy(c);
+	c = build("return require('backbones.classifier').classifier{ size = 32, channels = 3, probs = true }", 2);
+	y = run(c, 2);
+	float s = 0;
+	for (int i = 0; i < 10; i++)
+		s += ((float *)y.data)[i];
+	assert_true(fabsf(s - 1.0f) < 1e-5f);
+	gf_net_destroy(c);
+}
+
+/* Fusions happen where the table allows, and are visible in the summary. */
+static void test_fusion(void **state)
+{
+	(void)state;
+	gf_net *g = build("return require('backbones.dcgan').G{}", 2);
+	char sum[4096];
+	gf_net_summary(g, sum, sizeof(sum));
+	assert_non_null(strstr(sum, "sub-pixel"));
+	assert_non_null(strstr(sum, "fused into the batchnorm"));
+	double m, e;
+	gf_net_flops(g, 64, 0, &m, &e);
+	assert_true(e < m / 2);   /* 4 taps instead of 9 in the two big convs */
+	gf_net_destroy(g);
+	gf_net *u;
+	NN_OK(nn_build(&u, be, "return require('backbones.dcgan').G{}", 2, GF_NET_NOFUSE));
+	gf_net_summary(u, sum, sizeof(sum));
+	assert_null(strstr(sum, "fused"));
+	gf_net_flops(u, 64, 0, &m, &e);
+	assert_true(m == e);
+	gf_net_destroy(u);
+	/* a named upsample stays (its output can be asked for) */
+	NN_OK(nn_build(&u, be, "return { {'upsample', 2, name = 'up'}, {'conv', 2, 2, 3, 1, 1}, input_shape = {2, 3, 3} }",
+	               2, 0));
+	gf_net_summary(u, sum, sizeof(sum));
+	assert_null(strstr(sum, "fused"));
+	gf_net_destroy(u);
+}
+
+static void test_init(void **state)
+{
+	(void)state;
+	gf_net *g = build("return require('backbones.dcgan').G{ init = 'dcgan' }", 2);
+	size_t np;
+	float *p = gf_net_block(g, GF_PARAMS, &np);
+	const gf_view *w = view(g, GF_PARAMS, "4.weight"), *b = view(g, GF_PARAMS, "4.bias");
+	const gf_view *gm = view(g, GF_PARAMS, "5.weight");
+	double s = 0, s2 = 0;
+	for (size_t i = 0; i < w->numel; i++) {
+		s += p[w->offset + i];
+		s2 += (double)p[w->offset + i] * p[w->offset + i];
+	}
+	assert_true(fabs(s / w->numel) < 1e-3);
+	assert_true(fabs(sqrt(s2 / w->numel) - 0.02) < 1e-3);
+	for (size_t i = 0; i < b->numel; i++)
+		assert_true(p[b->offset + i] == 0.0f);
+	s = 0;
+	for (size_t i = 0; i < gm->numel; i++)
+		s += p[gm->offset + i];
+	assert_true(fabs(s / gm->numel - 1.0) < 0.01);
+	gf_net_destroy(g);
+	/* PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)); batchnorm 1 and 0 */
+	g = build("return require('backbones.dcgan').G{}", 2);
+	p = gf_net_block(g, GF_PARAMS, &np);
+	w = view(g, GF_PARAMS, "4.weight");
+	gm = view(g, GF_PARAMS, "5.weight");
+	float bound = 1.0f / sqrtf(128 * 9), mx = 0;
+	for (size_t i = 0; i < w->numel; i++)
+		mx = fabsf(p[w->offset + i]) > mx ? fabsf(p[w->offset + i]) : mx;
+	assert_true(mx <= bound && mx > 0.99f * bound);
+	for (size_t i = 0; i < gm->numel; i++)
+		assert_true(p[gm->offset + i] == 1.0f && p[gm->offset + gm->numel + i] == 0.0f);
+	size_t nb;
+	float *buf = gf_net_block(g, GF_BUFFERS, &nb);
+	const gf_view *rv = view(g, GF_BUFFERS, "2.running_var");
+	assert_true(buf[rv->offset] == 1.0f && buf[rv->offset - 1] == 0.0f);
+	gf_net_destroy(g);
+}
+
+/* ---- bad tables ---- */
+
+static void expect_error(const char *table, int rc, const char *msg)
+{
+	gf_net *net = NULL;
+	char code[1024];
+	snprintf(code, sizeof(code), "return %s", table);
+	int got = nn_build(&net, be, code, 2, 0);
+	if (got != rc || !strstr(gf_errmsg(), msg)) {
+		fprintf(stderr, "table %s\n  gave %s: %s\n  wanted %s containing '%s'\n", table, gf_strerror(got),
+		        gf_errmsg(), gf_strerror(rc), msg);
+		gf_net_destroy(net);
+		fail();
+	}
+	assert_null(net);
+}
+
+static void test_bad_tables(void **state)
+{
+	(void)state;
+	expect_error("{ {'linear', 4, 4}, {'convolution', 4, 4, 3}, input_shape = {4} }", GF_EPARAM,
+	             "layer 2 (convolution): unknown layer type");
+	expect_error("{ {'conv', 3, 8}, input_shape = {3, 8, 8} }", GF_EPARAM,
+	             "layer 1 (conv): takes 3 to 5 arguments, got 2");
+	expect_error("{ {'relu', 0.2}, input_shape = {3} }", GF_EPARAM, "layer 1 (relu): takes 0 arguments, got 1");
+	expect_error("{ {'linear', 4}, input_shape = {4} }", GF_EPARAM, "layer 1 (linear): takes 2 arguments, got 1");
+	expect_error("{ {'conv', 1, 64, 3, 1, 1}, {'conv', 128, 64, 3, 1, 1}, input_shape = {1, 8, 8} }", GF_ESHAPE,
+	             "layer 2 (conv): expects 128 input channels, got 64");
+	expect_error("{ {'conv', 1, 4, 3, 1, 1}, {'linear', 256, 2}, input_shape = {1, 8, 8} }", GF_ESHAPE,
+	             "layer 2 (linear): expects a flat input of 256 features, got (4, 8, 8) (add a flatten)");
+	expect_error("{ {'linear', 10, 4}, input_shape = {12} }", GF_ESHAPE, "layer 1 (linear): expects 10 input features, got 12");
+	expect_error("{ {'conv', 1, 4, 3, strid = 2}, input_shape = {1, 8, 8} }", GF_EPARAM,
+	             "layer 1 (conv): unknown key 'strid'");
+	expect_error("{ {'conv', 1, 4, 3, 2, stride = 2}, input_shape = {1, 8, 8} }", GF_EPARAM, "stride given both");
+	expect_error("{ {'conv', 1, 4, 'three'}, input_shape = {1, 8, 8} }", GF_EPARAM,
+	             "layer 1 (conv): argument 4 must be an integer, got a string");
+	expect_error("{ {'conv', 1, 4, 9}, input_shape = {1, 4, 4} }", GF_ESHAPE, "kernel 9 does not fit");
+	expect_error("{ {'linear', 4, 4}, {'concat', with = 'nope'}, input_shape = {4} }", GF_EPARAM,
+	             "layer 2 (concat): with = \"nope\" names no earlier layer");
+	expect_error("{ {'linear', 4, 4, input = 3}, input_shape = {4} }", GF_EPARAM, "is not an earlier layer");
+	expect_error("{ {'linear', 4, 4}, {'concat'}, input_shape = {4} }", GF_EPARAM, "layer 2 (concat): needs with");
+	expect_error("{ {'conv', 1, 2, 3, 2, 1}, {'concat', with = 'x'}, input_shape = {1, 4, 4} }", GF_ESHAPE,
+	             "layer 2 (concat): cannot concatenate (2, 2, 2) and (1, 4, 4) along the channels");
+	expect_error("{ {'reshape', 3, 3}, input_shape = {10} }", GF_ESHAPE, "layer 1 (reshape): cannot reshape (10)");
+	expect_error("{ 5, input_shape = {4} }", GF_EPARAM, "layer 1 (?): is a integer");
+	expect_error("{ {4, 4}, input_shape = {4} }", GF_EPARAM, "layer 1 (?): has no type name");
+	expect_error("{ {'lrelu', -0.1}, input_shape = {4} }", GF_EPARAM, "layer 1 (lrelu): negative slope");
+	expect_error("{ {'dropout', 1.0}, input_shape = {4} }", GF_EPARAM, "layer 1 (dropout): p = 1 must be in [0, 1)");
+	expect_error("{ {'bn', 4, eps = 0}, input_shape = {4} }", GF_EPARAM, "layer 1 (bn): needs eps > 0");
+	expect_error("{ {'bn', 3}, input_shape = {4} }", GF_ESHAPE, "layer 1 (bn): expects 3 channels, got 4");
+	expect_error("{ {'embedding', 10, 4, input = 'x'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 1 (embedding): expects the labels as input");
+	expect_error("{ {'linear', 1, 4, input = 'label'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 1 (linear): cannot take the labels as input");
+	expect_error("{ {'linear', 4, 4, name = 'a'}, {'linear', 4, 4, name = 'a'}, input_shape = {4} }", GF_EPARAM,
+	             "layer 2 (linear): name \"a\" already used by layer 1");
+	expect_error("{ {'linear', 4, 4}, inptu_shape = {4} }", GF_EPARAM, "unknown key 'inptu_shape'");
+	expect_error("{ {'linear', 4, 4} }", GF_EPARAM, "no input shape");
+	expect_error("{ input_shape = {4} }", GF_EPARAM, "no layers");
+	expect_error("{ {'linear', 4, 4, init = 'xavier'}, input_shape = {4} }", GF_EPARAM, "init must be");
+	expect_error("{ {'tconv', 2, 2, 3, 2, 1, output_padding = 2}, input_shape = {2, 4, 4} }", GF_EPARAM,
+	             "output_padding 2 must be smaller than the stride 2");
+	expect_error("{ {'maxpool', 5}, input_shape = {2, 4, 4} }", GF_ESHAPE, "layer 1 (maxpool): window 5 does not fit");
+	expect_error("{ {'upsample', 2, mode = 'bilinear'}, input_shape = {2, 4, 4} }", GF_EPARAM, "nearest");
+	expect_error("{ {'embedding', 5, 2}, {'embedding', 6, 2, input = 'label'}, input_shape = {1} }", GF_ESHAPE,
+	             "layer 2 (embedding): has 6 classes but the network has 5");
+
+	/* a backbone option that does not exist is a Lua error naming it */
+	gf_value v;
+	assert_int_equal(gf_lua_eval("return require('backbones.dcgan').G{ zdim = 100 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "unknown option 'zdim'"));
+	assert_int_equal(gf_lua_eval("return require('backbones.dcgan').D{ size = 24 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "multiple of 16"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dcgan_shapes),
+		cmocka_unit_test(test_conditional),
+		cmocka_unit_test(test_classifier),
+		cmocka_unit_test(test_fusion),
+		cmocka_unit_test(test_init),
+		cmocka_unit_test(test_bad_tables),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

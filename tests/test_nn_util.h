@@ -1,0 +1,184 @@
+/* Helpers shared by the nn engine's tests (test_nn_*.c): building networks
+ * from Lua table literals, the hash-formula parameters that
+ * tests/ref/make_nn_refs.py mirrors, and tolerant comparisons.
+ * Header-only; every function is static. */
+#ifndef GF_TEST_NN_UTIL_H
+#define GF_TEST_NN_UTIL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/lua.h>
+#include <ganflow/nn.h>
+#include <ganflow/safetensors.h>
+
+/* Fails the current CMocka test with the library's detail message. */
+#define NN_OK(call)                                                                              \
+	do {                                                                                     \
+		int rc_ = (call);                                                                \
+		if (rc_) {                                                                       \
+			print_error("%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,          \
+			            gf_strerror(rc_), gf_errmsg());                              \
+			fail();                                                                  \
+		}                                                                                \
+	} while (0)
+
+/* Evaluates Lua code returning a table. */
+static inline gf_value nn_lua(const char *code)
+{
+	gf_value v;
+	int rc = gf_lua_eval(code, &v);
+	if (rc) {
+		fprintf(stderr, "lua: %s\n", gf_errmsg());
+		abort();
+	}
+	return v;
+}
+
+/* Builds a network from Lua code ("return {...}"). Returns the rc; *out set on success. */
+static inline int nn_build(gf_net **out, gf_backend *be, const char *code, int max_batch, unsigned flags)
+{
+	gf_value t = nn_lua(code);
+	gf_net_opts o = { .max_batch = max_batch, .flags = flags };
+	int rc = gf_net_create(out, be, &t, &o);
+	gf_value_free(&t);
+	return rc;
+}
+
+/* ---- hash-formula values (tests/ref/make_nn_refs.py: hash24, param_fill) ---- */
+
+static inline uint32_t nn_hash24(uint64_t i, uint64_t k)
+{
+	uint32_t x = (uint32_t)(i * 2654435761u + (k + 1) * 97531u);
+	x ^= x >> 15;
+	x *= 2246822519u;
+	x ^= x >> 13;
+	x *= 3266489917u;
+	x ^= x >> 16;
+	return x >> 8;
+}
+
+static inline void nn_fill(float *out, size_t n, uint64_t k, float scale, float offset)
+{
+	for (size_t i = 0; i < n; i++) {
+		float u = (float)((double)nn_hash24(i, k) / 8388608.0 - 1.0);
+		float v = scale * u;
+		out[i] = offset != 0.0f ? v + offset : v;
+	}
+}
+
+/* Fills every parameter of net like make_nn_refs.py's fill_module, tensor
+ * counter from k0: conv/linear weight and bias U * 1/sqrt(fan_in) (fan_in
+ * from the weight), batchnorm gamma 1 + 0.1 u and beta 0.1 u (1-d
+ * weights), embedding weights scale 1 when emb_scale1. Returns the next
+ * counter. */
+static inline uint64_t nn_fill_params(gf_net *net, uint64_t k0, int emb_scale1)
+{
+	size_t np, nv;
+	float *host;
+	gf_net_block(net, GF_PARAMS, &np);
+	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
+	host = calloc(np ? np : 1, sizeof(float));
+	uint64_t k = k0;
+	float scale = 1.0f;
+	int bn = 0;
+	for (size_t i = 0; i < nv; i++) {
+		const char *what = strrchr(v[i].name, '.') + 1;
+		if (strcmp(what, "weight") == 0) {
+			bn = v[i].ndim == 1;
+			double fan_in = v[i].ndim >= 2 ? (double)v[i].shape[1] : 1;
+			if (v[i].ndim == 4)
+				fan_in *= (double)(v[i].shape[2] * v[i].shape[3]);
+			scale = emb_scale1 && v[i].ndim == 2 ? 1.0f : (float)(1.0 / sqrt(fan_in));
+			if (bn)
+				nn_fill(host + v[i].offset, v[i].numel, k, 0.1f, 1.0f);
+			else
+				nn_fill(host + v[i].offset, v[i].numel, k, scale, 0.0f);
+		} else {
+			nn_fill(host + v[i].offset, v[i].numel, k, bn ? 0.1f : scale, 0.0f);
+		}
+		k++;
+	}
+	gf_net_write(net, GF_PARAMS, host);
+	free(host);
+	return k;
+}
+
+/* ---- comparisons ---- */
+
+/* Largest |a - b| / (|b| + floor * max|b|): a relative error with a floor
+ * relative to the tensor's scale, so that near-zero entries do not dominate. */
+static inline double nn_relerr(const float *a, const float *b, size_t n, double floor, size_t *worst)
+{
+	double mx = 0, e = 0;
+	for (size_t i = 0; i < n; i++)
+		mx = fabs(b[i]) > mx ? fabs(b[i]) : mx;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]) / (fabs(b[i]) + floor * mx + 1e-30);
+		if (d > e || isnan(d)) {
+			e = isnan(d) ? INFINITY : d;
+			if (worst)
+				*worst = i;
+		}
+	}
+	return e;
+}
+
+/* Checks a against b within tol (nn_relerr with floor 1e-2); prints the
+ * worst element on failure. Returns 1 when within tolerance. */
+static inline int nn_close(const char *what, const float *a, const float *b, size_t n, double tol)
+{
+	size_t w = 0;
+	double e = nn_relerr(a, b, n, 1e-2, &w);
+	if (e <= tol)
+		return 1;
+	fprintf(stderr, "%s: relative error %.3g > %.3g at %zu: got %.9g, want %.9g\n", what, e, tol, w, (double)a[w],
+	        (double)b[w]);
+	return 0;
+}
+
+/* Reads a tensor of any shape (f32) from a reference file into a new
+ * buffer; *n gets its element count. NULL when absent. */
+static inline float *nn_ref(const gf_st_file *f, const char *name, size_t *n)
+{
+	gf_tensor t;
+	if (gf_st_get(f, name, &t) || t.dtype != GF_F32) {
+		fprintf(stderr, "reference tensor %s missing: %s\n", name, gf_errmsg());
+		return NULL;
+	}
+	size_t cnt = (size_t)gf_tensor_numel(&t);
+	float *p = malloc((cnt ? cnt : 1) * sizeof(float));
+	memcpy(p, t.data, cnt * sizeof(float));
+	if (n)
+		*n = cnt;
+	return p;
+}
+
+/* Path of a file under the source tree (GF_SOURCE_DIR, set by CTest). */
+static inline const char *nn_src(const char *rel)
+{
+	static char buf[4096];
+	const char *src = getenv("GF_SOURCE_DIR");
+	snprintf(buf, sizeof(buf), "%s/%s", src ? src : ".", rel);
+	return buf;
+}
+
+/* A host f32 tensor descriptor; the sizes are ints. */
+static inline gf_tensor nn_tensor(float *data, int ndim, ...)
+{
+	int64_t sh[GF_MAX_DIMS];
+	va_list ap;
+	va_start(ap, ndim);
+	for (int i = 0; i < ndim; i++)
+		sh[i] = va_arg(ap, int);
+	va_end(ap);
+	return gf_tensor_make(data, GF_F32, ndim, sh);
+}
+
+#endif
