@@ -7,5 +7,7 @@ int gf_cmd_run(int argc, char **argv);
 int gf_cmd_stages(int argc, char **argv);
 int gf_cmd_version(int argc, char **argv);
 int gf_cmd_dataset(int argc, char **argv);
+int gf_cmd_sample(int argc, char **argv);
+int gf_cmd_plot(int argc, char **argv);
 
 #endif

@@ -43,10 +43,14 @@ const char *gf_errmsg(void)
 
 int gf_seterr(int rc, const char *fmt, ...)
 {
+	/* Formatted aside first: callers may pass gf_errmsg() itself as an
+	 * argument to add context to the message below them. */
+	char tmp[sizeof(errmsg)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
+	memcpy(errmsg, tmp, sizeof(errmsg));
 	return rc;
 }
 

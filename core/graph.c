@@ -111,6 +111,7 @@ struct gf_ctx {
 	int created;
 	int started;
 	atomic_int done;      /* the thread finished (run, flush, close) */
+	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
 	pthread_t thread;
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
@@ -639,6 +640,7 @@ static int setup(gf_graph *g)
 			c->node = n;
 			c->worker = w;
 			atomic_init(&c->done, 0);
+			atomic_init(&c->step, -1);
 			if (n->workers > 1)
 				snprintf(c->name, sizeof(c->name), "%s#%d", n->name, w);
 			else
@@ -940,8 +942,26 @@ int gf_should_stop(gf_ctx *c)
 void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 {
 	gf_graph *g = c->g;
+	/* The graph's step is the lowest among the instances that report
+	 * steps: with several drivers (one d_step per class) the step target is
+	 * reached when every one of them has reached it. Relaxed: statistics;
+	 * concurrent reporters may publish a slightly older minimum, which the
+	 * next report corrects (the max-CAS keeps it from going backwards). */
+	if (step < 0) {
+		/* items without a step: a stage that is not a driver */
+		if (items)
+			gf_add_relaxed_i64(&g->items, items);
+		return;
+	}
+	gf_store_relaxed_i64(&c->step, step);
+	int64_t low = step;
+	for (int i = 0; i < g->ninst; i++) {
+		int64_t s = gf_load_relaxed_i64(&g->inst[i]->step);
+		if (s >= 0 && s < low)
+			low = s;
+	}
+	step = low;
 	int64_t cur = gf_load_relaxed_i64(&g->step);
-	/* relaxed: a statistic; the max survives concurrent reporters */
 	while (step > cur && !gf_cas_relaxed_i64(&g->step, &cur, step))
 		;
 	if (items)

@@ -44,7 +44,8 @@
 #define PORT_MT "ganflow.port"
 #define RUNNER_KEY "ganflow.runner"
 
-static const char *const run_keys[] = { "steps", "seed", "dir", "backend", "threads", "resume", "grace", "quiet" };
+static const char *const run_keys[] = { "steps", "seed",  "dir",   "backend",         "threads",
+	                                 "resume", "grace", "quiet", "checkpoint_every" };
 #define NRUN_KEYS (sizeof(run_keys) / sizeof(run_keys[0]))
 
 struct arg {
@@ -438,6 +439,7 @@ struct run_opts {
 	int64_t steps;
 	int64_t seed;
 	int64_t threads;
+	int64_t checkpoint_every;
 	double grace;
 	int quiet;
 	char dir[4096];
@@ -604,6 +606,41 @@ static void default_dir(const char *script, char *out, size_t size)
 	snprintf(out, size, "runs/%s-%s", name, stamp);
 }
 
+/* resume=PATH may name a checkpoint file, a run directory or its
+ * checkpoints/ directory: the last two mean the newest checkpoint there
+ * (the name in checkpoints/latest, written by the checkpoint stage).
+ * Rewrites path to the file; raises a Lua error when there is none. */
+static void resolve_resume(lua_State *L, char *path, size_t size)
+{
+	struct stat st;
+	if (stat(path, &st))
+		luaL_error(L, "resume: '%s': %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return;
+	static const char *const where[] = { "%s/checkpoints/latest", "%s/latest" };
+	for (int i = 0; i < 2; i++) {
+		char latest[4200], name[512];
+		snprintf(latest, sizeof(latest), where[i], path);
+		FILE *f = fopen(latest, "r");
+		if (!f)
+			continue;
+		int ok = fgets(name, sizeof(name), f) != NULL;
+		fclose(f);
+		name[strcspn(name, "\r\n")] = '\0';
+		if (!ok || !name[0])
+			luaL_error(L, "resume: '%s' is empty", latest);
+		char file[4800];
+		snprintf(file, sizeof(file), "%.*s/%s", (int)(strrchr(latest, '/') - latest), latest, name);
+		if (stat(file, &st))
+			luaL_error(L, "resume: '%s' names '%s': %s", latest, file, strerror(errno));
+		if (strlen(file) >= size)
+			luaL_error(L, "resume: path too long: %s", file);
+		memcpy(path, file, strlen(file) + 1);
+		return;
+	}
+	luaL_error(L, "resume: '%s' is a directory without checkpoints/latest (give a checkpoint file)", path);
+}
+
 /* Creates the run directory with a copy of the script and the effective
  * arguments. Raises a Lua error naming the path on failure. */
 static void prepare_run_dir(lua_State *L, struct runner *r, const struct run_opts *o)
@@ -623,8 +660,9 @@ static void prepare_run_dir(lua_State *L, struct runner *r, const struct run_opt
 		luaL_error(L, "cannot write '%s' into the run directory: %s", path, strerror(errno));
 	fprintf(f, "# effective arguments of this run: ganflow run %s followed by these lines\n",
 	        r->script ? r->script : "-");
-	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\n", (long long)o->steps,
-	        (long long)o->seed, o->dir, o->backend, (long long)o->threads);
+	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\ncheckpoint_every=%lld\n",
+	        (long long)o->steps, (long long)o->seed, o->dir, o->backend, (long long)o->threads,
+	        (long long)o->checkpoint_every);
 	if (o->resume[0])
 		fprintf(f, "resume=%s\n", o->resume);
 	for (int i = 0; i < r->nargs; i++) {
@@ -656,11 +694,14 @@ static int l_run(lua_State *L)
 	o.steps = option_int(L, r, idx, "steps", 0, 0);
 	o.seed = option_int(L, r, idx, "seed", 0, 0);
 	o.threads = option_int(L, r, idx, "threads", 0, 0);
+	o.checkpoint_every = option_int(L, r, idx, "checkpoint_every", 0, 0);
 	o.grace = option_num(L, r, idx, "grace", 30.0);
 	o.quiet = option_bool(L, r, idx, "quiet", 0);
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
+	if (o.resume[0])
+		resolve_resume(L, o.resume, sizeof(o.resume));
 	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
 		return luaL_error(L, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o.backend);
 	/* a graph that cannot run leaves no run directory behind */
@@ -680,6 +721,7 @@ static int l_run(lua_State *L)
 		.resume = o.resume[0] ? o.resume : NULL,
 		.pipeline = r->script,
 		.threads = (int)o.threads,
+		.checkpoint_every = o.checkpoint_every,
 	};
 	gf_graph *g = r->g;
 	r->g = NULL; /* stage objects of this graph are now stale */

@@ -262,6 +262,42 @@ static void put(struct out *o, const char *fmt, ...)
 		o->len += (size_t)n;
 }
 
+/* A Lua string literal: quotes, backslashes and control bytes escaped. */
+static void put_quoted(struct out *o, const char *s)
+{
+	put(o, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			put(o, "\\%c", c);
+		else if (c < 32 || c == 127)
+			put(o, "\\%03u", c);
+		else
+			put(o, "%c", c);
+	}
+	put(o, "\"");
+}
+
+/* A table key as Lua reads it back: name = , [3] = , or ["odd key"] = . */
+static void put_key(struct out *o, const char *k)
+{
+	int ident = (*k == '_' || (*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z'));
+	for (const char *p = k; ident && *p; p++)
+		ident = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+	int integer = *k >= '1' && *k <= '9';
+	for (const char *p = k + 1; integer && *p; p++)
+		integer = *p >= '0' && *p <= '9';
+	if (ident)
+		put(o, "%s = ", k);
+	else if (integer)
+		put(o, "[%s] = ", k);
+	else {
+		put(o, "[");
+		put_quoted(o, k);
+		put(o, "] = ");
+	}
+}
+
 static void format_value(struct out *o, const gf_value *v)
 {
 	switch (v->type) {
@@ -276,7 +312,7 @@ static void format_value(struct out *o, const gf_value *v)
 		put(o, "%s%s", num, strpbrk(num, ".eEn") ? "" : ".0");
 		break;
 	}
-	case GF_VSTR: put(o, "\"%s\"", v->u.s); break;
+	case GF_VSTR: put_quoted(o, v->u.s); break;
 	case GF_VLIST:
 	case GF_VMAP:
 		put(o, "{");
@@ -284,7 +320,7 @@ static void format_value(struct out *o, const gf_value *v)
 			if (i)
 				put(o, ", ");
 			if (v->type == GF_VMAP)
-				put(o, "%s = ", v->u.c.keys[i]);
+				put_key(o, v->u.c.keys[i]);
 			format_value(o, &v->u.c.items[i]);
 		}
 		put(o, "}");

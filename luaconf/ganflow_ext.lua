@@ -33,4 +33,21 @@ return function(gf)
     end
     return out
   end
+
+  --- gf.adam{lr =, betas = {b1, b2}, eps =, weight_decay =, decoupled =} -> table
+  -- gf.sgd{lr =, momentum =, dampening =, nesterov =, weight_decay =} -> table
+  -- gf.oadam{...as adam} -> table (optimistic Adam: 2 g_t - g_{t-1}, for DPOSG)
+  -- Optimiser settings for the `opt` parameter of g_step and d_step: a
+  -- plain table {"adam", lr = ...}; unknown keys are refused when the stage
+  -- is created. Unset keys take PyTorch's defaults.
+  local function optimiser(kind)
+    return function(t)
+      local o = { kind }
+      for k, v in pairs(t or {}) do o[k] = v end
+      return o
+    end
+  end
+  gf.adam = optimiser("adam")
+  gf.sgd = optimiser("sgd")
+  gf.oadam = optimiser("oadam")
 end

@@ -13,11 +13,13 @@
  * msg->epoch / msg->pos are the resume point: start_epoch = epoch,
  * start_pos = pos continues right after that record.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ganflow/err.h>
 #include <ganflow/shard.h>
+#include <ganflow/safetensors.h>
 #include <ganflow/stage.h>
 
 typedef struct reader {
@@ -66,6 +68,42 @@ static int get_int(gf_ctx *ctx, const gf_value *p, const char *key, int64_t def,
 	return 0;
 }
 
+/* Resume: the position of the last real batch a d_step used, recorded in
+ * the checkpoint under "<d>.data_pos" with metadata "<d>.reader" naming
+ * this reader instance. Leaves epoch/pos alone when the checkpoint has no
+ * position for this reader (a warning says so). */
+static int resume_position(gf_ctx *ctx, const char *path, int64_t *epoch, int64_t *pos)
+{
+	gf_st_file *f;
+	int rc = gf_st_open(&f, path);
+	if (rc)
+		return gf_fail(ctx, "resume: %s", gf_errmsg());
+	int found = 0;
+	for (size_t i = 0; i < gf_st_meta_count(f) && !found; i++) {
+		const char *key = gf_st_meta_key(f, i);
+		size_t n = strlen(key);
+		if (n < 7 || strcmp(key + n - 7, ".reader") || strcmp(gf_st_meta(f, key), gf_ctx_name(ctx)))
+			continue;
+		char name[256];
+		int64_t v[2], shape[1] = { 2 };
+		snprintf(name, sizeof(name), "%.*s.data_pos", (int)(n - 7), key);
+		if ((rc = gf_st_read(f, name, GF_I64, 1, shape, v))) {
+			gf_st_close(f);
+			return gf_fail(ctx, "resume from %s: %s", path, gf_errmsg());
+		}
+		if (v[0] >= 0 && v[1] >= 0) {
+			*epoch = v[0];
+			*pos = v[1];
+		}
+		found = 1;
+	}
+	gf_st_close(f);
+	if (!found)
+		gf_warn(ctx, "resume: %s records no data position for reader '%s'; reading from epoch %lld position %lld",
+		        path, gf_ctx_name(ctx), (long long)*epoch, (long long)*pos);
+	return 0;
+}
+
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	reader *r = calloc(1, sizeof(*r));
@@ -84,6 +122,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	    get_int(ctx, p, "start_pos", 0, 0, INT64_MAX, &start_pos) ||
 	    get_int(ctx, p, "readahead", 64, 1, 65536, &readahead) ||
 	    get_int(ctx, p, "min_records", 100, 1, INT64_MAX, &min_records))
+		return GF_EFAIL;
+	if (run->resume && resume_position(ctx, run->resume, &start_epoch, &start_pos))
 		return GF_EFAIL;
 	r->max_bad = gf_value_as_num(gf_value_get(p, "max_bad_fraction"), 0.01, NULL);
 	if (r->max_bad < 0 || r->max_bad > 1)

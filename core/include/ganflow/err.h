@@ -48,7 +48,9 @@ const char *gf_strerror(int rc);
 const char *gf_errmsg(void);
 
 /* Sets the per-thread detail message (printf-style) and returns rc, so a
- * caller can write `return gf_seterr(GF_ESHAPE, "layer %d (%s): ...", i, name);`. */
+ * caller can write `return gf_seterr(GF_ESHAPE, "layer %d (%s): ...", i, name);`.
+ * The arguments may include gf_errmsg() itself (to add context to an
+ * error from below). */
 int gf_seterr(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears the per-thread detail message. */

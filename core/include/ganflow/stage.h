@@ -124,6 +124,7 @@ typedef struct gf_run_info {
 	const char *resume;    /* checkpoint to resume from, or NULL */
 	const char *pipeline;  /* path of the Lua script, or NULL */
 	int threads;           /* compute threads per stage requested, 0 = default */
+	int64_t checkpoint_every; /* steps between checkpoints, 0 = only at the end */
 } gf_run_info;
 
 /* Statistics of one edge, as shown in the end-of-run table and recorded by
@@ -193,8 +194,11 @@ int gf_should_stop(gf_ctx *ctx);
 
 /* Reports progress: the step just completed and the items (images) it
  * processed. Drives the progress line (step, items/s, ETA) and the step
- * target: once `step` reaches the run's steps, a graceful stop begins.
- * Stages that drive training (d_step, or a test sink) call it. */
+ * target. The run's step is the LOWEST step among the stage instances that
+ * report steps (several d_steps in per-class training): once it reaches
+ * the run's steps, a graceful stop begins. Stages that drive training
+ * (d_step, or a test sink) call it. A negative step adds items only (a
+ * stage that consumes images but does not drive the step count). */
 void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
 
 /* Publishes a named figure shown on the progress line and in the run

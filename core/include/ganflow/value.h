@@ -108,7 +108,8 @@ double gf_value_as_num(const gf_value *v, double def, int *ok);
 int gf_value_as_bool(const gf_value *v, int def, int *ok);
 const char *gf_value_as_str(const gf_value *v, const char *def, int *ok);
 
-/* Writes a compact Lua-like rendering of v into buf (always NUL-terminated,
+/* Writes v as a Lua expression into buf (valid Lua: `return <text>` gives
+ * the same tree back through gf_lua_eval) (always NUL-terminated,
  * truncated to size). Returns the length it would have had (snprintf rule).
  * Used for error messages and for the config copy in a run directory. */
 int gf_value_format(const gf_value *v, char *buf, size_t size);

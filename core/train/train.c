@@ -1,0 +1,268 @@
+/* Helpers shared by the training stages: backends, networks, weights and
+ * state messages, restoring from checkpoints. See <ganflow/train.h>. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/safetensors.h>
+#include <ganflow/train.h>
+
+/* ---- backends and networks ---- */
+
+int gf_train_backend(gf_ctx *ctx, const char *name, int threads, gf_backend **out)
+{
+	const gf_run_info *run = gf_ctx_run(ctx);
+	if (!name || !name[0])
+		name = run->backend && run->backend[0] ? run->backend : "auto";
+	gf_backend_opts opts = { .threads = threads > 0 ? threads : run->threads, .device_index = 0 };
+	int rc = gf_backend_open(name, &opts, out);
+	if (rc)
+		return gf_fail(ctx, "backend '%s': %s", name, gf_errmsg()[0] ? gf_errmsg() : gf_strerror(rc)), rc;
+	return 0;
+}
+
+int gf_train_net(gf_ctx *ctx, gf_backend *be, const gf_value *table, int max_batch, const char *what,
+                 uint64_t seed, uint64_t stream, gf_net **out)
+{
+	gf_net_opts o = { .max_batch = max_batch };
+	gf_rng rng;
+	int rc = gf_net_create(out, be, table, &o);
+	if (rc)
+		return gf_fail(ctx, "%s: %s", what, gf_errmsg()), rc;
+	gf_rng_init(&rng, seed, stream);
+	rc = gf_net_init(*out, &rng);
+	if (rc) {
+		gf_fail(ctx, "%s: %s", what, gf_errmsg());
+		gf_net_destroy(*out);
+		*out = NULL;
+		return rc;
+	}
+	gf_rng_init(gf_net_rng(*out), seed, stream ^ 0x9e3779b97f4a7c15ull);
+	return 0;
+}
+
+uint64_t gf_train_stream(gf_ctx *ctx, const char *purpose)
+{
+	uint64_t h = 1469598103934665603ull;
+	const char *parts[3] = { gf_ctx_name(ctx), "/", purpose };
+	for (int i = 0; i < 3; i++)
+		for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++)
+			h = (h ^ *p) * 1099511628211ull;
+	return h;
+}
+
+/* ---- weights messages ---- */
+
+int gf_weights_pack(gf_msg *m, gf_net *net, int64_t version)
+{
+	size_t np, nb;
+	gf_net_block(net, GF_PARAMS, &np);
+	gf_net_block(net, GF_BUFFERS, &nb);
+	int64_t sp[1] = { (int64_t)np }, sb[1] = { (int64_t)nb };
+	float *p = gf_msg_tensor(m, 0, GF_F32, 1, sp);
+	float *b = gf_msg_tensor(m, 1, GF_F32, 1, sb);
+	if (!p || !b)
+		return gf_seterr(-ENOMEM, "weights message: out of memory");
+	int rc = gf_net_read(net, GF_PARAMS, p);
+	if (!rc && nb)
+		rc = gf_net_read(net, GF_BUFFERS, b);
+	m->version = version;
+	return rc;
+}
+
+int gf_weights_unpack(gf_net *net, const gf_msg *m)
+{
+	size_t np, nb;
+	gf_net_block(net, GF_PARAMS, &np);
+	gf_net_block(net, GF_BUFFERS, &nb);
+	if (m->ntensors < 2 || m->t[0].dtype != GF_F32 || gf_tensor_numel(&m->t[0]) != (int64_t)np ||
+	    gf_tensor_numel(&m->t[1]) != (int64_t)nb)
+		return gf_seterr(GF_ESHAPE,
+		                 "weights message holds %lld parameters and %lld buffer values, the network has %zu and %zu "
+		                 "(are both ends built from the same layer table?)",
+		                 m->ntensors > 0 ? (long long)gf_tensor_numel(&m->t[0]) : 0LL,
+		                 m->ntensors > 1 ? (long long)gf_tensor_numel(&m->t[1]) : 0LL, np, nb);
+	int rc = gf_net_write(net, GF_PARAMS, m->t[0].data);
+	if (!rc && nb)
+		rc = gf_net_write(net, GF_BUFFERS, m->t[1].data);
+	return rc;
+}
+
+/* ---- state messages ---- */
+
+struct gf_state {
+	gf_st_entry *e;     /* (n) entries; names and data owned */
+	size_t n, cap;
+	char **meta;        /* key, value, ..., NULL; owned */
+	size_t nmeta;
+};
+
+int gf_state_create(gf_state **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void gf_state_clear(gf_state *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free((char *)s->e[i].name);
+		free(s->e[i].t.data);
+	}
+	s->n = 0;
+	for (size_t i = 0; i < s->nmeta; i++)
+		free(s->meta[i]);
+	s->nmeta = 0;
+	if (s->meta)
+		s->meta[0] = NULL;
+}
+
+void gf_state_destroy(gf_state *s)
+{
+	if (!s)
+		return;
+	gf_state_clear(s);
+	free(s->e);
+	free(s->meta);
+	free(s);
+}
+
+/* Appends an entry, copying name and data. */
+static int add(gf_state *s, const char *name, gf_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 32;
+		gf_st_entry *e = realloc(s->e, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		s->e = e;
+		s->cap = cap;
+	}
+	gf_tensor t = gf_tensor_make(NULL, dt, ndim, shape);
+	size_t bytes = gf_tensor_bytes(&t);
+	char *nm = strdup(name);
+	void *d = malloc(bytes ? bytes : 1);
+	if (!nm || !d) {
+		free(nm);
+		free(d);
+		return -ENOMEM;
+	}
+	memcpy(d, data, bytes);
+	t.data = d;
+	s->e[s->n].name = nm;
+	s->e[s->n].t = t;
+	s->n++;
+	return 0;
+}
+
+int gf_state_add_net(gf_state *s, const char *prefix, gf_net *net, gf_optim *opt)
+{
+	gf_ckpt_part part = { prefix, net, opt };
+	gf_ckpt_entries ce;
+	int rc = gf_ckpt_collect(&part, 1, &ce);
+	for (size_t i = 0; i < ce.n && !rc; i++)
+		rc = add(s, ce.e[i].name, ce.e[i].t.dtype, ce.e[i].t.ndim, ce.e[i].t.shape, ce.e[i].t.data);
+	gf_ckpt_entries_free(&ce);
+	return rc;
+}
+
+int gf_state_add_i64(gf_state *s, const char *name, const int64_t *v, int n)
+{
+	int64_t shape[1] = { n };
+	return add(s, name, GF_I64, 1, shape, v);
+}
+
+int gf_state_add_rng(gf_state *s, const char *name, const gf_rng *r)
+{
+	int64_t v[3] = { (int64_t)r->seed, (int64_t)r->stream, (int64_t)r->offset };
+	return gf_state_add_i64(s, name, v, 3);
+}
+
+int gf_state_add_f32(gf_state *s, const char *name, const float *v, size_t n)
+{
+	int64_t shape[1] = { (int64_t)n };
+	return add(s, name, GF_F32, 1, shape, v);
+}
+
+int gf_state_meta(gf_state *s, const char *key, const char *value)
+{
+	char **m = realloc(s->meta, (s->nmeta + 3) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	s->meta = m;
+	m[s->nmeta] = strdup(key);
+	m[s->nmeta + 1] = strdup(value);
+	if (!m[s->nmeta] || !m[s->nmeta + 1]) {
+		free(m[s->nmeta]);
+		free(m[s->nmeta + 1]);
+		m[s->nmeta] = NULL;
+		return -ENOMEM;
+	}
+	s->nmeta += 2;
+	m[s->nmeta] = NULL;
+	return 0;
+}
+
+int gf_state_push(gf_state *s, gf_ctx *ctx, int port, int64_t step)
+{
+	void *img = NULL;
+	size_t len = 0;
+	int rc = gf_st_encode(s->e, s->n, (const char *const *)s->meta, &img, &len);
+	if (rc)
+		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());
+	gf_msg *m;
+	rc = gf_msg_get(ctx, port, &m);
+	if (rc) {
+		free(img);
+		return rc;
+	}
+	int64_t shape[1] = { (int64_t)len };
+	uint8_t *dst = gf_msg_tensor(m, 0, GF_U8, 1, shape);
+	if (!dst) {
+		free(img);
+		gf_msg_release(m);
+		return gf_fail(ctx, "checkpoint state: out of memory (%zu bytes)", len);
+	}
+	memcpy(dst, img, len);
+	free(img);
+	m->step = step;
+	m->source = gf_ctx_name(ctx);
+	gf_state_clear(s);
+	return gf_push(ctx, port, m);
+}
+
+/* ---- restoring ---- */
+
+int gf_state_load_net(const char *path, const char *prefix, gf_net *net, gf_optim *opt)
+{
+	gf_ckpt_part part = { prefix, net, opt };
+	return gf_ckpt_load(path, &part, 1, NULL, NULL);
+}
+
+int gf_state_read_i64(const char *path, const char *name, int64_t *v, int n)
+{
+	gf_st_file *f;
+	int64_t shape[1] = { n };
+	int rc = gf_st_open(&f, path);
+	if (rc)
+		return rc;
+	rc = gf_st_read(f, name, GF_I64, 1, shape, v);
+	if (rc == GF_ENOTFOUND)
+		gf_seterr(rc, "checkpoint %s: no tensor '%s'", path, name);
+	gf_st_close(f);
+	return rc;
+}
+
+int gf_state_read_rng(const char *path, const char *name, gf_rng *r)
+{
+	int64_t v[3];
+	int rc = gf_state_read_i64(path, name, v, 3);
+	if (rc)
+		return rc;
+	r->seed = (uint64_t)v[0];
+	r->stream = (uint64_t)v[1];
+	r->offset = (uint64_t)v[2];
+	return 0;
+}

@@ -1,0 +1,228 @@
+/* metrics: one JSONL line per logging interval for a training run.
+ *
+ * Training stages (g_step, d_step, the evaluator) push "metrics" messages:
+ * a step and named scalars (loss_d, loss_g, d_real, d_fake, images, fid...).
+ * This stage averages each scalar over the interval (`every` steps; the
+ * evaluation figures and counters keep their latest value), adds wall time,
+ * images/s and the state of every graph edge (active depth, stalls), and
+ * appends the line to RUN_DIR/metrics.jsonl, flushing it so a crash loses
+ * at most the line being written. The latest figures also go to the live
+ * progress line through gf_report_value.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/log.h>
+#include <ganflow/stage.h>
+
+#define MAX_NAMES 48
+#define MAX_EDGES 64
+
+enum { IN_METRICS };
+
+typedef struct acc {
+	char name[GF_MSG_SCALAR_NAME];
+	double sum;
+	double last;
+	int64_t count;
+	int latest_only; /* evaluation figures and counters: report the latest value */
+} acc;
+
+typedef struct metrics {
+	FILE *f;
+	char path[4096];
+	int64_t every;
+	int64_t next;        /* next step at which a line is written */
+	int64_t last_step;
+	double t0;           /* run start */
+	double t_line;       /* time of the previous line */
+	double images;       /* images since the previous line */
+	int nacc;
+	acc a[MAX_NAMES];
+	gf_edge_stat edges[MAX_EDGES];
+} metrics;
+
+static int is_latest_only(const char *name)
+{
+	static const char *const names[] = { "fid", "is", "is_std", "kid", "kid_std", "precision", "recall",
+	                                     "staleness_max", "skipped", "eval_n", NULL };
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(name, names[i]) || !strncmp(name, "fid_class", 9))
+			return 1;
+	return 0;
+}
+
+static acc *find(metrics *m, const char *name)
+{
+	for (int i = 0; i < m->nacc; i++)
+		if (!strcmp(m->a[i].name, name))
+			return &m->a[i];
+	if (m->nacc == MAX_NAMES)
+		return NULL;
+	acc *a = &m->a[m->nacc++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	a->latest_only = is_latest_only(name);
+	a->last = NAN;
+	return a;
+}
+
+/* Writes a JSON number; non-finite values become null (JSON has no NaN). */
+static void put_num(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.9g", v);
+	else
+		fputs("null", f);
+}
+
+static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
+{
+	double now = gf_now();
+	double dt = now - m->t_line;
+	FILE *f = m->f;
+	fprintf(f, "{\"step\":%lld,\"time\":", (long long)step);
+	put_num(f, now - m->t0);
+	fputs(",\"images_per_s\":", f);
+	put_num(f, dt > 0 && m->images > 0 ? m->images / dt : NAN);
+	for (int i = 0; i < m->nacc; i++) {
+		acc *a = &m->a[i];
+		if (!strcmp(a->name, "images"))
+			continue;
+		if (!a->latest_only && a->count == 0)
+			continue;
+		if (a->latest_only && isnan(a->last))
+			continue;
+		fprintf(f, ",\"%s\":", a->name);
+		put_num(f, a->latest_only ? a->last : a->sum / (double)a->count);
+		gf_report_value(ctx, a->name, a->latest_only ? a->last : a->sum / (double)a->count);
+		a->sum = 0;
+		a->count = 0;
+	}
+	int n = gf_edge_stats(ctx, m->edges, MAX_EDGES);
+	if (n > MAX_EDGES)
+		n = MAX_EDGES;
+	fputs(",\"edges\":[", f);
+	for (int i = 0; i < n; i++) {
+		const gf_edge_stat *e = &m->edges[i];
+		fprintf(f, "%s{\"from\":\"%s\",\"to\":\"%s\",\"depth\":%u,\"depth_mean\":", i ? "," : "", e->from, e->to,
+		        e->depth);
+		put_num(f, e->depth_mean);
+		fprintf(f, ",\"capacity\":%u,\"stalls\":%llu,\"items\":%llu}", e->capacity,
+		        (unsigned long long)e->stalls, (unsigned long long)e->items);
+	}
+	fputs("]}\n", f);
+	m->t_line = now;
+	m->images = 0;
+	if (fflush(f) != 0 || ferror(f))
+		return gf_fail(ctx, "%s: cannot write: %s", m->path, strerror(errno));
+	return 0;
+}
+
+static int metrics_create(gf_ctx *ctx, const gf_value *params, void **self)
+{
+	const gf_run_info *run = gf_ctx_run(ctx);
+	int64_t every = gf_value_as_int(gf_value_get(params, "every"), 50, NULL);
+	if (every < 1)
+		return gf_fail(ctx, "parameter 'every' must be >= 1, got %lld", (long long)every);
+	metrics *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->every = every;
+	const char *file = gf_value_as_str(gf_value_get(params, "file"), "metrics.jsonl", NULL);
+	if (file[0] == '/' || !run->run_dir)
+		snprintf(m->path, sizeof(m->path), "%s", file);
+	else
+		snprintf(m->path, sizeof(m->path), "%s/%s", run->run_dir, file);
+	/* Appending keeps the lines of the run being resumed in the same directory. */
+	m->f = fopen(m->path, "a");
+	if (!m->f) {
+		int err = errno;
+		free(m);
+		return gf_fail(ctx, "cannot open '%s' for writing: %s", file, strerror(err));
+	}
+	m->next = m->every;
+	m->last_step = -1;
+	*self = m;
+	return 0;
+}
+
+static int metrics_run(void *self, gf_ctx *ctx)
+{
+	metrics *m = self;
+	m->t0 = m->t_line = gf_now();
+	for (;;) {
+		gf_msg *msg;
+		int rc = gf_pop(ctx, IN_METRICS, &msg);
+		if (rc == GF_EEOF || rc == GF_ESTOP)
+			break;
+		if (rc)
+			return rc;
+		int64_t step = msg->step;
+		for (int i = 0; i < msg->nscalars; i++) {
+			const gf_scalar *s = &msg->scalars[i];
+			if (!strcmp(s->name, "images")) {
+				m->images += s->value;
+				continue;
+			}
+			acc *a = find(m, s->name);
+			if (!a)
+				continue;
+			a->last = s->value;
+			if (isfinite(s->value)) {
+				a->sum += s->value;
+				a->count++;
+			}
+		}
+		gf_msg_release(msg);
+		if (step > m->last_step)
+			m->last_step = step;
+		if (step >= m->next) {
+			rc = write_line(m, ctx, step);
+			if (rc)
+				return rc;
+			m->next = (step / m->every + 1) * m->every;
+		}
+	}
+	/* The tail of the run: whatever arrived after the last full interval. */
+	int pending = m->images > 0;
+	for (int i = 0; i < m->nacc && !pending; i++)
+		pending = m->a[i].count > 0;
+	if (pending && m->last_step >= 0)
+		return write_line(m, ctx, m->last_step);
+	return 0;
+}
+
+static void metrics_destroy(void *self)
+{
+	metrics *m = self;
+	if (m->f)
+		fclose(m->f);
+	free(m);
+}
+
+static const gf_port_desc inputs[] = {
+	{ "inp", "metrics", GF_PORT_MULTI, "figures from training and evaluation stages" },
+};
+
+static const gf_param_desc params[] = {
+	{ "every", GF_PARAM_INT, "50", "write one line every this many steps" },
+	{ "file", GF_PARAM_STR, "metrics.jsonl", "output file, relative to the run directory" },
+};
+
+GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
+	.abi = GF_STAGE_ABI,
+	.size = sizeof(gf_stage_desc),
+	.name = "metrics",
+	.doc = "writes one JSONL line per logging interval: losses, D outputs, images/s, edge depths and stalls",
+	.inputs = inputs,
+	.ninputs = 1,
+	.params = params,
+	.nparams = 2,
+	.create = metrics_create,
+	.run = metrics_run,
+	.destroy = metrics_destroy,
+};
