@@ -103,3 +103,31 @@ gf_backend *gf_net_backend(const gf_net *net)
 {
 	return net->be;
 }
+
+/* ---- option names ---- */
+
+int gf_precision_parse(const char *s, gf_precision *out)
+{
+	if (!strcmp(s, "fp32"))
+		*out = GF_PREC_FP32;
+	else if (!strcmp(s, "bf16"))
+		*out = GF_PREC_BF16;
+	else if (!strcmp(s, "fp16"))
+		*out = GF_PREC_FP16;
+	else
+		return gf_seterr(GF_EPARAM, "precision must be \"fp32\", \"bf16\" or \"fp16\", not \"%s\"", s);
+	return 0;
+}
+
+int gf_layout_parse(const char *s, gf_layout_choice *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = GF_LAYOUT_AUTO;
+	else if (!strcmp(s, "nchw"))
+		*out = GF_LAYOUT_NCHW;
+	else if (!strcmp(s, "nhwc"))
+		*out = GF_LAYOUT_NHWC;
+	else
+		return gf_seterr(GF_EPARAM, "layout must be \"auto\", \"nchw\" or \"nhwc\", not \"%s\"", s);
+	return 0;
+}

@@ -11,12 +11,18 @@
 
 /* ---- backends and networks ---- */
 
-int gf_train_backend(gf_ctx *ctx, const char *name, int threads, gf_backend **out)
+int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
-	if (!name || !name[0])
+	const char *name = gf_value_as_str(gf_value_get(params, "backend"), "", NULL);
+	int threads = (int)gf_value_as_int(gf_value_get(params, "threads"), 0, NULL);
+	if (!name[0])
 		name = run->backend && run->backend[0] ? run->backend : "auto";
-	gf_backend_opts opts = { .threads = threads > 0 ? threads : run->threads, .device_index = 0 };
+	gf_backend_opts opts = { .threads = threads > 0 ? threads : run->threads };
+	const char *prec = gf_value_as_str(gf_value_get(params, "precision"), "fp32", NULL);
+	const char *layout = gf_value_as_str(gf_value_get(params, "layout"), "auto", NULL);
+	if (gf_precision_parse(prec, &opts.precision) || gf_layout_parse(layout, &opts.layout))
+		return gf_fail(ctx, "%s", gf_errmsg());
 	int rc = gf_backend_open(name, &opts, out);
 	if (rc)
 		return gf_fail(ctx, "backend '%s': %s", name, gf_errmsg()[0] ? gf_errmsg() : gf_strerror(rc)), rc;

@@ -114,8 +114,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (s->async && (s->staleness < 1 || s->reuse < 1 || s->ncache_max < 1 || s->ncache_max > MAX_CACHE))
 		return gf_fail(ctx, "async mode needs staleness >= 1, reuse >= 1 and 1 <= cache <= %d", MAX_CACHE);
 
-	int rc = gf_train_backend(ctx, gf_value_as_str(gf_value_get(p, "backend"), "", NULL),
-	                          (int)gf_value_as_int(gf_value_get(p, "threads"), 0, NULL), &s->be);
+	int rc = gf_train_backend(ctx, p, &s->be);
 	if (rc)
 		return rc;
 	const gf_value *dt = gf_value_get(p, "net");
@@ -487,6 +486,8 @@ static const gf_param_desc params[] = {
 	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns" },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
 	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
+	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)" },
+	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)" },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

@@ -134,8 +134,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (strcmp(labels, "uniform") && strcmp(labels, "data"))
 		return gf_fail(ctx, "parameter 'labels' must be \"uniform\" or \"data\", got \"%s\"", labels);
 
-	int rc = gf_train_backend(ctx, gf_value_as_str(gf_value_get(p, "backend"), "", NULL),
-	                          (int)gf_value_as_int(gf_value_get(p, "threads"), 0, NULL), &s->be);
+	int rc = gf_train_backend(ctx, p, &s->be);
 	if (rc)
 		return rc;
 	const gf_value *gt = gf_value_get(p, "net"), *dt = gf_value_get(p, "d_net");
@@ -504,6 +503,8 @@ static const gf_param_desc params[] = {
 	{ "publish_every", GF_PARAM_INT, "100", "push G's weights (sample grids, evaluator) every this many steps" },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
 	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
+	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)" },
+	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)" },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

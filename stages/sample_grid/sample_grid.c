@@ -76,8 +76,7 @@ static int grid_create(gf_ctx *ctx, const gf_value *p, void **self)
 		snprintf(s->dir, sizeof(s->dir), "%s/%s", run->run_dir, dir);
 	if (mkdir(s->dir, 0755) && errno != EEXIST)
 		return gf_fail(ctx, "cannot create '%s': %s", s->dir, strerror(errno));
-	int rc = gf_train_backend(ctx, gf_value_as_str(gf_value_get(p, "backend"), "", NULL),
-	                          (int)gf_value_as_int(gf_value_get(p, "threads"), 0, NULL), &s->be);
+	int rc = gf_train_backend(ctx, p, &s->be);
 	if (rc)
 		return rc;
 	s->seed = run->seed;

@@ -269,10 +269,34 @@ struct gf_backend_ops {
 
 /* ---- instances and the .so descriptor ---- */
 
+/* Arithmetic precision of a backend instance (the Colossal-AI study's
+ * AMP): parameters, gradients and optimiser state stay f32 ("master
+ * weights"); bf16/fp16 apply to the convolutions, GEMMs and activations.
+ * fp16 uses dynamic loss scaling inside the backend (see backend docs). */
+typedef enum {
+	GF_PREC_FP32 = 0,
+	GF_PREC_BF16,
+	GF_PREC_FP16
+} gf_precision;
+
+/* Layout choice of a backend instance (ParaGAN's hardware-aware layout). */
+typedef enum {
+	GF_LAYOUT_AUTO = 0,  /* the backend picks (NHWC + channel padding where tensor cores gain) */
+	GF_LAYOUT_NCHW,
+	GF_LAYOUT_NHWC
+} gf_layout_choice;
+
 typedef struct gf_backend_opts {
 	int threads;       /* CPU threads, 0 = all cores (GANFLOW_THREADS overrides 0) */
 	int device_index;  /* GPU ordinal */
+	gf_precision precision;  /* GF_PREC_FP32 unless asked; the CPU backend supports fp32 only */
+	gf_layout_choice layout; /* GF_LAYOUT_AUTO */
 } gf_backend_opts;
+
+/* Parses "fp32" / "bf16" / "fp16" and "auto" / "nchw" / "nhwc".
+ * Return 0 or GF_EPARAM. */
+int gf_precision_parse(const char *s, gf_precision *out);
+int gf_layout_parse(const char *s, gf_layout_choice *out);
 
 /* An open backend. ops is owned by the backend (usually static). */
 struct gf_backend {

@@ -33,11 +33,13 @@ extern "C" {
 
 /* ---- backends ---- */
 
-/* Opens the backend `name` ("cpu", "cuda", "auto"; NULL or "" = the run's
- * backend, itself "auto" by default) with `threads` compute threads (0 =
- * the run's threads setting, else all cores). On failure the message is
- * set on ctx (gf_fail) and the error returned. */
-int gf_train_backend(gf_ctx *ctx, const char *name, int threads, gf_backend **out);
+/* Opens the compute backend a stage's parameters ask for: "backend"
+ * ("cpu", "cuda", "auto"; "" = the run's backend, itself "auto" by
+ * default), "threads" (0 = the run's threads setting, else all cores),
+ * and, when the stage declares them, "precision" (fp32, bf16, fp16) and
+ * "layout" (auto, nchw, nhwc). On failure the message is set on ctx
+ * (gf_fail) and the error returned. */
+int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out);
 
 /* Builds and initialises a network from a layer table for batch max_batch:
  * gf_net_create + gf_net_init with a generator (seed, stream). what names

@@ -119,6 +119,10 @@ static const gf_backend_ops cpu_ops = {
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 {
 	*out = NULL;
+	if (opts && opts->precision != GF_PREC_FP32)
+		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 only; bf16/fp16 "
+		                                  "need backend = \"cuda\")",
+		                 opts->precision == GF_PREC_BF16 ? "bf16" : "fp16");
 	int threads = opts ? opts->threads : 0;
 	if (threads <= 0) {
 		const char *env = getenv("GANFLOW_THREADS");
