@@ -21,13 +21,20 @@ local opt = gf.args {
   lr = 2e-4,           -- Adam learning rate of both networks
   size = 32,           -- image side (the backbone needs a multiple of 16)
   samples = 250,       -- sample grid every this many steps
-  log = 50,            -- metrics line every this many steps
+  log = 50,
+  eval = 0,            -- FID/IS/KID every this many steps while training (0: off; needs the classifier)
+  eval_n = 2000,       -- generated images per evaluation
+  eval_real_n = 0,     -- real images behind the reference statistics (0: the whole split; cached)
+  classifier = "data/fashion-mnist/classifier.safetensors", -- pipelines/classifier_fashion.lua writes it            -- metrics line every this many steps
   init = "torch",      -- "torch" (PyTorch defaults, as the peer) or "dcgan" (N(0, 0.02))
   decoders = 1,        -- jpeg_decode workers
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
+-- G's weights go to the sample grid (and the evaluator) every `publish` steps
+local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
+local publish = opt.eval > 0 and gcd(opt.samples, opt.eval) or opt.samples
 local adam = gf.adam { lr = opt.lr, betas = { 0.5, 0.999 } }
 
 local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true }
@@ -36,7 +43,7 @@ local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channe
 local batch = gf.stage "batch" { size = opt.batch, drop_last = true }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = opt.batch }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = "bce",
-                              publish_every = opt.samples }
+                              publish_every = publish }
 local grid = gf.stage "sample_grid" { net = G, every = opt.samples }
 local metrics = gf.stage "metrics" { every = opt.log }
 local ckpt = gf.stage "checkpoint" { keep = 3 }
@@ -51,5 +58,12 @@ gf.connect(g.metrics, metrics.inp)
 gf.connect(d.metrics, metrics.inp)
 gf.connect(g.state, ckpt.state)
 gf.connect(d.state, ckpt.state)
+
+if opt.eval > 0 then -- FID/IS/KID of G while it trains, into metrics.jsonl
+  local ev = gf.stage "evaluator" { net = G, every = opt.eval, n = opt.eval_n, classifier = opt.classifier,
+                                    real = opt.data, real_n = opt.eval_real_n }
+  gf.connect(g.weights, ev.weights)
+  gf.connect(ev.metrics, metrics.inp)
+end
 
 gf.run { steps = 2000, checkpoint_every = 500 }

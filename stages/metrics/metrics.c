@@ -29,6 +29,7 @@ typedef struct acc {
 	double last;
 	int64_t count;
 	int latest_only; /* evaluation figures and counters: report the latest value */
+	int64_t line;    /* step of the last line that carried it, -1 = none */
 } acc;
 
 typedef struct metrics {
@@ -37,6 +38,7 @@ typedef struct metrics {
 	int64_t every;
 	int64_t next;        /* next step at which a line is written */
 	int64_t last_step;
+	int64_t last_line;   /* step of the last line written */
 	double t0;           /* run start */
 	double t_line;       /* time of the previous line */
 	double images;       /* images since the previous line */
@@ -67,6 +69,7 @@ static acc *find(metrics *m, const char *name)
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->latest_only = is_latest_only(name);
 	a->last = NAN;
+	a->line = -1;
 	return a;
 }
 
@@ -99,6 +102,7 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 		fprintf(f, ",\"%s\":", a->name);
 		put_num(f, a->latest_only ? a->last : a->sum / (double)a->count);
 		gf_report_value(ctx, a->name, a->latest_only ? a->last : a->sum / (double)a->count);
+		a->line = step;
 		a->sum = 0;
 		a->count = 0;
 	}
@@ -117,6 +121,7 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 	fputs("]}\n", f);
 	m->t_line = now;
 	m->images = 0;
+	m->last_line = step;
 	if (fflush(f) != 0 || ferror(f))
 		return gf_fail(ctx, "%s: cannot write: %s", m->path, strerror(errno));
 	return 0;
@@ -146,6 +151,7 @@ static int metrics_create(gf_ctx *ctx, const gf_value *params, void **self)
 	}
 	m->next = m->every;
 	m->last_step = -1;
+	m->last_line = -1;
 	*self = m;
 	return 0;
 }
@@ -187,11 +193,16 @@ static int metrics_run(void *self, gf_ctx *ctx)
 			m->next = (step / m->every + 1) * m->every;
 		}
 	}
-	/* The tail of the run: whatever arrived after the last full interval. */
-	int pending = m->images > 0;
-	for (int i = 0; i < m->nacc && !pending; i++)
-		pending = m->a[i].count > 0;
-	if (pending && m->last_step >= 0)
+	/* The tail of the run: the steps after the last full interval, or a
+	 * figure the last line did not carry (an evaluation or a test accuracy
+	 * that finished last). Late figures of a step already written in full
+	 * (G's loss of the last step) are not repeated in a line of their own. */
+	int pending = m->images > 0, late = 0;
+	for (int i = 0; i < m->nacc; i++) {
+		pending |= m->a[i].count > 0;
+		late |= m->a[i].count > 0 && m->a[i].line != m->last_line;
+	}
+	if ((pending && m->last_step > m->last_line) || late)
 		return write_line(m, ctx, m->last_step);
 	return 0;
 }

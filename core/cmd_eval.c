@@ -1,0 +1,296 @@
+/* `ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=PATH] [real=PATH]
+ *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
+ *  [threads=0] [cache=true]`
+ *
+ * FID, IS, KID, precision/recall (and per-class FID for conditional and
+ * per-class models) of n images from the generators of a training
+ * checkpoint, or of the images of a dataset (e.g. the test split: FID of
+ * real data against real data), measured with the classifier's features
+ * against the real split's statistics (cached beside the dataset). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <ganflow/decode.h>
+#include <ganflow/err.h>
+#include <ganflow/evaluate.h>
+#include <ganflow/log.h>
+#include <ganflow/shard.h>
+
+#include "cmd.h"
+
+#define DEFAULT_CLASSIFIER "data/fashion-mnist/classifier.safetensors"
+#define DEFAULT_REAL "data/fashion-mnist/train"
+
+static int usage(void)
+{
+	fprintf(stderr,
+	        "usage: ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=" DEFAULT_CLASSIFIER "]\n"
+	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
+	        "                    [pr=true] [json=PATH] [threads=0] [cache=true]\n"
+	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split\n");
+	return 2;
+}
+
+static int is_dataset(const char *path)
+{
+	struct stat st;
+	char p[4200];
+	if (stat(path, &st) || !S_ISDIR(st.st_mode))
+		return 0;
+	snprintf(p, sizeof(p), "%s/data.mdb", path);
+	if (!stat(p, &st))
+		return 1;
+	snprintf(p, sizeof(p), "%s/shard-00000", path);
+	return !stat(p, &st);
+}
+
+/* Adds the images of a dataset (n of them, evenly spaced) to e. */
+static int add_dataset(gf_evaluator *e, const char *path, int64_t *n, int batch)
+{
+	gf_dataset *ds;
+	gf_decoder *dec = NULL;
+	int rc = gf_dataset_open(path, &ds);
+	if (rc)
+		return rc;
+	uint64_t count = gf_dataset_metadata(ds)->count;
+	if (*n <= 0 || (uint64_t)*n > count)
+		*n = (int64_t)count;
+	int c, h, w;
+	gf_evaluator_shape(e, &c, &h, &w);
+	size_t per = (size_t)c * h * w;
+	float *img = malloc((size_t)batch * per * sizeof(float));
+	int32_t *lab = malloc((size_t)batch * sizeof(int32_t));
+	if (!img || !lab || (rc = gf_decoder_create(&dec))) {
+		rc = rc ? rc : -ENOMEM;
+		goto out;
+	}
+	gf_transform t = { .height = h, .width = w, .channels = c, .resize = GF_RESIZE_BILINEAR };
+	double start = gf_now();
+	for (int64_t i = 0; i < *n; i += batch) {
+		int b = (int)(*n - i < batch ? *n - i : batch);
+		for (int j = 0; j < b; j++) {
+			gf_record r;
+			uint64_t pos = (uint64_t)((i + j) * (int64_t)count / *n);
+			if ((rc = gf_dataset_get(ds, pos, &r)) ||
+			    (rc = gf_decode_record(dec, &t, &r.h, r.payload, 0, img + (size_t)j * per, per)))
+				goto out;
+			lab[j] = r.h.label;
+		}
+		if ((rc = gf_evaluator_add(e, img, lab, b, c, h, w)))
+			goto out;
+		gf_progress_bar("features", (uint64_t)(i + b), (uint64_t)*n, start);
+	}
+out:
+	free(img);
+	free(lab);
+	gf_decoder_destroy(dec);
+	gf_dataset_close(ds);
+	return rc;
+}
+
+/* Generates n images from the checkpoint's generators into e. */
+static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch, uint64_t seed, double *gen_sec)
+{
+	gf_backend *be;
+	gf_generators *gs = NULL;
+	int rc = gf_backend_open("cpu", NULL, &be);
+	if (rc || (rc = gf_generators_open(&gs, path, be, batch)))
+		goto out;
+	int c, h, w, classes = gf_generators_classes(gs);
+	gf_generators_shape(gs, &c, &h, &w);
+	int ec, eh, ew;
+	gf_evaluator_shape(e, &ec, &eh, &ew);
+	if (c != ec || h != eh || w != ew) {
+		rc = gf_seterr(GF_ESHAPE, "%s makes %dx%dx%d images, the classifier takes %dx%dx%d: train a classifier at "
+		                          "the generator's size",
+		               path, c, h, w, ec, eh, ew);
+		goto out;
+	}
+	float *img = malloc((size_t)batch * (size_t)(c * h * w) * sizeof(float));
+	int32_t *lab = malloc((size_t)batch * sizeof(int32_t));
+	if (!img || !lab) {
+		free(img);
+		free(lab);
+		rc = -ENOMEM;
+		goto out;
+	}
+	gf_rng r;
+	gf_rng_init(&r, seed, 0x6576616cull);
+	double start = gf_now();
+	for (int64_t i = 0; i < n && !rc; i += batch) {
+		int b = (int)(n - i < batch ? n - i : batch);
+		for (int j = 0; j < b; j++)
+			lab[j] = classes ? (int32_t)((i + j) % classes) : -1; /* balanced classes */
+		double t0 = gf_now();
+		rc = gf_generators_sample(gs, &r, classes ? lab : NULL, b, GF_EVAL, img);
+		*gen_sec += gf_now() - t0;
+		if (!rc)
+			rc = gf_evaluator_add(e, img, classes ? lab : NULL, b, c, h, w);
+		gf_progress_bar("generate + features", (uint64_t)(i + b), (uint64_t)n, start);
+	}
+	free(img);
+	free(lab);
+out:
+	gf_generators_close(gs);
+	gf_backend_close(be);
+	return rc;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "1"))
+		*out = 1;
+	else if (!strcmp(v, "false") || !strcmp(v, "0"))
+		*out = 0;
+	else
+		return -1;
+	return 0;
+}
+
+int gf_cmd_eval(int argc, char **argv)
+{
+	if (argc < 2 || argv[1][0] == '-')
+		return usage();
+	const char *what = argv[1], *classifier = DEFAULT_CLASSIFIER, *real = DEFAULT_REAL, *json = NULL;
+	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0;
+	int kid = 1, pr = 1, cache = 1;
+	for (int i = 2; i < argc; i++) {
+		char *v = strchr(argv[i], '=');
+		if (!v) {
+			fprintf(stderr, "ganflow eval: expected key=value, got '%s'\n", argv[i]);
+			return usage();
+		}
+		*v++ = '\0';
+		const char *k = argv[i];
+		char *end = NULL;
+		int bad = 0;
+		if (!strcmp(k, "classifier"))
+			classifier = v;
+		else if (!strcmp(k, "real"))
+			real = v;
+		else if (!strcmp(k, "json"))
+			json = v;
+		else if (!strcmp(k, "kid"))
+			bad = parse_bool(v, &kid);
+		else if (!strcmp(k, "pr"))
+			bad = parse_bool(v, &pr);
+		else if (!strcmp(k, "cache"))
+			bad = parse_bool(v, &cache);
+		else if (!strcmp(k, "n"))
+			n = strtoll(v, &end, 10);
+		else if (!strcmp(k, "real_n"))
+			real_n = strtoll(v, &end, 10);
+		else if (!strcmp(k, "batch"))
+			batch = strtoll(v, &end, 10);
+		else if (!strcmp(k, "seed"))
+			seed = strtoll(v, &end, 10);
+		else if (!strcmp(k, "threads"))
+			threads = strtoll(v, &end, 10);
+		else {
+			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, real, real_n, batch, seed, kid, pr, "
+			                "json, threads, cache)\n", k);
+			return 2;
+		}
+		if (bad || (end && (*end || end == v))) {
+			fprintf(stderr, "ganflow eval: bad value %s=%s\n", k, v);
+			return 2;
+		}
+	}
+	if (n < 0 || batch < 1 || batch > 65536) {
+		fprintf(stderr, "ganflow eval: need n >= 0 and 1 <= batch <= 65536\n");
+		return 2;
+	}
+	struct stat st;
+	if (stat(classifier, &st)) {
+		fprintf(stderr, "ganflow eval: no classifier at %s (%s): train one with\n"
+		                "  ./build/ganflow run pipelines/classifier_fashion.lua   (writes %s)\n"
+		                "or give classifier=PATH\n", classifier, strerror(errno), DEFAULT_CLASSIFIER);
+		return 1;
+	}
+
+	gf_evaluator_opts o = gf_evaluator_defaults();
+	o.classifier = classifier;
+	o.real = real;
+	o.real_n = real_n;
+	o.threads = (int)threads;
+	o.stats_threads = threads > 0 ? (int)threads : 0;
+	o.use_cache = cache;
+	o.batch = (int)batch;
+	o.stats.kid_subsets = kid ? o.stats.kid_subsets : 0;
+	o.stats.pr_k = pr ? o.stats.pr_k : 0;
+	gf_evaluator *e = NULL;
+	double t0 = gf_now();
+	if (gf_evaluator_open(&e, &o)) {
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		return 1;
+	}
+	double real_sec = gf_now() - t0, gen_sec = 0;
+	int64_t count = n;
+	int rc = is_dataset(what) ? add_dataset(e, what, &count, (int)batch)
+	                          : add_generated(e, what, n, (int)batch, (uint64_t)seed, &gen_sec);
+	if (rc) {
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		gf_evaluator_close(e);
+		return 1;
+	}
+	int classes = gf_evaluator_classes(e);
+	double *per = calloc((size_t)classes, sizeof(double));
+	gf_eval_result res;
+	if (!per || gf_evaluator_compute(e, &res, per)) {
+		fprintf(stderr, "ganflow eval: %s\n", per ? gf_errmsg() : "out of memory");
+		free(per);
+		gf_evaluator_close(e);
+		return 1;
+	}
+	const gf_feat_stats *rs = gf_evaluator_real(e);
+	double stats_sec = res.sec_stats + res.sec_fid + res.sec_is + res.sec_kid;
+	printf("%s: %lld images vs real split '%s' (%lld images, %s), classifier %s, %d features\n", what,
+	       (long long)res.n, real, (long long)rs->n, gf_evaluator_real_cached(e) ? "cached statistics" : "statistics computed",
+	       classifier, gf_evaluator_dim(e));
+	printf("  FID        %.4f\n", res.fid);
+	printf("  IS         %.4f +- %.4f\n", res.is_mean, res.is_std);
+	if (!isnan(res.kid_mean))
+		printf("  KID        %.6f +- %.6f\n", res.kid_mean, res.kid_std);
+	if (!isnan(res.precision))
+		printf("  precision  %.4f   recall %.4f\n", res.precision, res.recall);
+	int any = 0;
+	for (int k = 0; k < classes; k++)
+		any |= !isnan(per[k]);
+	if (any) {
+		printf("  per-class FID:");
+		for (int k = 0; k < classes; k++)
+			printf(" %d:%.2f", k, per[k]);
+		printf("\n");
+	}
+	printf("  seconds: real statistics %.2f, generation %.2f, features %.2f, statistics %.2f (FID+IS+KID), "
+	       "precision/recall %.2f\n",
+	       real_sec, gen_sec, gf_evaluator_feature_seconds(e), stats_sec, res.sec_pr);
+	int status = 0;
+	if (json) {
+		FILE *f = fopen(json, "w");
+		if (!f) {
+			fprintf(stderr, "ganflow eval: %s: %s\n", json, strerror(errno));
+			status = 1;
+		} else {
+			fprintf(f, "{\"source\":\"%s\",\"n\":%lld,\"real\":\"%s\",\"n_real\":%lld,\"fid\":%.9g,\"is\":%.9g,"
+			           "\"is_std\":%.9g,\"kid\":%.9g,\"kid_std\":%.9g,\"precision\":%.9g,\"recall\":%.9g,"
+			           "\"sec_generation\":%.4f,\"sec_features\":%.4f,\"sec_statistics\":%.4f,\"fid_class\":[",
+			        what, (long long)res.n, real, (long long)rs->n, res.fid, res.is_mean, res.is_std,
+			        isnan(res.kid_mean) ? -1 : res.kid_mean, isnan(res.kid_std) ? -1 : res.kid_std,
+			        isnan(res.precision) ? -1 : res.precision, isnan(res.recall) ? -1 : res.recall, gen_sec,
+			        gf_evaluator_feature_seconds(e), stats_sec);
+			for (int k = 0; k < classes; k++)
+				fprintf(f, "%s%.9g", k ? "," : "", isnan(per[k]) ? -1 : per[k]);
+			fprintf(f, "]}\n");
+			if (fclose(f))
+				status = 1;
+		}
+	}
+	free(per);
+	gf_evaluator_close(e);
+	return status;
+}

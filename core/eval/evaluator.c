@@ -1,0 +1,451 @@
+/* The evaluator: a classifier's features and class probabilities of
+ * generated images against cached statistics of a real split.
+ * See <ganflow/evaluate.h>; the metrics are <ganflow/evalstats.h>'s. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ganflow/decode.h>
+#include <ganflow/err.h>
+#include <ganflow/evaluate.h>
+#include <ganflow/log.h>
+#include <ganflow/lua.h>
+#include <ganflow/safetensors.h>
+#include <ganflow/shard.h>
+#include <ganflow/train.h>
+
+struct gf_evaluator {
+	gf_evaluator_opts o;
+	gf_backend *be;
+	gf_net *clf;
+	int c, h, w;           /* classifier input */
+	int d, classes;
+	gf_resize_mode resize; /* the transform of the classifier's training data */
+	gf_feat_stats real;    /* with real.feats */
+	gf_feat_stats *real_class; /* (classes) or NULL */
+	int32_t *real_labels;  /* (real.n) */
+	float kid_scale;       /* KID features are divided by it (see kid_rescale) */
+	float *real_kid;       /* (real.n, d) real features / kid_scale */
+	float *fake_kid;       /* (cap, d) scratch */
+	int cached;
+	float *feats;          /* (cap, d) added images */
+	float *probs;          /* (cap, classes) */
+	int32_t *labels;       /* (cap) */
+	int64_t n, cap;
+	int labelled;
+	double feat_sec;
+};
+
+gf_evaluator_opts gf_evaluator_defaults(void)
+{
+	gf_evaluator_opts o = { .batch = 256, .use_cache = 1, .per_class = 1, .stats = gf_eval_opts_default() };
+	return o;
+}
+
+/* ---- the classifier ---- */
+
+static int load_classifier(gf_evaluator *e, const char *path)
+{
+	gf_st_file *f;
+	int rc = gf_st_open(&f, path);
+	if (rc)
+		return rc;
+	char name[96] = "", key[192];
+	for (size_t i = 0; i < gf_st_meta_count(f) && !name[0]; i++) {
+		const char *k = gf_st_meta_key(f, i);
+		size_t kl = strlen(k);
+		if (kl > 5 && !strcmp(k + kl - 5, ".role") && !strcmp(gf_st_meta(f, k), "classifier"))
+			snprintf(name, sizeof(name), "%.*s", (int)(kl - 5), k);
+	}
+	if (!name[0]) {
+		gf_st_close(f);
+		return gf_seterr(GF_ENOTFOUND, "%s is not a classifier checkpoint (no '<stage>.role = classifier' "
+		                               "metadata; train one with pipelines/classifier_fashion.lua)", path);
+	}
+	snprintf(key, sizeof(key), "%s.table", name);
+	const char *table_text = gf_st_meta(f, key);
+	snprintf(key, sizeof(key), "%s.resize", name);
+	const char *resize = gf_st_meta(f, key);
+	e->resize = resize && !strcmp(resize, "area") ? GF_RESIZE_AREA : GF_RESIZE_BILINEAR;
+	if (!table_text) {
+		gf_st_close(f);
+		return gf_seterr(GF_ECORRUPT, "%s: classifier '%s' has no layer table (metadata '%s.table')", path, name,
+		                 name);
+	}
+	size_t len = strlen(table_text) + 16;
+	char *code = malloc(len);
+	if (!code) {
+		gf_st_close(f);
+		return -ENOMEM;
+	}
+	snprintf(code, len, "return %s", table_text);
+	gf_st_close(f);
+	gf_value table;
+	rc = gf_lua_eval(code, &table);
+	free(code);
+	if (rc)
+		return gf_seterr(rc, "%s: classifier table: %s", path, gf_errmsg());
+	gf_net_opts no = { .max_batch = e->o.batch };
+	rc = gf_net_create(&e->clf, e->be, &table, &no);
+	gf_value_free(&table);
+	if (rc)
+		return gf_seterr(rc, "%s: classifier: %s", path, gf_errmsg());
+	snprintf(key, sizeof(key), "%s.net", name);
+	if ((rc = gf_state_load_net(path, key, e->clf, NULL)))
+		return gf_seterr(rc, "classifier checkpoint does not match its backbone: %s", gf_errmsg());
+	gf_tensor in, out, feat;
+	gf_net_shapes(e->clf, &in, &out);
+	if (in.ndim != 4 || out.ndim != 2)
+		return gf_seterr(GF_ESHAPE, "%s: the classifier must map images to class scores", path);
+	e->c = (int)in.shape[1], e->h = (int)in.shape[2], e->w = (int)in.shape[3];
+	e->classes = (int)out.shape[1];
+	/* the feature dimension: one forward of a blank image */
+	float *blank = calloc((size_t)e->c * e->h * e->w, sizeof(float));
+	if (!blank)
+		return -ENOMEM;
+	int64_t shape[4] = { 1, e->c, e->h, e->w };
+	gf_tensor x = gf_tensor_make(blank, GF_F32, 4, shape);
+	rc = gf_net_forward(e->clf, &x, NULL, GF_EVAL);
+	free(blank);
+	if (rc || (rc = gf_net_node(e->clf, "features", &feat)))
+		return gf_seterr(rc, "%s: the classifier has no layer named \"features\" (%s)", path, gf_errmsg());
+	e->d = (int)(gf_tensor_numel(&feat) / feat.shape[0]);
+	return 0;
+}
+
+/* Runs the classifier on n images (n <= batch) and stores features (n, d)
+ * and probabilities (n, classes) at feats/probs. */
+static int classify(gf_evaluator *e, const float *images, int n, float *feats, float *probs)
+{
+	int64_t shape[4] = { n, e->c, e->h, e->w };
+	gf_tensor x = gf_tensor_make((void *)images, GF_F32, 4, shape), f, o;
+	int rc = gf_net_forward(e->clf, &x, NULL, GF_EVAL);
+	if (rc || (rc = gf_net_node(e->clf, "features", &f)) || (rc = gf_net_output(e->clf, &o)))
+		return gf_seterr(rc, "classifier: %s", gf_errmsg());
+	gf_backend *be = e->be;
+	size_t nf = (size_t)n * (size_t)e->d, np = (size_t)n * (size_t)e->classes;
+	if ((rc = be->ops->copy(be, feats, f.data, nf * sizeof(float), GF_COPY_D2H)) ||
+	    (rc = be->ops->copy(be, probs, o.data, np * sizeof(float), GF_COPY_D2H)))
+		return rc;
+	/* softmax of the logits, in double */
+	for (int i = 0; i < n; i++) {
+		float *p = probs + (size_t)i * e->classes;
+		double m = p[0], sum = 0;
+		for (int k = 1; k < e->classes; k++)
+			m = p[k] > m ? p[k] : m;
+		for (int k = 0; k < e->classes; k++)
+			sum += exp((double)p[k] - m);
+		for (int k = 0; k < e->classes; k++)
+			p[k] = (float)(exp((double)p[k] - m) / sum);
+	}
+	return 0;
+}
+
+/* ---- real statistics ---- */
+
+static int real_features(gf_evaluator *e, gf_dataset *ds, int64_t n, uint64_t count, float *feats, int32_t *labels)
+{
+	gf_decoder *dec;
+	int rc = gf_decoder_create(&dec);
+	if (rc)
+		return rc;
+	size_t per = (size_t)e->c * e->h * e->w;
+	float *img = malloc((size_t)e->o.batch * per * sizeof(float));
+	float *probs = malloc((size_t)e->o.batch * (size_t)e->classes * sizeof(float));
+	if (!img || !probs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	gf_transform t = { .height = e->h, .width = e->w, .channels = e->c, .resize = e->resize,
+	                   .crop = GF_CROP_CENTER };
+	double start = gf_now();
+	for (int64_t i = 0; i < n; i += e->o.batch) {
+		int b = (int)(n - i < e->o.batch ? n - i : e->o.batch);
+		for (int j = 0; j < b; j++) {
+			/* evenly spaced over the split when only part of it is used */
+			uint64_t pos = (uint64_t)((i + j) * (int64_t)count / n);
+			gf_record r;
+			if ((rc = gf_dataset_get(ds, pos, &r)) ||
+			    (rc = gf_decode_record(dec, &t, &r.h, r.payload, 0, img + (size_t)j * per, per))) {
+				rc = gf_seterr(rc, "%s: record %" PRIu64 ": %s", e->o.real, r.key, gf_errmsg());
+				goto out;
+			}
+			labels[i + j] = r.h.label;
+		}
+		if ((rc = classify(e, img, b, feats + (size_t)i * e->d, probs)))
+			goto out;
+		gf_progress_bar("real features", (uint64_t)(i + b), (uint64_t)n, start);
+	}
+out:
+	free(img);
+	free(probs);
+	gf_decoder_destroy(dec);
+	return rc;
+}
+
+/* KID's cubic kernel k(x, y) = (x.y / d + 1)^3 assumes features whose
+ * products x.y / d are of order 1, as Inception's pool features are. A
+ * classifier's ReLU features can be far larger (norms of ~40 for 128
+ * values), which makes the kernel's values, and KID's variance, explode.
+ * KID is therefore computed on features divided by one fixed scale, the
+ * real features' RMS value: s^2 = mean over real x of |x|^2 / d. The same
+ * scale applies to both sides, so KID stays an unbiased MMD^2 estimate;
+ * FID and precision/recall use the features as they are. */
+static int kid_rescale(gf_evaluator *e)
+{
+	size_t nd = (size_t)e->real.n * (size_t)e->d;
+	double ss = 0;
+	for (size_t i = 0; i < nd; i++)
+		ss += (double)e->real.feats[i] * e->real.feats[i];
+	e->kid_scale = nd && ss > 0 ? (float)sqrt(ss / (double)nd) : 1.0f;
+	e->real_kid = malloc(nd * sizeof(float));
+	if (!e->real_kid)
+		return -ENOMEM;
+	for (size_t i = 0; i < nd; i++)
+		e->real_kid[i] = e->real.feats[i] / e->kid_scale;
+	return 0;
+}
+
+static int load_real(gf_evaluator *e)
+{
+	gf_dataset *ds;
+	int rc = gf_dataset_open(e->o.real, &ds);
+	if (rc)
+		return gf_seterr(rc, "real data: %s", gf_errmsg());
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	uint64_t count = m->count;
+	int64_t n = e->o.real_n > 0 && (uint64_t)e->o.real_n < count ? e->o.real_n : (int64_t)count;
+	char real[PATH_MAX], cache[PATH_MAX + 64], split[64];
+	if (!realpath(e->o.real, real))
+		snprintf(real, sizeof(real), "%s", e->o.real);
+	/* key: the split (its path, size and how much of it) and the classifier's bytes */
+	uint64_t key = gf_hash64(real, strlen(real), GF_HASH64_INIT);
+	int64_t id[5] = { (int64_t)count, n, e->h, e->w, e->resize };
+	key = gf_hash64(id, sizeof(id), key);
+	if ((rc = gf_hash64_file(e->o.classifier, key, &key)))
+		goto out;
+	snprintf(cache, sizeof(cache), "%s/.ganflow-fid-%016" PRIx64 ".stats", e->o.real, key);
+	const char *base = strrchr(real, '/');
+	snprintf(split, sizeof(split), "%.63s", base ? base + 1 : real);
+	e->real_labels = malloc((size_t)n * sizeof(int32_t));
+	if (!e->real_labels) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (e->o.use_cache && gf_feat_stats_load(cache, key, split, &e->real) == 0 && e->real.feats &&
+	    e->real.n == n && e->real.d == e->d) {
+		e->cached = 1;
+		for (int64_t i = 0; i < n; i++) {
+			gf_record r;
+			if ((rc = gf_dataset_get(ds, (uint64_t)(i * (int64_t)count / n), &r)))
+				goto out;
+			e->real_labels[i] = r.h.label;
+		}
+	} else {
+		gf_feat_stats_free(&e->real);
+		float *feats = malloc((size_t)n * (size_t)e->d * sizeof(float));
+		if (!feats) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if ((rc = real_features(e, ds, n, count, feats, e->real_labels)) ||
+		    (rc = gf_feat_stats_compute(feats, n, e->d, &e->real))) {
+			free(feats);
+			goto out;
+		}
+		e->real.feats = feats;
+		e->real.key = key;
+		snprintf(e->real.split, sizeof(e->real.split), "%s", split);
+		if (e->o.use_cache && gf_feat_stats_save(cache, &e->real, feats))
+			gf_log(GF_LOG_WARN, "cannot cache the real statistics: %s", gf_errmsg());
+	}
+	if (e->o.per_class && e->classes > 0) {
+		e->real_class = calloc((size_t)e->classes, sizeof(*e->real_class));
+		if (!e->real_class) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (int k = 0; k < e->classes; k++)
+			gf_feat_stats_compute_label(e->real.feats, e->real_labels, n, e->d, k, &e->real_class[k]);
+	}
+	rc = kid_rescale(e);
+out:
+	gf_dataset_close(ds);
+	return rc;
+}
+
+/* ---- the public face ---- */
+
+int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
+{
+	*out = NULL;
+	if (!o || !o->classifier || !o->real)
+		return gf_seterr(GF_EPARAM, "evaluator: a classifier checkpoint and a real dataset are needed");
+	gf_evaluator *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->o = *o;
+	if (e->o.batch < 1)
+		e->o.batch = 256;
+	gf_backend_opts bo = { .threads = o->threads };
+	int rc = gf_backend_open("cpu", &bo, &e->be);
+	if (!rc)
+		rc = load_classifier(e, o->classifier);
+	if (!rc)
+		rc = load_real(e);
+	if (rc) {
+		gf_evaluator_close(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+void gf_evaluator_close(gf_evaluator *e)
+{
+	if (!e)
+		return;
+	gf_feat_stats_free(&e->real);
+	for (int k = 0; e->real_class && k < e->classes; k++)
+		gf_feat_stats_free(&e->real_class[k]);
+	free(e->real_class);
+	free(e->real_labels);
+	free(e->real_kid);
+	free(e->fake_kid);
+	free(e->feats);
+	free(e->probs);
+	free(e->labels);
+	gf_net_destroy(e->clf);
+	gf_backend_close(e->be);
+	free(e);
+}
+
+int gf_evaluator_dim(const gf_evaluator *e) { return e->d; }
+int gf_evaluator_classes(const gf_evaluator *e) { return e->classes; }
+const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e) { return &e->real; }
+int gf_evaluator_real_cached(const gf_evaluator *e) { return e->cached; }
+int64_t gf_evaluator_count(const gf_evaluator *e) { return e->n; }
+double gf_evaluator_feature_seconds(const gf_evaluator *e) { return e->feat_sec; }
+
+void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w)
+{
+	*c = e->c, *h = e->h, *w = e->w;
+}
+
+void gf_evaluator_reset(gf_evaluator *e)
+{
+	e->n = 0;
+	e->labelled = 1;
+}
+
+static int reserve(gf_evaluator *e, int64_t n)
+{
+	if (e->n + n <= e->cap)
+		return 0;
+	int64_t cap = e->cap ? e->cap : 1024;
+	while (cap < e->n + n)
+		cap *= 2;
+	float *f = realloc(e->feats, (size_t)cap * (size_t)e->d * sizeof(float));
+	if (f)
+		e->feats = f;
+	float *p = realloc(e->probs, (size_t)cap * (size_t)e->classes * sizeof(float));
+	if (p)
+		e->probs = p;
+	int32_t *l = realloc(e->labels, (size_t)cap * sizeof(int32_t));
+	if (l)
+		e->labels = l;
+	float *k = realloc(e->fake_kid, (size_t)cap * (size_t)e->d * sizeof(float));
+	if (k)
+		e->fake_kid = k;
+	if (!f || !p || !l || !k)
+		return -ENOMEM;
+	e->cap = cap;
+	return 0;
+}
+
+int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h, int w)
+{
+	if (c != e->c || h != e->h || w != e->w)
+		return gf_seterr(GF_ESHAPE, "images of %dx%dx%d (channels x height x width) cannot be evaluated: the "
+		                            "classifier takes %dx%dx%d (train a classifier at the generator's size)",
+		                 c, h, w, e->c, e->h, e->w);
+	if (e->n == 0)
+		e->labelled = 1;
+	int rc = reserve(e, n);
+	if (rc)
+		return rc;
+	double t0 = gf_now();
+	size_t per = (size_t)c * h * w;
+	for (int64_t i = 0; i < n; i += e->o.batch) {
+		int b = (int)(n - i < e->o.batch ? n - i : e->o.batch);
+		rc = classify(e, images + (size_t)i * per, b, e->feats + (size_t)(e->n + i) * e->d,
+		              e->probs + (size_t)(e->n + i) * e->classes);
+		if (rc)
+			return rc;
+	}
+	for (int64_t i = 0; i < n; i++)
+		e->labels[e->n + i] = labels ? labels[i] : -1;
+	e->labelled &= labels != NULL;
+	e->n += n;
+	e->feat_sec += gf_now() - t0;
+	return 0;
+}
+
+int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class)
+{
+	int prev = e->o.stats_threads > 0 ? gf_evalstats_threads(e->o.stats_threads) : 0;
+	/* FID and IS here; KID and precision/recall below, on their own terms */
+	gf_eval_opts fo = e->o.stats;
+	fo.kid_subsets = 0;
+	fo.pr_k = 0;
+	int rc = gf_eval_metrics(&e->real, e->feats, e->n, e->d, e->probs, e->classes, &fo, out);
+	if (rc == 0 && e->o.stats.kid_subsets > 0) {
+		double t0 = gf_now();
+		size_t nd = (size_t)e->n * (size_t)e->d;
+		for (size_t i = 0; i < nd; i++)
+			e->fake_kid[i] = e->feats[i] / e->kid_scale;
+		int64_t m = e->o.stats.kid_subset_size;
+		m = m < e->n ? m : e->n;
+		m = m < e->real.n ? m : e->real.n;
+		rc = gf_kid(e->fake_kid, e->n, e->real_kid, e->real.n, e->d, e->o.stats.kid_subsets, (int)m,
+		            e->o.stats.kid_seed, &out->kid_mean, &out->kid_std);
+		out->sec_kid = gf_now() - t0;
+	}
+	if (rc == 0 && e->o.stats.pr_k > 0) {
+		/* against as many real images as generated ones (evenly spaced):
+		 * the k-NN balls of Kynkaanniemi et al. are sized for equal sets */
+		double t0 = gf_now();
+		int64_t nr = e->n < e->real.n ? e->n : e->real.n;
+		float *sub = malloc((size_t)nr * (size_t)e->d * sizeof(float));
+		if (!sub)
+			rc = -ENOMEM;
+		for (int64_t i = 0; sub && i < nr; i++)
+			memcpy(sub + (size_t)i * e->d, e->real.feats + (size_t)(i * e->real.n / nr) * e->d,
+			       (size_t)e->d * sizeof(float));
+		if (sub)
+			rc = gf_precision_recall(sub, nr, e->feats, e->n, e->d, e->o.stats.pr_k, &out->precision,
+			                         &out->recall);
+		free(sub);
+		out->sec_pr = gf_now() - t0;
+	}
+	for (int k = 0; rc == 0 && per_class && k < e->classes; k++) {
+		per_class[k] = NAN;
+		int64_t m = 0;
+		for (int64_t i = 0; i < e->n; i++)
+			m += e->labels[i] == k;
+		if (!e->labelled || !e->real_class || m <= e->d || e->real_class[k].n <= e->d)
+			continue;
+		gf_feat_stats fk = { 0 };
+		if (gf_feat_stats_compute_label(e->feats, e->labels, e->n, e->d, k, &fk) == 0)
+			gf_fid(&e->real_class[k], &fk, &per_class[k]);
+		gf_feat_stats_free(&fk);
+	}
+	if (prev > 0)
+		gf_evalstats_threads(prev);
+	return rc;
+}

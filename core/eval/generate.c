@@ -1,0 +1,242 @@
+/* Generators of a training checkpoint: rebuilt from the layer tables the
+ * training stages store in its metadata, loaded with their weights, and
+ * sampled (one G, a conditional G, or the mixture of per-class Gs).
+ * See <ganflow/evaluate.h>. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/evaluate.h>
+#include <ganflow/lua.h>
+#include <ganflow/safetensors.h>
+#include <ganflow/train.h>
+
+typedef struct gen {
+	char name[96];
+	int cls;          /* class of a per-class G, -1 otherwise */
+	gf_net *net;
+} gen;
+
+struct gf_generators {
+	gen *g;
+	int n;
+	int classes;      /* conditional G's classes, or the per-class count */
+	int perclass;
+	int zdim, c, h, w;
+	int max_batch;
+	float *z, *zk;    /* (max_batch, zdim) noise, and the rows of one class */
+	int32_t *lk;      /* (max_batch) labels of those rows */
+	int *rows;        /* (max_batch) where they go */
+};
+
+/* Builds generator g->name of checkpoint f (at path) and loads its weights. */
+static int load_one(gf_backend *be, const char *path, gf_st_file *f, gen *g, int max_batch)
+{
+	char key[160];
+	snprintf(key, sizeof(key), "%.96s.table", g->name);
+	const char *text = gf_st_meta(f, key);
+	if (!text)
+		return gf_seterr(GF_ENOTFOUND, "%s: no metadata '%s' (layer table of generator '%s')", path, key,
+		                 g->name);
+	size_t len = strlen(text) + 16;
+	char *code = malloc(len);
+	if (!code)
+		return -ENOMEM;
+	snprintf(code, len, "return %s", text);
+	gf_value table;
+	int rc = gf_lua_eval(code, &table);
+	free(code);
+	if (rc)
+		return gf_seterr(rc, "%s: layer table of '%s': %s", path, g->name, gf_errmsg());
+	gf_net_opts o = { .max_batch = max_batch };
+	rc = gf_net_create(&g->net, be, &table, &o);
+	gf_value_free(&table);
+	if (rc)
+		return gf_seterr(rc, "%s: generator '%s': %s", path, g->name, gf_errmsg());
+	snprintf(key, sizeof(key), "%.96s.net", g->name);
+	return gf_state_load_net(path, key, g->net, NULL);
+}
+
+/* Shapes, class count and buffers, once the networks exist. */
+static int finish(gf_generators *gs, const char *what)
+{
+	gf_tensor in, o;
+	gf_net_shapes(gs->g[0].net, &in, &o);
+	if (in.ndim != 2 || o.ndim != 4)
+		return gf_seterr(GF_ESHAPE, "%s: generator '%s' does not map noise vectors to images", what, gs->g[0].name);
+	gs->zdim = (int)in.shape[1];
+	gs->c = (int)o.shape[1], gs->h = (int)o.shape[2], gs->w = (int)o.shape[3];
+	gs->perclass = gs->n > 1 || gs->g[0].cls >= 0;
+	gs->classes = gs->perclass ? gs->n : gf_net_classes(gs->g[0].net);
+	for (int i = 0; gs->perclass && i < gs->n; i++)
+		if (gs->g[i].cls < 0 || gs->g[i].cls >= gs->n)
+			return gf_seterr(GF_ECORRUPT, "%s: per-class generator '%s' has class %d, expected 0..%d", what,
+			                 gs->g[i].name, gs->g[i].cls, gs->n - 1);
+	size_t zb = (size_t)gs->max_batch * (size_t)gs->zdim * sizeof(float);
+	gs->z = malloc(zb);
+	gs->zk = malloc(zb);
+	gs->lk = malloc((size_t)gs->max_batch * sizeof(int32_t));
+	gs->rows = malloc((size_t)gs->max_batch * sizeof(int));
+	return gs->z && gs->zk && gs->lk && gs->rows ? 0 : -ENOMEM;
+}
+
+int gf_generators_create(gf_generators **out, const gf_value *table, int count, gf_backend *be, int max_batch)
+{
+	*out = NULL;
+	if (count < 1)
+		return gf_seterr(GF_EPARAM, "generators: count %d < 1", count);
+	gf_generators *gs = calloc(1, sizeof(*gs));
+	if (!gs || !(gs->g = calloc((size_t)count, sizeof(*gs->g)))) {
+		free(gs);
+		return -ENOMEM;
+	}
+	gs->max_batch = max_batch;
+	gs->n = count;
+	int rc = 0;
+	for (int i = 0; i < count && !rc; i++) {
+		gen *g = &gs->g[i];
+		snprintf(g->name, sizeof(g->name), "G%d", i);
+		g->cls = count > 1 ? i : -1;
+		gf_net_opts o = { .max_batch = max_batch };
+		if ((rc = gf_net_create(&g->net, be, table, &o)))
+			rc = gf_seterr(rc, "generator: %s", gf_errmsg());
+	}
+	if (!rc)
+		rc = finish(gs, "generator table");
+	if (rc) {
+		gf_generators_close(gs);
+		return rc;
+	}
+	*out = gs;
+	return 0;
+}
+
+int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch)
+{
+	gf_st_file *f;
+	*out = NULL;
+	int rc = gf_st_open(&f, path);
+	if (rc)
+		return rc;
+	gf_generators *gs = calloc(1, sizeof(*gs));
+	if (!gs) {
+		gf_st_close(f);
+		return -ENOMEM;
+	}
+	gs->max_batch = max_batch;
+	for (size_t i = 0; i < gf_st_meta_count(f); i++) {
+		const char *key = gf_st_meta_key(f, i);
+		size_t kl = strlen(key);
+		if (kl < 5 || strcmp(key + kl - 5, ".role") || strcmp(gf_st_meta(f, key), "generator"))
+			continue;
+		gen *g = realloc(gs->g, (size_t)(gs->n + 1) * sizeof(*g));
+		if (!g) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		gs->g = g;
+		g = &gs->g[gs->n++];
+		memset(g, 0, sizeof(*g));
+		snprintf(g->name, sizeof(g->name), "%.*s", (int)(kl - 5), key);
+		char ck[160];
+		snprintf(ck, sizeof(ck), "%.96s.class", g->name);
+		const char *c = gf_st_meta(f, ck);
+		g->cls = c ? atoi(c) : -1;
+		if ((rc = load_one(be, path, f, g, max_batch)))
+			goto fail;
+	}
+	if (!gs->n) {
+		rc = gf_seterr(GF_ENOTFOUND, "%s holds no generator (no '<stage>.role = generator' metadata): "
+		                             "is it a ganflow training checkpoint?", path);
+		goto fail;
+	}
+	if ((rc = finish(gs, path)))
+		goto fail;
+	gf_st_close(f);
+	*out = gs;
+	return 0;
+fail:
+	gf_st_close(f);
+	gf_generators_close(gs);
+	return rc;
+}
+
+void gf_generators_close(gf_generators *gs)
+{
+	if (!gs)
+		return;
+	for (int i = 0; i < gs->n; i++)
+		gf_net_destroy(gs->g[i].net);
+	free(gs->g);
+	free(gs->z);
+	free(gs->zk);
+	free(gs->lk);
+	free(gs->rows);
+	free(gs);
+}
+
+int gf_generators_count(const gf_generators *g) { return g->n; }
+int gf_generators_classes(const gf_generators *g) { return g->classes; }
+
+void gf_generators_shape(const gf_generators *g, int *c, int *h, int *w)
+{
+	*c = g->c, *h = g->h, *w = g->w;
+}
+
+gf_net *gf_generators_net(gf_generators *g, int i)
+{
+	return i >= 0 && i < g->n ? g->g[i].net : NULL;
+}
+
+/* Runs generator k on the rows given and scatters its images into place. */
+static int run_rows(gf_generators *gs, gen *g, int m, unsigned mode, float *images)
+{
+	int64_t zs[2] = { m, gs->zdim }, ls[1] = { m };
+	gf_tensor z = gf_tensor_make(gs->zk, GF_F32, 2, zs), lab = gf_tensor_make(gs->lk, GF_I32, 1, ls);
+	int rc = gf_net_forward(g->net, &z, gf_net_classes(g->net) ? &lab : NULL, mode);
+	if (rc)
+		return gf_seterr(rc, "generator '%s': %s", g->name, gf_errmsg());
+	gf_tensor o;
+	gf_net_output(g->net, &o);
+	size_t per = (size_t)gs->c * (size_t)gs->h * (size_t)gs->w;
+	gf_backend *be = gf_net_backend(g->net);
+	for (int i = 0; i < m; i++) {
+		rc = be->ops->copy(be, images + (size_t)gs->rows[i] * per, (const float *)o.data + (size_t)i * per,
+		                   per * sizeof(float), GF_COPY_D2H);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int gf_generators_sample(gf_generators *gs, gf_rng *r, const int32_t *labels, int n, unsigned mode,
+                         float *images)
+{
+	if (n < 1 || n > gs->max_batch)
+		return gf_seterr(GF_EPARAM, "sample: n = %d outside 1..%d", n, gs->max_batch);
+	if (gs->classes && !labels)
+		return gf_seterr(GF_EPARAM, "sample: the generators are conditional or per-class: labels needed");
+	size_t zd = (size_t)gs->zdim;
+	gf_rng_normal(r, gs->z, (size_t)n * zd, 0.0f, 1.0f);
+	for (int k = 0; k < (gs->perclass ? gs->n : 1); k++) {
+		gen *g = &gs->g[k];
+		int m = 0;
+		for (int i = 0; i < n; i++) {
+			if (labels && (labels[i] < 0 || labels[i] >= (gs->classes ? gs->classes : 1)))
+				return gf_seterr(GF_EPARAM, "sample: label %d outside 0..%d", labels[i], gs->classes - 1);
+			if (gs->perclass && labels[i] != g->cls)
+				continue;
+			memcpy(gs->zk + (size_t)m * zd, gs->z + (size_t)i * zd, zd * sizeof(float));
+			gs->lk[m] = labels ? labels[i] : 0;
+			gs->rows[m++] = i;
+		}
+		if (m) {
+			int rc = run_rows(gs, g, m, mode, images);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,138 @@
+/* ganflow evaluation: generators from checkpoints, classifier features,
+ * FID / IS / KID / precision-recall against cached real statistics.
+ *
+ * Used by `ganflow eval`, `ganflow sample` and the evaluator stage (which
+ * evaluates G while training goes on). The metrics themselves live in
+ * <ganflow/evalstats.h>; this layer turns images into the classifier's
+ * features and class probabilities, and manages the real data's side.
+ *
+ * Classifier checkpoints are written by the classifier_step stage
+ * (pipelines/classifier_fashion.lua): tensors "<name>.net.*", metadata
+ * "<name>.role" = "classifier", "<name>.table" (layer table as Lua text),
+ * "<name>.size", "<name>.channels", "<name>.resize" (the transform its
+ * training data went through: real images are evaluated through the same
+ * one) and "<name>.test_accuracy". The table has a layer named "features"
+ * (the penultimate activations: the feature vectors) and ends in class
+ * logits.
+ *
+ * Real statistics are computed once per (dataset split, classifier) and
+ * cached beside the dataset in "<split>/.ganflow-fid-<key>.stats" (format
+ * of gf_feat_stats_save, real features included for KID and precision /
+ * recall), key = FNV-1a of the split's real path, record count and the
+ * classifier file's bytes. A changed classifier or split gives a new key.
+ */
+#ifndef GANFLOW_EVALUATE_H
+#define GANFLOW_EVALUATE_H
+
+#include <stdint.h>
+
+#include <ganflow/evalstats.h>
+#include <ganflow/nn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- generators of a training checkpoint ---- */
+
+typedef struct gf_generators gf_generators;
+
+/* Opens every generator of a training checkpoint (metadata "<g>.role" =
+ * "generator"): builds each network from "<g>.table" for batches up to
+ * max_batch on backend be and loads its weights. Per-class checkpoints
+ * hold one generator per class ("<g>.class" >= 0). Returns 0, or
+ * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT with the message in
+ * gf_errmsg(). Release with gf_generators_close. */
+int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch);
+void gf_generators_close(gf_generators *g);
+
+/* Builds `count` generators from one layer table (weights zero until
+ * loaded through gf_generators_net + gf_weights_unpack): one G when count
+ * is 1, per-class generators for classes 0..count-1 otherwise. For the
+ * evaluator stage, which receives the weights from g_step. */
+int gf_generators_create(gf_generators **out, const gf_value *table, int count, gf_backend *be, int max_batch);
+
+/* Number of generators, of classes (conditional G: its classes; per-class
+ * checkpoint: the number of generators; else 0), and the image shape
+ * (c, h, w) they make. */
+int gf_generators_count(const gf_generators *g);
+int gf_generators_classes(const gf_generators *g);
+void gf_generators_shape(const gf_generators *g, int *c, int *h, int *w);
+
+/* Loads new weights into generator i (a weights message's blocks, as
+ * gf_weights_unpack; used by the evaluator stage). */
+gf_net *gf_generators_net(gf_generators *g, int i);
+
+/* Generates n (<= max_batch) images into images (n, c, h, w) host memory,
+ * f32 in [-1, 1], from noise drawn with r. labels (n) selects the class of
+ * each image (conditional G: its label; per-class: which G), or is NULL
+ * for an unconditional single G. mode is GF_EVAL (batchnorm on running
+ * statistics) or GF_TRAIN | GF_FREEZE_STATS. */
+int gf_generators_sample(gf_generators *g, gf_rng *r, const int32_t *labels, int n, unsigned mode,
+                         float *images);
+
+/* ---- the evaluator ---- */
+
+typedef struct gf_evaluator gf_evaluator;
+
+typedef struct gf_evaluator_opts {
+	const char *classifier;  /* classifier checkpoint (required) */
+	const char *real;        /* real dataset split: the reference (required) */
+	int64_t real_n;          /* real images used (0 = the whole split) */
+	int batch;               /* images per classifier forward (default 256) */
+	int threads;             /* compute threads (0 = all cores) */
+	int stats_threads;       /* BLAS threads for the statistics (0 = leave as is) */
+	int use_cache;           /* read / write the real statistics cache */
+	int per_class;           /* keep per-class real statistics (per-class FID) */
+	gf_eval_opts stats;      /* IS splits, KID subsets, precision/recall k */
+} gf_evaluator_opts;
+
+/* Defaults: batch 256, whole split, cache on, per-class on, stats defaults. */
+gf_evaluator_opts gf_evaluator_defaults(void);
+
+/* Loads the classifier and the real statistics (from the cache, or by
+ * extracting features of the real split and writing the cache), showing a
+ * progress bar on long work. Returns 0 or an error with the message
+ * naming the file (a classifier checkpoint that does not match its table,
+ * a dataset that cannot be read...). */
+int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o);
+void gf_evaluator_close(gf_evaluator *e);
+
+/* Feature dimension, classes, and the image shape (c, h, w) the classifier
+ * takes. */
+int gf_evaluator_dim(const gf_evaluator *e);
+int gf_evaluator_classes(const gf_evaluator *e);
+void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w);
+
+/* Real statistics in use (owned by e) and where they came from. */
+const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e);
+int gf_evaluator_real_cached(const gf_evaluator *e);
+
+/* Forgets the images added so far. */
+void gf_evaluator_reset(gf_evaluator *e);
+
+/* Adds n images (n, c, h, w) f32 in [-1, 1], host memory, with their
+ * labels (n, may be NULL when unknown): runs the classifier and keeps
+ * features and class probabilities. Images of another shape than the
+ * classifier's input are GF_ESHAPE naming both shapes. */
+int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h,
+                     int w);
+
+/* Number of images added since the last reset. */
+int64_t gf_evaluator_count(const gf_evaluator *e);
+
+/* Metrics of the added images against the real statistics (see
+ * gf_eval_metrics). When per_class is not NULL and labels were given,
+ * per_class[k] (classes entries) receives the FID of class k (NAN where
+ * either side has too few images). n not above the feature dimension is
+ * GF_EPARAM with a message suggesting a larger n. */
+int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class);
+
+/* Seconds spent in classifier forwards since the evaluator was opened
+ * (feature extraction of added images, not of the real split). */
+double gf_evaluator_feature_seconds(const gf_evaluator *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

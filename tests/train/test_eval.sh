@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End-to-end tests of the evaluator on Fashion-MNIST: the classifier
+# pipeline, `ganflow eval` on real and noise data, the in-training evaluator
+# stage, and bad input. One CTest test per case:
+#
+#   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
+#                               small_n | wrong_size | not_classifier | mismatch
+#
+# `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
+# and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
+# and a tiny G into $GF_BINARY_DIR/tests/evalfix, shared by the cases.
+# Exit 0/1, 77 to skip.
+set -u
+case_name=${1:?usage: test_eval.sh CASE}
+B=${GF_BINARY_DIR:?} S=${GF_SOURCE_DIR:?}
+G=$B/ganflow
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "skip: /usr/share/datasets/fashion-mnist is missing (apt-get install dataset-fashion-mnist)"
+  exit 77
+fi
+F=$B/tests/evalfix
+T=$(mktemp -d /tmp/gf-eval.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL [$case_name]: $*"; fails=$((fails + 1)); }
+check() { if ! eval "$1"; then fail "$2"; fi; }
+
+# classifier SIZE: a short classifier run into $F/clf<SIZE>.safetensors
+classifier() {
+  rm -rf "$F/crun$1"
+  "$G" run "$S/pipelines/classifier_fashion.lua" data="$F/fm/train" test="$F/fm/test" out="$F/clf$1.safetensors" \
+    size="$1" steps=150 batch=64 log=50 dir="$F/crun$1" quiet=true >"$F/crun$1.log" 2>&1
+}
+if [ "$case_name" = setup ]; then
+  rm -rf "$F" && mkdir -p "$F"
+  "$G" dataset fashion-mnist out="$F/fm" >/dev/null 2>&1 || { echo "FAIL: cannot convert Fashion-MNIST"; exit 1; }
+  classifier 32 || { echo "FAIL: classifier run: $(tail -3 "$F/crun32.log")"; exit 1; }
+  classifier 28 || { echo "FAIL: classifier run: $(tail -3 "$F/crun28.log")"; exit 1; }
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" batch=8 steps=3 dir="$F/g" quiet=true \
+    >"$F/g.log" 2>&1 || { echo "FAIL: G run: $(tail -3 "$F/g.log")"; exit 1; }
+  echo "ok [setup]"
+  exit 0
+fi
+[ -f "$F/clf32.safetensors" ] && [ -f "$F/clf28.safetensors" ] && [ -f "$F/g/checkpoints/latest" ] ||
+  { echo "FAIL: the fixture is missing: run the eval_setup test first"; exit 1; }
+gck="$F/g/checkpoints/$(cat "$F/g/checkpoints/latest")"
+# fid FILE: the FID ganflow eval printed
+fid() { awk '$1 == "FID" { print $2 }' "$1"; }
+acc_of() { grep -o '"test_acc":[0-9.]*' "$1" | tail -1 | cut -d: -f2; }
+
+case $case_name in
+classifier)
+  acc=$(acc_of "$F/crun32/metrics.jsonl")
+  check "awk -v a='${acc:-0}' 'BEGIN { exit !(a >= 0.75) }'" "150 steps should reach 75% test accuracy, got ${acc:-none}"
+  check "grep -aq '\"clf.role\":\"classifier\"' '$F/clf32.safetensors'" "the exported file is not a classifier checkpoint"
+  check "grep -q 'test accuracy' '$F/crun32.log'" "the test accuracy is not reported"
+  ;;
+real_vs_noise)
+  # noise images: an ImageNet-like synthetic set, decoded to 32x32 gray
+  "$G" dataset synth "$T/noise" count=600 width=64 height=48 classes=10 >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
+  "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=6000 n=2000 >"$T/a.log" 2>&1
+  check "[ $? -eq 0 ]" "eval of the test split failed: $(cat "$T/a.log")"
+  "$G" eval "$T/noise" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=6000 n=600 pr=false >"$T/b.log" 2>&1
+  check "[ $? -eq 0 ]" "eval of noise failed: $(cat "$T/b.log")"
+  ft=$(fid "$T/a.log") fn=$(fid "$T/b.log")
+  check "awk -v t='${ft:-1e9}' -v n='${fn:-0}' 'BEGIN { exit !(t < 5 && n > 20 * t) }'" "FID(train, test) = $ft should be small and FID(train, noise) = $fn large"
+  check "grep -q 'cached statistics' '$T/b.log'" "the real statistics should come from the cache the second time: $(head -1 "$T/b.log")"
+  check "ls -a '$F/fm/train' | grep -q '^.ganflow-fid-'" "no cache file beside the dataset"
+  check "grep -q 'per-class FID' '$T/a.log'" "labelled images should give per-class FID"
+  kid=$(awk '$1 == "KID" { print $2, $4 }' "$T/a.log")
+  check "awk -v m='${kid% *}' -v s='${kid#* }' 'BEGIN { d = m < 0 ? -m : m; exit !(d <= 3 * s + 1e-3) }'" "KID of test vs train should be ~0 within its std: $kid"
+  ;;
+training)
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" classifier="$F/clf32.safetensors" batch=16 \
+    steps=40 samples=20 log=10 eval=20 eval_n=300 eval_real_n=2000 dir="$T/r" quiet=true >"$T/r.log" 2>&1
+  check "[ $? -eq 0 ]" "training with the evaluator failed: $(tail -3 "$T/r.log")"
+  n=$(grep -c '"fid":' "$T/r/metrics.jsonl")
+  check "[ '$n' -ge 2 ]" "expected FID at steps 20 and 40 in metrics.jsonl, found $n lines"
+  check "! grep -q '\"fid\":null' '$T/r/metrics.jsonl'" "non-finite FID"
+  check "grep -q '\"kid\":' '$T/r/metrics.jsonl' && grep -q '\"is\":' '$T/r/metrics.jsonl'" "no IS/KID in metrics.jsonl"
+  ;;
+small_n)
+  "$G" eval "$gck" classifier="$F/clf32.safetensors" \
+    real="$F/fm/train" real_n=1000 n=100 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ]" "n = 100 below the feature dimension (128) should fail"
+  check "grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log'" "the error should suggest a larger n: $(cat "$T/e.log")"
+  ;;
+wrong_size)
+  "$G" eval "$gck" classifier="$F/clf28.safetensors" \
+    real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ]" "32x32 images with a 28x28 classifier should fail"
+  check "grep -q '1x32x32' '$T/e.log' && grep -q '1x28x28' '$T/e.log'" "the error should name both sizes: $(cat "$T/e.log")"
+  ;;
+not_classifier)
+  "$G" eval "$gck" classifier="$gck" real="$F/fm/train" n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'not a classifier checkpoint' '$T/e.log'" "a G checkpoint as classifier should be refused: $(cat "$T/e.log")"
+  ;;
+mismatch)
+  # the weights of the 28x28 classifier under the table of the 32x32 one
+  "$B/tests/st_splice" "$T/bad.safetensors" "$F/clf28.safetensors" "$F/clf32.safetensors" || exit 1
+  "$G" eval "$F/fm/test" classifier="$T/bad.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ]" "a classifier whose weights do not match its table should fail"
+  check "grep -q 'does not match its backbone' '$T/e.log' && grep -q \"clf.net\" '$T/e.log'" "the error should name the first tensor that differs: $(cat "$T/e.log")"
+  ;;
+*)
+  echo "unknown case $case_name"
+  exit 2
+  ;;
+esac
+[ $fails -eq 0 ] && echo "ok [$case_name]"
+exit $((fails > 0))
