@@ -3,6 +3,7 @@
  * size before anything else is touched. See <ganflow/nn.h>. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,9 @@ static int try_dir(const char *dir, const char *name, const gf_backend_opts *opt
 		dlclose(dl);
 		return rc;
 	}
-	if (!be || !be->ops || be->ops->abi != GF_BACKEND_ABI || be->ops->size < sizeof(gf_backend_ops)) {
+	/* ops appended to the table since a backend was built are absent from
+	 * it (size smaller than ours): callers test GF_BACKEND_HAS */
+	if (!be || !be->ops || be->ops->abi != GF_BACKEND_ABI || be->ops->size < GF_BACKEND_OPS_BASE_SIZE) {
 		if (be && be->ops && be->ops->destroy)
 			be->ops->destroy(be);
 		dlclose(dl);
@@ -46,6 +49,24 @@ static int try_dir(const char *dir, const char *name, const gf_backend_opts *opt
 	be->dl = dl;
 	*out = be;
 	return 0;
+}
+
+/* Directory of the libganflow.so this code runs in, + "/ganflow/backends":
+ * where an installed tree keeps its backends, wherever it was installed. */
+static int self_backend_dir(char *buf, size_t size)
+{
+	Dl_info info;
+	if (!dladdr((void *)&gf_backend_open, &info) || !info.dli_fname)
+		return -1;
+	char real[PATH_MAX];
+	if (!realpath(info.dli_fname, real))
+		return -1;
+	char *slash = strrchr(real, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	int n = snprintf(buf, size, "%s/ganflow/backends", real);
+	return n > 0 && (size_t)n < size ? 0 : -1;
 }
 
 static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **out)
@@ -64,14 +85,22 @@ static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **o
 		}
 		free(copy);
 	}
-	const char *dirs[] = { GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR };
+	/* the build tree (backends/, or its top for older builds), next to the
+	 * library in use (an installed tree, wherever its prefix), then the
+	 * configured install prefix */
+	char self[PATH_MAX];
+	const char *dirs[] = { GF_BACKEND_BUILD_DIR "/backends", GF_BACKEND_BUILD_DIR,
+	                       self_backend_dir(self, sizeof(self)) == 0 ? self : NULL,
+	                       GF_BACKEND_INSTALL_DIR "/backends", GF_BACKEND_INSTALL_DIR };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (!dirs[i])
+			continue;
 		int rc = try_dir(dirs[i], name, opts, out);
 		if (rc != GF_ENOTFOUND)
 			return rc;
 	}
-	return gf_seterr(GF_ENOBACKEND, "backend %s: no backend_%s.so in GANFLOW_BACKEND_PATH, %s or %s", name, name,
-	                 GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR);
+	return gf_seterr(GF_ENOBACKEND, "backend %s: no backend_%s.so in GANFLOW_BACKEND_PATH, %s/backends or %s/backends",
+	                 name, name, GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR);
 }
 
 int gf_backend_open(const char *name, const gf_backend_opts *opts, gf_backend **out)

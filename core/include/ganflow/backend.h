@@ -9,9 +9,12 @@
  * Conventions (llm.c's): outputs first, then inputs, then sizes or a
  * descriptor. All tensor pointers are device pointers of the backend
  * (host pointers on the CPU backend), f32, contiguous; 4-d activations are
- * NCHW. Descriptors carry dtype and layout fields that are reserved for
- * bf16/f16 and NHWC: a backend returns GF_EUNSUPPORTED for a combination
- * it does not implement, and the CPU backend implements f32 NCHW only.
+ * NCHW. Descriptors carry dtype and layout fields; the engine always
+ * passes f32 NCHW, and a backend returns GF_EUNSUPPORTED for a combination
+ * it does not implement. Reduced precision and NHWC are properties of a
+ * backend instance instead (gf_backend_opts.precision and .layout): the
+ * CUDA backend keeps the f32 NCHW tensors as the masters and converts
+ * inside its convolutions and GEMMs (docs/cuda.md).
  * Every op returns 0 or a negative error code (<ganflow/err.h>) with
  * gf_seterr() detail; ops may be asynchronous on a device (ordered on the
  * backend's stream), `sync` waits for them.
@@ -48,6 +51,8 @@ extern "C" {
 
 typedef struct gf_backend gf_backend;
 typedef struct gf_backend_ops gf_backend_ops;
+typedef struct gf_backend_stats gf_backend_stats;
+typedef struct gf_graph gf_graph;   /* a captured step (graph_begin), owned by its backend */
 
 /* ---- descriptors ---- */
 
@@ -265,7 +270,103 @@ struct gf_backend_ops {
 	 * to gf_rng_uniform / gf_rng_normal on the host. The caller advances. */
 	int (*rng_uniform)(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 	int (*rng_normal)(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+
+	/* ==== appended ops (device backends) ====
+	 *
+	 * Everything from here on was appended to ABI 1: a backend built before
+	 * has a smaller `size` and still loads, and a backend may leave any of
+	 * these NULL (the CPU backend leaves them all NULL). Test with
+	 * GF_BACKEND_HAS(be, op) before calling one. docs/cuda.md describes how
+	 * stages use them. */
+
+	/* ---- options and statistics ---- */
+	/* Sets a backend option by name, e.g. "deterministic" = "1",
+	 * "benchmark" = "0", "tf32" = "1", "up2" = "subpixel" (the CUDA
+	 * backend's are listed in docs/cuda.md). Takes effect for later ops.
+	 * GF_EPARAM for an unknown key or value. */
+	int (*set_option)(gf_backend *be, const char *key, const char *value);
+	/* Fills *out (see gf_backend_stats). May synchronise (the fp16 loss
+	 * scale lives on the device). */
+	int (*stats)(gf_backend *be, gf_backend_stats *out);
+
+	/* ---- streams, events, pinned memory ---- */
+	/* The instance's stream (a cudaStream_t): every op of the instance is
+	 * ordered on it. For interoperation (NCCL collectives on the same
+	 * stream). Owned by the backend. */
+	void *(*stream)(gf_backend *be);
+	/* Like copy, but fully asynchronous: returns at once, and the source
+	 * must stay untouched (and a D2H destination unread) until an event
+	 * recorded after this call has completed. For pinned host memory (see
+	 * pinned_alloc); copy() instead stages host memory so that its source
+	 * may be reused when it returns. */
+	int (*copy_async)(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind);
+	/* Page-locked host memory (NULL on failure), shaped so that
+	 * `gf_allocator a = { be->ops->pinned_alloc, be->ops->pinned_free, be }`
+	 * is a <ganflow/msg.h> allocator for a port's message buffers. The
+	 * memory belongs to the process, not the instance: it may be freed
+	 * after the instance is closed (the backend .so stays loaded). */
+	void *(*pinned_alloc)(void *be, size_t bytes);
+	void (*pinned_free)(void *be, void *ptr);
+	/* Events (cudaEvent_t) marking points in an instance's stream, for the
+	 * gf_msg.event of a message that carries device memory. record: the
+	 * event completes when everything queued on this instance so far has
+	 * run. wait: later ops of this instance wait for the event on the
+	 * device (the host does not block). sync: the host waits for it. An
+	 * event may be recorded by one instance and waited on by another of the
+	 * same backend .so. */
+	int (*event_create)(gf_backend *be, void **event);
+	void (*event_destroy)(gf_backend *be, void *event);
+	int (*event_record)(gf_backend *be, void *event);
+	int (*event_wait)(gf_backend *be, void *event);
+	int (*event_sync)(gf_backend *be, void *event);
+
+	/* ---- deferred results (usable inside a graph step) ---- */
+	/* loss() that writes the mean loss times d->scale to the device float
+	 * *loss_dev instead of a host value, and never synchronises. Input
+	 * errors (a bce input outside [0, 1] or NaN, a label out of range) are
+	 * recorded on the device and returned by the next sync (or loss with a
+	 * host value), naming the element. */
+	int (*loss_dev)(gf_backend *be, float *loss_dev, float *dx, const float *x, const float *target,
+	                const int32_t *labels, const gf_loss_desc *d);
+	/* fp16 loss scaling: divides the gradients g (n) by the current loss
+	 * scale now and records whether any is Inf/NaN, so that they can be
+	 * clipped or exchanged unscaled; the next optim_step over g then skips
+	 * its own unscaling (GradScaler.unscale_). A no-op in fp32/bf16. */
+	int (*grad_unscale)(gf_backend *be, float *g, size_t n);
+
+	/* ---- graphs (captured steps) ---- */
+	/* Brackets one training step so that it runs as a captured graph:
+	 *
+	 *   gf_graph *g = NULL;                 (once)
+	 *   ...each step:
+	 *   graph_begin(be, &g);  <the step's ops>;  graph_end(be, g);
+	 *
+	 * The first time (*graph NULL) the ops are captured into a new graph
+	 * (*graph is set), and graph_end launches it once: that call runs the
+	 * step. Later times the ops are not launched one by one: they are only
+	 * checked against the captured sequence (same ops, shapes and buffers)
+	 * while their per-step scalars (generator offsets, optimiser step
+	 * scalars, learning rate, loss targets) are collected, and graph_end
+	 * launches the graph with those. The step therefore runs the host code
+	 * it would run eagerly (so generators and optimiser counters advance as
+	 * usual) and gives exactly the eager results. Inside the brackets no op
+	 * may need the host: loss with a host value, sumsq, sync and D2H copies
+	 * are GF_EUNSUPPORTED (use loss_dev). A step that differs from the
+	 * captured one makes graph_end return GF_EPARAM without running it.
+	 * Graphs belong to the instance; graph_destroy releases one. */
+	int (*graph_begin)(gf_backend *be, gf_graph **graph);
+	int (*graph_end)(gf_backend *be, gf_graph *graph);
+	void (*graph_destroy)(gf_backend *be, gf_graph *graph);
 };
+
+/* Size of gf_backend_ops without the appended ops: the smallest `size`
+ * the loader accepts. */
+#define GF_BACKEND_OPS_BASE_SIZE offsetof(gf_backend_ops, set_option)
+
+/* 1 when backend be provides the appended op `op` (its ops table is large
+ * enough and the pointer is set). */
+#define GF_BACKEND_HAS(be, op)                                                                   \
+	((be)->ops->size >= offsetof(gf_backend_ops, op) + sizeof((be)->ops->op) && (be)->ops->op != NULL)
 
 /* ---- instances and the .so descriptor ---- */
 
@@ -292,6 +393,22 @@ typedef struct gf_backend_opts {
 	gf_precision precision;  /* GF_PREC_FP32 unless asked; the CPU backend supports fp32 only */
 	gf_layout_choice layout; /* GF_LAYOUT_AUTO */
 } gf_backend_opts;
+
+/* What a device backend reports through its stats op. */
+struct gf_backend_stats {
+	gf_precision precision;
+	gf_layout_choice layout;   /* as resolved: GF_LAYOUT_NCHW or GF_LAYOUT_NHWC (what "auto" picked) */
+	float loss_scale;          /* fp16: the current dynamic loss scale; 1 otherwise */
+	int64_t skipped_steps;     /* fp16: optimiser updates skipped because a gradient overflowed */
+	int64_t optim_steps;       /* optimiser updates applied (all networks of the instance) */
+	int64_t graphs;            /* graphs captured */
+	int64_t replays;           /* graph launches after their capture */
+	size_t device_bytes;       /* memory held through alloc */
+	size_t scratch_bytes;      /* the instance's own scratch, workspaces and caches */
+	int deterministic;         /* only deterministic convolution algorithms */
+	int tf32;                  /* fp32 convolutions may use TF32 tensor cores */
+	char device_name[64];
+};
 
 /* Parses "fp32" / "bf16" / "fp16" and "auto" / "nchw" / "nhwc".
  * Return 0 or GF_EPARAM. */
