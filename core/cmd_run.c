@@ -7,10 +7,12 @@
  * version: the version, stage ABI and embedded Lua.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/loader.h>
 #include <ganflow/log.h>
@@ -21,6 +23,32 @@
 #include "cmd.h"
 
 /* ---- run ---- */
+
+static void human_bytes(char *buf, size_t size, uint64_t b)
+{
+	if (b >= 1ull << 30)
+		snprintf(buf, size, "%.2f GiB", (double)b / (double)(1ull << 30));
+	else if (b >= 1ull << 20)
+		snprintf(buf, size, "%.2f MiB", (double)b / (double)(1ull << 20));
+	else if (b >= 1ull << 10)
+		snprintf(buf, size, "%.2f KiB", (double)b / 1024.0);
+	else
+		snprintf(buf, size, "%llu B", (unsigned long long)b);
+}
+
+/* One line per rank at the end of a distributed run: what it sent. */
+static void report_traffic(void)
+{
+	uint64_t bytes[GF_TRAFFIC_KINDS], calls[GF_TRAFFIC_KINDS];
+	gf_dist_traffic(bytes, calls);
+	char g[32], p[32], e[32];
+	human_bytes(g, sizeof(g), bytes[GF_TRAFFIC_GRADS]);
+	human_bytes(p, sizeof(p), bytes[GF_TRAFFIC_PARAMS]);
+	human_bytes(e, sizeof(e), bytes[GF_TRAFFIC_EDGES]);
+	gf_log(GF_LOG_INFO, "rank %d of %d sent: gradients %s in %llu collectives, parameters %s in %llu, edges %s in %llu messages",
+	       gf_dist_rank(), gf_dist_world(), g, (unsigned long long)calls[GF_TRAFFIC_GRADS], p,
+	       (unsigned long long)calls[GF_TRAFFIC_PARAMS], e, (unsigned long long)calls[GF_TRAFFIC_EDGES]);
+}
 
 static void run_usage(FILE *f)
 {
@@ -33,7 +61,9 @@ static void run_usage(FILE *f)
 	           "  threads=N    compute threads per stage (0: default)\n"
 	           "  resume=FILE  checkpoint to resume from\n"
 	           "Other keys are read by the script with gf.arg(\"key\", default).\n"
-	           "Ctrl-C stops gracefully (stages drain and flush); a second Ctrl-C stops at once.\n");
+	           "Ctrl-C stops gracefully (stages drain and flush); a second Ctrl-C stops at once.\n"
+	           "Distributed: mpirun -np N ganflow run PIPELINE.lua ... (or srun): every rank runs the\n"
+	           "script; stages are placed with rank = r (docs/dist.md).\n");
 }
 
 int gf_cmd_run(int argc, char **argv)
@@ -49,9 +79,22 @@ int gf_cmd_run(int argc, char **argv)
 		return 1;
 	}
 	fclose(f);
+	/* under mpirun / srun: MPI starts here, once, before the script runs
+	 * (gf.rank() and gf.world() are MPI's); without a launcher nothing */
+	if (gf_dist_init()) {
+		gf_log(GF_LOG_ERROR, "%s", gf_errmsg());
+		gf_dist_finalize(0);
+		return 1;
+	}
 	static char err[16384];
 	gf_pipeline_status status;
 	int rc = gf_lua_run_pipeline(script, argc - 2, argv + 2, &status, err, sizeof(err));
+	int world = gf_dist_world();
+	if (world > 1)
+		report_traffic();
+	/* MPI_Finalize waits for every rank: only after a run that ended well
+	 * here (a failed rank exits at once; its peers notice on their own) */
+	gf_dist_finalize(rc == 0);
 	if (rc == 0)
 		return 0;
 	switch (status) {
@@ -62,7 +105,10 @@ int gf_cmd_run(int argc, char **argv)
 		gf_log(GF_LOG_WARN, "terminated");
 		return 143;
 	default:
-		gf_log(GF_LOG_ERROR, "%s", err);
+		if (world > 1)
+			gf_log(GF_LOG_ERROR, "rank %d: %s", gf_dist_rank(), err);
+		else
+			gf_log(GF_LOG_ERROR, "%s", err);
 		return 1;
 	}
 }

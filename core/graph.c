@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <ganflow/depth.h>
+#include <ganflow/dist.h>
 #include <ganflow/graph.h>
 #include <ganflow/loader.h>
 #include <ganflow/log.h>
@@ -399,7 +400,10 @@ int gf_graph_connect(gf_graph *g, int from, const char *out, int to, const char 
 		              b->desc->name, in, list);
 	}
 	const gf_port_desc *po = &a->desc->outputs[op], *pi = &b->desc->inputs[ip];
-	if (strcmp(pi->kind, "any") != 0 && strcmp(po->kind, pi->kind) != 0)
+	/* "any" on an input takes every kind; "any" on an output (a stage that
+	 * forwards whatever reaches it, such as transport_recv, whose kind the
+	 * Lua layer checked against the remote producer) feeds every kind */
+	if (strcmp(pi->kind, "any") != 0 && strcmp(po->kind, "any") != 0 && strcmp(po->kind, pi->kind) != 0)
 		return seterr(g, GF_EKIND,
 		              "cannot connect '%s.%s' to '%s.%s': stage '%s' sends \"%s\" messages, stage '%s' expects \"%s\"",
 		              a->name, out, b->name, in, a->name, po->kind, b->name, pi->kind);
@@ -930,6 +934,12 @@ void gf_info(gf_ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	ctx_log(c, GF_LOG_INFO, fmt, ap);
 	va_end(ap);
+}
+
+int gf_dist_should_abort(gf_ctx *c)
+{
+	/* declared in <ganflow/dist.h>: stages blocked on the network poll it */
+	return is_hard(c->g);
 }
 
 int gf_should_stop(gf_ctx *c)

@@ -3,8 +3,8 @@
  * `ganflow run PIPELINE.lua key=value ...` lands here: the script runs in a
  * fresh Lua 5.4 state where `require "ganflow"` gives
  *
- *	gf.stage "name" { params..., name = "x", workers = n }   a stage instance
- *	gf.connect(a.out, b.inp [, { depth =, capacity =, min = }])
+ *	gf.stage "name" { params..., name = "x", workers = n, rank = r }   a stage instance
+ *	gf.connect(a.out, b.inp [, { depth =, capacity =, min =, transport =, address =, timeout = }])
  *	gf.run { steps =, seed =, dir =, backend =, threads =, resume = }
  *	gf.arg("key", default)   command-line value converted to default's type
  *	gf.rank(), gf.world()
@@ -15,6 +15,20 @@
  * run directory and runs the graph; stage code never runs inside a Lua
  * call that could unwind through it, and only this file (and lua_value.c)
  * touch the Lua API.
+ *
+ * Distributed runs (docs/dist.md): every rank runs the same script. Each
+ * gf.stage is declared on every rank into a "shadow" graph that holds the
+ * whole pipeline (it is only ever validated, never run: parameters, ports,
+ * kinds and unconnected inputs are checked alike on every rank), and
+ * instantiated in this rank's graph when it is placed here (no `rank`, or
+ * rank = this rank). gf.connect of two stages on this rank is a ring; of a
+ * stage here and one on another rank, a transport_send stage here (or a
+ * transport_recv stage, on the receiving side) joined to it by a ring;
+ * of stages on other ranks, nothing. A stage on every rank connected to a
+ * stage placed on rank r is connected through its instance on rank r only
+ * (data-parallel replicas are alike: the one beside the consumer speaks
+ * for all). gf.run first checks that every rank declared the same stages
+ * and cross-rank edges.
  */
 #include <errno.h>
 #include <signal.h>
@@ -31,9 +45,11 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
+#include <ganflow/loader.h>
 #include <ganflow/lua.h>
 #include <ganflow/params.h>
 #include <ganflow/ring.h>
@@ -54,11 +70,26 @@ struct arg {
 	int used;
 };
 
+/* A stage as the script declared it (on every rank). */
+struct decl {
+	int rank;             /* placed on this rank, -1 on every rank */
+	int node;             /* node in this rank's graph, -1 when not here */
+	int workers;
+	char stage[64];       /* stage (.so) name */
+};
+
 struct runner {
 	const char *script;
 	int nargs;
 	struct arg *args;
-	gf_graph *g;          /* graph being declared, NULL before the first gf.stage */
+	int rank, world;      /* this process in the run's world */
+	gf_graph *g;          /* this rank's graph being declared, NULL before the first gf.stage */
+	gf_graph *shadow;     /* every declared stage and edge, for checks only (node = decl index) */
+	struct decl *decls;   /* (ndecls) by shadow node */
+	int ndecls, capdecls;
+	int nxedges;          /* cross-rank edges declared: their tags */
+	char *desc;           /* what every rank must agree on: stages and cross-rank edges */
+	size_t desc_len, desc_cap;
 	unsigned gen;         /* bumped for every new graph: stale stage objects are refused */
 	int runs;             /* gf.run calls so far */
 	int failed;           /* a graph failed: err holds the message */
@@ -67,14 +98,14 @@ struct runner {
 };
 
 struct stage_ref {
-	int node;
+	int node;             /* decl index (shadow node) */
 	unsigned gen;
 	char name[64];
 	char stage[64];
 };
 
 struct port_ref {
-	int node;
+	int node;             /* decl index (shadow node) */
 	unsigned gen;
 	char name[64];  /* instance */
 	char port[64];
@@ -200,7 +231,7 @@ static int runtime_int(const char *stage, const char *key, const gf_value *v, in
  * rank) and the stage's parameters. Returns 0, or -1 with err set; never
  * raises (nothing allocated may leak through a longjmp). */
 static int split_params(const char *stage, gf_value *all, gf_value *params, char *name, size_t namesize,
-                        int *workers, char *err, size_t errsize)
+                        int *workers, int *rank, char *err, size_t errsize)
 {
 	*params = gf_value_map();
 	if (all->type == GF_VLIST && all->u.c.len > 0) {
@@ -215,12 +246,9 @@ static int split_params(const char *stage, gf_value *all, gf_value *params, char
 	name[0] = '\0';
 	if (vname)
 		snprintf(name, namesize, "%s", vname->u.s);
-	int rank;
 	if (runtime_int(stage, "workers", gf_value_get(all, "workers"), 1, workers, err, errsize) ||
-	    runtime_int(stage, "rank", gf_value_get(all, "rank"), -1, &rank, err, errsize))
+	    runtime_int(stage, "rank", gf_value_get(all, "rank"), -1, rank, err, errsize))
 		return -1;
-	/* rank is reserved: placing a stage on one MPI rank comes with the
-	 * distributed runtime; until then every rank runs every stage */
 	for (size_t i = 0; all->type == GF_VMAP && i < all->u.c.len; i++) {
 		const char *k = all->u.c.keys[i];
 		if (!strcmp(k, "name") || !strcmp(k, "workers") || !strcmp(k, "rank"))
@@ -235,39 +263,125 @@ static int split_params(const char *stage, gf_value *all, gf_value *params, char
 	return 0;
 }
 
+/* Appends a line to the description every rank must agree on. Returns 0
+ * or -ENOMEM. */
+static int desc_add(struct runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int desc_add(struct runner *r, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	size_t len = strlen(line);
+	if (r->desc_len + len + 2 > r->desc_cap) {
+		size_t cap = (r->desc_cap + len + 2) * 2;
+		char *d = realloc(r->desc, cap);
+		if (!d)
+			return -ENOMEM;
+		r->desc = d;
+		r->desc_cap = cap;
+	}
+	memcpy(r->desc + r->desc_len, line, len);
+	r->desc_len += len;
+	r->desc[r->desc_len++] = '\n';
+	r->desc[r->desc_len] = '\0';
+	return 0;
+}
+
+/* Forgets the declarations of a graph that ran (or never will). */
+static void forget_graph(struct runner *r)
+{
+	gf_graph_destroy(r->g);
+	gf_graph_destroy(r->shadow);
+	r->g = r->shadow = NULL;
+	r->ndecls = 0;
+	r->nxedges = 0;
+	r->desc_len = 0;
+	if (r->desc)
+		r->desc[0] = '\0';
+}
+
+/* Starts a new declaration (this rank's graph and the shadow) at the first
+ * gf.stage after a gf.run. Returns 0 or -ENOMEM. */
+static int begin_graph(struct runner *r)
+{
+	if (r->shadow)
+		return 0;
+	if (gf_graph_create(&r->g))
+		return -ENOMEM;
+	if (gf_graph_create(&r->shadow)) {
+		gf_graph_destroy(r->g);
+		r->g = NULL;
+		return -ENOMEM;
+	}
+	r->gen++;
+	return 0;
+}
+
 /* gf.stage(name)(params) and gf.stage(name, params) */
 static int stage_make(lua_State *L, struct runner *r, const char *stage, int pidx)
 {
 	gf_value all = gf_value_nil(), params = gf_value_nil();
 	char err[2048], name[64];
-	int workers = 1;
+	int workers = 1, rank = -1;
 	if (!lua_isnoneornil(L, pidx) && !lua_istable(L, pidx))
 		return luaL_error(L, "gf.stage \"%s\": parameters must be a table, got a %s", stage, luaL_typename(L, pidx));
 	if (lua_istable(L, pidx) && gf_lua_to_value(L, pidx, stage, &all, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
-	int bad = split_params(stage, &all, &params, name, sizeof(name), &workers, err, sizeof(err));
+	int bad = split_params(stage, &all, &params, name, sizeof(name), &workers, &rank, err, sizeof(err));
 	gf_value_free(&all);
 	if (bad)
 		return luaL_error(L, "%s", err);
-	gf_graph *g = r->g;
-	if (!g && gf_graph_create(&g) == 0) {
-		r->g = g;
-		r->gen++;
-	}
-	if (!g) {
+	if (rank < -1 || rank >= r->world) {
 		gf_value_free(&params);
-		return luaL_error(L, "out of memory");
+		if (rank >= r->world)
+			return luaL_error(L, "gf.stage \"%s\": rank = %d, but the run has %d rank%s (start it with mpirun -np %d, "
+			                     "or place the stage with rank = r %% gf.world())",
+			                  stage, rank, r->world, r->world == 1 ? "" : "s", rank + 1);
+		return luaL_error(L, "gf.stage \"%s\": rank must be >= 0, not %d", stage, rank);
 	}
+	if (begin_graph(r) || r->ndecls == r->capdecls) {
+		int cap = r->capdecls ? 2 * r->capdecls : 16;
+		struct decl *d = r->shadow ? realloc(r->decls, (size_t)cap * sizeof(*d)) : NULL;
+		if (!d) {
+			gf_value_free(&params);
+			return luaL_error(L, "out of memory");
+		}
+		r->decls = d;
+		r->capdecls = cap;
+	}
+	/* the shadow graph checks the parameters and names the instance the
+	 * same way on every rank, whether the stage lives here or not */
 	int node;
-	int rc = gf_graph_add(g, stage, name[0] ? name : NULL, &params, workers, &node);
+	int rc = gf_graph_add(r->shadow, stage, name[0] ? name : NULL, &params, workers, &node);
+	if (rc) {
+		gf_value_free(&params);
+		return luaL_error(L, "%s", gf_graph_error(r->shadow));
+	}
+	const char *inst = gf_graph_node_name(r->shadow, node);
+	struct decl *d = &r->decls[r->ndecls++];
+	d->rank = rank;
+	d->node = -1;
+	d->workers = workers;
+	snprintf(d->stage, sizeof(d->stage), "%s", stage);
+	if (rank < 0 || rank == r->rank) {
+		rc = gf_graph_add(r->g, stage, inst, &params, workers, &d->node);
+		if (rc) {
+			gf_value_free(&params);
+			return luaL_error(L, "%s", gf_graph_error(r->g));
+		}
+	}
 	gf_value_free(&params);
-	if (rc)
-		return luaL_error(L, "%s", gf_graph_error(g));
+	if (desc_add(r, "stage %s %s rank=%d", inst, stage, rank))
+		return luaL_error(L, "out of memory");
 	struct stage_ref *s = lua_newuserdatauv(L, sizeof(*s), 0);
 	memset(s, 0, sizeof(*s));
 	s->node = node;
 	s->gen = r->gen;
-	snprintf(s->name, sizeof(s->name), "%s", gf_graph_node_name(g, node));
+	snprintf(s->name, sizeof(s->name), "%s", inst);
 	snprintf(s->stage, sizeof(s->stage), "%s", stage);
 	luaL_setmetatable(L, STAGE_MT);
 	return 1;
@@ -309,6 +423,43 @@ static uint32_t opt_u32(lua_State *L, int idx, const char *key, const char *what
 	return v;
 }
 
+/* Adds a transport stage to this rank's graph: the sending end (send = 1)
+ * or the receiving end of cross-rank edge `tag`. Returns its node, or -1
+ * with the message in err. */
+static int add_transport(struct runner *r, int send, int peer, int tag, const char *edge, const char *kind,
+                         const char *transport, const char *address, double timeout, int *node, char *err,
+                         size_t errsize)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "_%s%d", send ? "tx" : "rx", tag);
+	gf_value p = gf_value_map();
+	int rc = gf_value_set(&p, "peer", gf_value_int(peer));
+	if (!rc)
+		rc = gf_value_set(&p, "tag", gf_value_int(tag));
+	if (!rc)
+		rc = gf_value_set(&p, "edge", gf_value_str(edge));
+	if (!rc)
+		rc = gf_value_set(&p, "transport", gf_value_str(transport));
+	if (!rc && address)
+		rc = gf_value_set(&p, "address", gf_value_str(address));
+	if (!rc && timeout > 0)
+		rc = gf_value_set(&p, "timeout", gf_value_num(timeout));
+	if (!rc && !send)
+		rc = gf_value_set(&p, "kind", gf_value_str(kind));
+	if (rc) {
+		gf_value_free(&p);
+		snprintf(err, errsize, "out of memory");
+		return -1;
+	}
+	rc = gf_graph_add(r->g, send ? "transport_send" : "transport_recv", name, &p, 1, node);
+	gf_value_free(&p);
+	if (rc) {
+		snprintf(err, errsize, "%s: cannot add its transport stage: %s", edge, gf_graph_error(r->g));
+		return -1;
+	}
+	return 0;
+}
+
 static int l_connect(lua_State *L)
 {
 	struct runner *r = get_runner(L);
@@ -316,21 +467,87 @@ static int l_connect(lua_State *L)
 	struct port_ref *b = luaL_testudata(L, 2, PORT_MT);
 	if (!a || !b)
 		return luaL_error(L, "gf.connect(from, to): both arguments must be stage ports, such as src.out and sink.inp");
-	if (!r->g || a->gen != r->gen || b->gen != r->gen)
+	if (!r->shadow || a->gen != r->gen || b->gen != r->gen)
 		return luaL_error(L, "gf.connect: port of a stage from a graph that has already run");
 	gf_edge_opts o = { 0 };
-	char what[300];
+	char what[300], transport[16] = "mpi", address[256] = "";
+	double timeout = 0;
 	snprintf(what, sizeof(what), "gf.connect(%s.%s, %s.%s)", a->name, a->port, b->name, b->port);
 	if (!lua_isnoneornil(L, 3)) {
-		static const char *const known[] = { "depth", "capacity", "min" };
+		static const char *const known[] = { "depth", "capacity", "min", "transport", "address", "timeout" };
 		luaL_checktype(L, 3, LUA_TTABLE);
-		check_keys(L, 3, what, known, 3);
+		check_keys(L, 3, what, known, 6);
 		o.depth = opt_u32(L, 3, "depth", what);
 		o.capacity = opt_u32(L, 3, "capacity", what);
 		o.min_depth = opt_u32(L, 3, "min", what);
+		lua_getfield(L, 3, "transport");
+		if (!lua_isnil(L, -1)) {
+			const char *t = lua_tostring(L, -1);
+			if (!t || (strcmp(t, "mpi") && strcmp(t, "tcp") && strcmp(t, "nccl")))
+				return luaL_error(L, "%s: transport must be \"mpi\", \"tcp\" or \"nccl\"", what);
+			snprintf(transport, sizeof(transport), "%s", t);
+		}
+		lua_getfield(L, 3, "address");
+		if (!lua_isnil(L, -1)) {
+			const char *t = lua_tostring(L, -1);
+			if (!t || lua_type(L, -1) != LUA_TSTRING)
+				return luaL_error(L, "%s: address must be a string \"host:port\"", what);
+			snprintf(address, sizeof(address), "%s", t);
+		}
+		lua_getfield(L, 3, "timeout");
+		if (!lua_isnil(L, -1)) {
+			int isnum;
+			timeout = lua_tonumberx(L, -1, &isnum);
+			if (!isnum || timeout <= 0)
+				return luaL_error(L, "%s: timeout must be a number of seconds > 0", what);
+		}
+		lua_pop(L, 3);
 	}
-	if (gf_graph_connect(r->g, a->node, a->port, b->node, b->port, &o))
-		return luaL_error(L, "%s", gf_graph_error(r->g));
+	/* the whole pipeline's rules (ports, kinds, one edge per input) are
+	 * checked on the shadow graph, alike on every rank */
+	if (gf_graph_connect(r->shadow, a->node, a->port, b->node, b->port, &o))
+		return luaL_error(L, "%s", gf_graph_error(r->shadow));
+	const struct decl *da = &r->decls[a->node], *db = &r->decls[b->node];
+	int ra = da->rank, rb = db->rank, me = r->rank;
+	int cross = ra >= 0 && rb >= 0 && ra != rb;
+	if (!cross) {
+		/* a ring, on the rank(s) where both ends are: both on every rank;
+		 * or one placed on rank k and the other there too */
+		int here = (ra < 0 || ra == me) && (rb < 0 || rb == me);
+		if (here && gf_graph_connect(r->g, da->node, a->port, db->node, b->port, &o))
+			return luaL_error(L, "%s", gf_graph_error(r->g));
+		return 0;
+	}
+	if (!strcmp(transport, "tcp") && !address[0])
+		return luaL_error(L, "%s: transport = \"tcp\" needs address = \"host:port\" (where rank %d listens)", what, rb);
+	int tag = ++r->nxedges;
+	char edge[320], err[4200];
+	snprintf(edge, sizeof(edge), "%s.%s -> %s.%s", a->name, a->port, b->name, b->port);
+	if (desc_add(r, "edge %d %s rank %d -> %d %s", tag, edge, ra, rb, transport))
+		return luaL_error(L, "out of memory");
+	if (me != ra && me != rb)
+		return 0;
+	/* the kind the receiving end forwards: the producer's */
+	char kind[64] = "any";
+	const gf_stage_desc *sd;
+	if (gf_stage_load(da->stage, &sd, NULL, err, sizeof(err)) == 0)
+		for (uint32_t i = 0; i < sd->noutputs; i++)
+			if (!strcmp(sd->outputs[i].name, a->port))
+				snprintf(kind, sizeof(kind), "%s", sd->outputs[i].kind);
+	int node;
+	if (me == ra) {
+		if (add_transport(r, 1, rb, tag, edge, kind, transport, address[0] ? address : NULL, timeout, &node, err,
+		                  sizeof(err)))
+			return luaL_error(L, "%s", err);
+		if (gf_graph_connect(r->g, da->node, a->port, node, "inp", &o))
+			return luaL_error(L, "%s", gf_graph_error(r->g));
+	} else {
+		if (add_transport(r, 0, ra, tag, edge, kind, transport, address[0] ? address : NULL, timeout, &node, err,
+		                  sizeof(err)))
+			return luaL_error(L, "%s", err);
+		if (gf_graph_connect(r->g, node, "out", db->node, b->port, &o))
+			return luaL_error(L, "%s", gf_graph_error(r->g));
+	}
 	return 0;
 }
 
@@ -394,42 +611,17 @@ static int l_arg(lua_State *L)
 	return 1;
 }
 
-static int env_int(const char *const *names, int def)
-{
-	for (int i = 0; names[i]; i++) {
-		const char *v = getenv(names[i]);
-		if (v && *v) {
-			char *end;
-			long x = strtol(v, &end, 10);
-			if (!*end && x >= 0)
-				return (int)x;
-		}
-	}
-	return def;
-}
-
-static int launcher_rank(void)
-{
-	static const char *const names[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL };
-	return env_int(names, 0);
-}
-
-static int launcher_world(void)
-{
-	static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
-	int w = env_int(names, 1);
-	return w < 1 ? 1 : w;
-}
-
+/* The world comes from core/dist.c: MPI's after `ganflow run` started it
+ * under a launcher, the launcher's environment otherwise. */
 static int l_rank(lua_State *L)
 {
-	lua_pushinteger(L, launcher_rank());
+	lua_pushinteger(L, gf_dist_rank());
 	return 1;
 }
 
 static int l_world(lua_State *L)
 {
-	lua_pushinteger(L, launcher_world());
+	lua_pushinteger(L, gf_dist_world());
 	return 1;
 }
 
@@ -649,6 +841,8 @@ static void prepare_run_dir(lua_State *L, struct runner *r, const struct run_opt
 	int rc = mkdirs(o->dir, failed, sizeof(failed));
 	if (rc)
 		luaL_error(L, "cannot create run directory '%s': %s (at '%s')", o->dir, strerror(-rc), failed);
+	if (r->rank != 0)
+		return; /* rank 0 records the script and the arguments */
 	if (r->script) {
 		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
 		if ((rc = copy_file(r->script, path)))
@@ -686,8 +880,15 @@ static int l_run(lua_State *L)
 		check_keys(L, 1, "gf.run", run_keys, NRUN_KEYS);
 		idx = 1;
 	}
-	if (!r->g || gf_graph_nodes(r->g) == 0)
+	if (!r->shadow || gf_graph_nodes(r->shadow) == 0)
 		return luaL_error(L, "gf.run: the pipeline declares no stages");
+	/* every rank must have declared the same stages and cross-rank edges
+	 * (their tags pair the transport stages) before anything runs */
+	if (r->world > 1) {
+		char err[2048];
+		if (gf_dist_check_same("pipeline", r->desc ? r->desc : "", err, sizeof(err)))
+			return luaL_error(L, "%s", err);
+	}
 	struct run_opts o;
 	memset(&o, 0, sizeof(o));
 	snprintf(o.backend, sizeof(o.backend), "auto");
@@ -704,16 +905,42 @@ static int l_run(lua_State *L)
 		resolve_resume(L, o.resume, sizeof(o.resume));
 	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
 		return luaL_error(L, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o.backend);
-	/* a graph that cannot run leaves no run directory behind */
-	if (gf_graph_validate(r->g))
-		return luaL_error(L, "%s", gf_graph_error(r->g));
-	if (!o.dir[0])
+	/* a graph that cannot run leaves no run directory behind: the whole
+	 * pipeline first, then what runs on this rank */
+	if (gf_graph_validate(r->shadow))
+		return luaL_error(L, "%s", gf_graph_error(r->shadow));
+	int empty = gf_graph_nodes(r->g) == 0;
+	if (!empty && gf_graph_validate(r->g))
+		return luaL_error(L, "rank %d: %s", r->rank, gf_graph_error(r->g));
+	if (!o.dir[0]) {
+		/* one run directory for all ranks: rank 0's name */
 		default_dir(r->script ? r->script : "pipeline", o.dir, sizeof(o.dir));
+		if (r->world > 1 && gf_dist_bcast_str(o.dir, sizeof(o.dir), 0))
+			return luaL_error(L, "%s", gf_errmsg());
+	}
 	prepare_run_dir(L, r, &o);
+	if (empty) {
+		gf_log(GF_LOG_WARN, "rank %d of %d: no stage of the pipeline is placed on this rank; it has nothing to run",
+		       r->rank, r->world);
+		forget_graph(r);
+		r->runs++;
+		lua_createtable(L, 0, 4);
+		lua_pushinteger(L, 0);
+		lua_setfield(L, -2, "step");
+		lua_pushinteger(L, 0);
+		lua_setfield(L, -2, "items");
+		lua_pushnumber(L, 0);
+		lua_setfield(L, -2, "seconds");
+		lua_pushstring(L, "nothing to run");
+		lua_setfield(L, -2, "reason");
+		lua_pushstring(L, o.dir);
+		lua_setfield(L, -2, "dir");
+		return 1;
+	}
 
 	gf_run_info info = {
-		.rank = launcher_rank(),
-		.world = launcher_world(),
+		.rank = r->rank,
+		.world = r->world,
 		.seed = (uint64_t)o.seed,
 		.steps = o.steps,
 		.run_dir = o.dir,
@@ -725,6 +952,7 @@ static int l_run(lua_State *L)
 	};
 	gf_graph *g = r->g;
 	r->g = NULL; /* stage objects of this graph are now stale */
+	forget_graph(r);
 	r->runs++;
 	gf_graph_set_grace(g, o.grace);
 
@@ -889,6 +1117,8 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 	struct runner r;
 	memset(&r, 0, sizeof(r));
 	r.script = script;
+	r.rank = gf_dist_rank();
+	r.world = gf_dist_world();
 	err[0] = '\0';
 	if (status)
 		*status = GF_PIPELINE_OK;
@@ -933,7 +1163,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 		}
 		goto out;
 	}
-	if (r.g && gf_graph_nodes(r.g) > 0) {
+	if (r.shadow && gf_graph_nodes(r.shadow) > 0) {
 		snprintf(err, errsize, "%s: stages were declared but gf.run{} was never called", script);
 		rc = GF_ELUA;
 		goto out;
@@ -962,7 +1192,9 @@ out:
 		snprintf(err, errsize, "out of memory");
 	if (L)
 		lua_close(L);
-	gf_graph_destroy(r.g);
+	forget_graph(&r);
+	free(r.decls);
+	free(r.desc);
 	for (int i = 0; i < r.nargs; i++) {
 		free(r.args[i].key);
 		free(r.args[i].val);

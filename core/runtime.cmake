@@ -1,4 +1,7 @@
-# Runtime sources of libganflow (rings, messages, graph, loader, Lua).
+# Runtime sources of libganflow (rings, messages, graph, loader, Lua, the
+# distributed world). MPI (Open MPI, Debian libopenmpi-dev) is linked
+# privately: <mpi.h> never reaches a public header, and a process only
+# initialises MPI when a launcher started it (core/dist.c).
 target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ring.c
   ${CMAKE_CURRENT_LIST_DIR}/msg.c
@@ -6,4 +9,7 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/params.c
   ${CMAKE_CURRENT_LIST_DIR}/loader.c
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
-  ${CMAKE_CURRENT_LIST_DIR}/lua.c)
+  ${CMAKE_CURRENT_LIST_DIR}/lua.c
+  ${CMAKE_CURRENT_LIST_DIR}/dist.c)
+find_package(MPI REQUIRED COMPONENTS C)
+target_link_libraries(ganflow PRIVATE MPI::MPI_C)

@@ -50,4 +50,75 @@ return function(gf)
   gf.adam = optimiser("adam")
   gf.sgd = optimiser("sgd")
   gf.oadam = optimiser("oadam")
+
+  --- gf.scale{ global_batch =, lr =, rule =, base_world =, warmup =, max_batch =, world = } -> table
+  -- ParaGAN's scaling manager for data-parallel runs (docs/dist.md).
+  --   global_batch  images per step over all ranks (required)
+  --   lr            the learning rate tuned at base_world ranks (required)
+  --   rule          "linear": lr * world / base_world; "sqrt": lr * sqrt(world / base_world);
+  --                 "none": lr unchanged (default "linear")
+  --   base_world    the world size lr was tuned for (default 1)
+  --   warmup        steps of linear warm-up from 0 to the scaled lr (default 0; pass the
+  --                 result's warmup to the step stages' lr_warmup)
+  --   max_batch     largest batch a rank may run at once: a larger per-rank batch is split
+  --                 into `accumulate` micro-batches (gradient accumulation)
+  --   world         defaults to gf.world()
+  -- Returns { batch = micro-batch per rank, accumulate = micro-batches per step,
+  -- per_rank = images per rank per step, global_batch, lr = scaled lr, warmup, world }.
+  -- A world size that does not divide the global batch is an error naming both numbers.
+  function gf.scale(t)
+    t = t or {}
+    local known = { global_batch = true, lr = true, rule = true, base_world = true, warmup = true,
+                    max_batch = true, world = true }
+    for k in pairs(t) do
+      if not known[k] then error("gf.scale: unknown key '" .. tostring(k) .. "'", 2) end
+    end
+    local world = t.world or gf.world()
+    local gb, lr = t.global_batch, t.lr
+    if type(gb) ~= "number" or gb < 1 or gb ~= math.floor(gb) then
+      error("gf.scale: global_batch must be a positive integer, got " .. tostring(gb), 2)
+    end
+    if type(lr) ~= "number" or lr <= 0 then error("gf.scale: lr must be a number > 0, got " .. tostring(lr), 2) end
+    if gb % world ~= 0 then
+      local lo, hi = gb - gb % world, gb - gb % world + world
+      error(string.format("gf.scale: global_batch = %d is not divisible by the world size %d (%d ranks would " ..
+                          "each take %.2f images); choose a multiple of %d, such as %s%d", gb, world, world,
+                          gb / world, world, lo > 0 and (lo .. " or ") or "", hi), 2)
+    end
+    local per = gb // world
+    local accumulate = 1
+    if t.max_batch then
+      local mb = t.max_batch
+      if type(mb) ~= "number" or mb < 1 then error("gf.scale: max_batch must be >= 1", 2) end
+      accumulate = math.ceil(per / mb)
+      while per % accumulate ~= 0 do accumulate = accumulate + 1 end
+    end
+    local base = t.base_world or 1
+    local rule = t.rule or "linear"
+    local f
+    if rule == "linear" then f = world / base
+    elseif rule == "sqrt" then f = math.sqrt(world / base)
+    elseif rule == "none" then f = 1
+    else error("gf.scale: rule must be \"linear\", \"sqrt\" or \"none\", got " .. tostring(rule), 2) end
+    local warmup = t.warmup or 0
+    if type(warmup) ~= "number" or warmup < 0 or warmup ~= math.floor(warmup) then
+      error("gf.scale: warmup must be an integer >= 0", 2)
+    end
+    return { batch = per // accumulate, accumulate = accumulate, per_rank = per, global_batch = gb,
+             lr = lr * f, warmup = warmup, world = world }
+  end
+
+  --- gf.class_rank(c, classes) -> integer
+  -- The rank that trains class c (0-based) in per-class training: round-robin,
+  -- c % world, so with classes % world ~= 0 the first classes % world ranks
+  -- take one class more. More ranks than classes is an error (a rank would
+  -- have nothing to train).
+  function gf.class_rank(c, classes)
+    local world = gf.world()
+    if world > classes then
+      error(string.format("per-class training: %d ranks but only %d classes; every rank needs at least " ..
+                          "one class (run with at most %d ranks)", world, classes, classes), 2)
+    end
+    return c % world
+  end
 end

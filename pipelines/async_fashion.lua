@@ -1,12 +1,15 @@
 -- async_fashion: ParaGAN's asynchronous G/D update on Fashion-MNIST. G and
--- D run at their own pace: D keeps a cache of recent fakes and reuses them
--- rather than wait for G, sends its weights every `staleness` iterations,
--- and never trains on fakes made with D weights more than `staleness`
--- iterations old (the staleness used goes to metrics.jsonl as staleness
--- and staleness_max). The fakes edge is deep (a fake cache in flight).
+-- D run at their own pace: D keeps a cache of recent fakes and lets each
+-- serve up to `reuse` D steps rather than wait for G, sends its weights
+-- every `staleness` iterations, and never trains on fakes made with D
+-- weights more than `staleness` iterations old (the staleness used goes to
+-- metrics.jsonl as staleness and staleness_max). The fakes edge is deep (a
+-- fake cache in flight, adaptive depth). Asymmetric: G and D have their own
+-- learning rates. G's updates are the run's steps.
 --
---   ./build/ganflow run pipelines/async_fashion.lua [steps=2000 staleness=4 ...]
+--   ./build/ganflow run pipelines/async_fashion.lua [steps=2000 staleness=4 reuse=2 ...]
 local gf = require "ganflow"
+local gan = require "gan"
 local dcgan = require "backbones.dcgan"
 
 local opt = gf.args {
@@ -16,35 +19,29 @@ local opt = gf.args {
   d_lr = 2e-4,
   size = 32,
   staleness = 4,       -- D weights every k iterations; fakes at most k iterations stale
+  reuse = 2,           -- D steps one fake batch may serve
   cache = 8,           -- fake batches D keeps for reuse
   samples = 250,
   log = 50,
   init = "torch",
+  precision = "fp32",
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 
-local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true }
-local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear" }
-local batch = gf.stage "batch" { size = opt.batch, drop_last = true }
+local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch }
+local out = gan.outputs { G = G, samples = opt.samples, log = opt.log }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.d_lr, betas = { 0.5, 0.999 } },
-                              mode = "async", staleness = opt.staleness, cache = opt.cache, max_batch = opt.batch }
+                              mode = "async", staleness = opt.staleness, reuse = opt.reuse, cache = opt.cache,
+                              max_batch = opt.batch, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, mode = "async",
-                              opt = gf.adam { lr = opt.g_lr, betas = { 0.5, 0.999 } }, publish_every = opt.samples }
-local grid = gf.stage "sample_grid" { net = G, every = opt.samples }
-local metrics = gf.stage "metrics" { every = opt.log }
-local ckpt = gf.stage "checkpoint" { keep = 3 }
+                              opt = gf.adam { lr = opt.g_lr, betas = { 0.5, 0.999 } }, publish_every = out.publish,
+                              precision = opt.precision }
 
-gf.connect(reader.samples, decode.records)
-gf.connect(decode.samples, batch.samples)
-gf.connect(batch.batch, d.real)
+gf.connect(real.batch, d.real)
 gf.connect(g.fakes, d.fakes, { capacity = 16 })  -- the fake cache in flight, adaptive depth
 gf.connect(d.weights, g.d_weights, { capacity = 4 })
-gf.connect(g.weights, grid.weights)
-gf.connect(g.metrics, metrics.inp)
-gf.connect(d.metrics, metrics.inp)
-gf.connect(g.state, ckpt.state)
-gf.connect(d.state, ckpt.state)
+gan.attach(out, g, d)
 
 gf.run { steps = 2000, checkpoint_every = 500 }

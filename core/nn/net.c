@@ -730,6 +730,21 @@ static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 	return 0;
 }
 
+/* Tells the gradient hook that layer l's weight and bias gradients are
+ * final (they are laid out back to back: weight, then bias). */
+static int grads_ready(gf_net *net, const struct layer *l)
+{
+	size_t lo = l->w_off >= 0 ? (size_t)l->w_off : (size_t)l->b_off;
+	size_t n = (l->w_off >= 0 ? l->w_n : 0) + (l->b_off >= 0 ? l->b_n : 0);
+	return net->hook(net->hook_ud, lo, n);
+}
+
+void gf_net_set_grad_hook(gf_net *net, gf_grad_hook fn, void *ud)
+{
+	net->hook = fn;
+	net->hook_ud = fn ? ud : NULL;
+}
+
 int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 {
 	int B = net->batch, rc;
@@ -740,6 +755,7 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 	if (!dy)
 		return gf_seterr(GF_EPARAM, "network backward: no output gradient");
 	mark_needs(net, flags);
+	int hook = (flags & GF_NEED_DW) && net->hook;
 	struct node *out = &net->nodes[net->out_node];
 	if ((rc = OPS(net)->copy(BE(net), out->grad, dy, (size_t)B * out->numel * sizeof(float), GF_COPY_D2D)))
 		return rc;
@@ -756,9 +772,13 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 				if (l->b_off >= 0 && (rc = OPS(net)->fill(BE(net), G(net, l->b_off), l->b_n, 0.0f)))
 					return rc;
 			}
+			if (hook && has_params(l) && (rc = grads_ready(net, l)))
+				return rc;
 			continue;
 		}
 		if ((rc = backward_layer(net, l, B, flags)))
+			return rc;
+		if (hook && has_params(l) && (rc = grads_ready(net, l)))
 			return rc;
 	}
 	struct node *x = &net->nodes[net->x_node];

@@ -111,6 +111,9 @@ struct gf_net {
 	unsigned mode;       /* of the last forward */
 	int has_stateful;    /* bn or dropout present */
 	gf_rng rng;
+
+	gf_grad_hook hook;   /* gradient-ready hook (gf_net_set_grad_hook), or NULL */
+	void *hook_ud;
 };
 
 /* layers.c: parses the table into net->layers and net->nodes (shapes

@@ -22,6 +22,7 @@ struct gf_optim {
 	gf_view *views;
 	size_t nviews;
 	int64_t steps;
+	size_t off, count;  /* the range of the blocks it updates */
 };
 
 /* ---- configuration ---- */
@@ -123,7 +124,9 @@ static const char *const slot_names[3][3] = {
 	[GF_OPT_OADAM] = { "m", "v", "g_prev" },
 };
 
-int gf_optim_create(gf_optim **out, gf_net *net, const gf_optim_conf *c)
+/* Allocates an optimiser over [off, off + count) of net's blocks with zero
+ * state; views are made by the caller. */
+static int optim_alloc(gf_optim **out, gf_net *net, const gf_optim_conf *c, size_t off, size_t count)
 {
 	*out = NULL;
 	if ((int)c->kind < 0 || c->kind > GF_OPT_OADAM)
@@ -134,17 +137,55 @@ int gf_optim_create(gf_optim **out, gf_net *net, const gf_optim_conf *c)
 	o->net = net;
 	o->conf = *c;
 	o->slots = c->kind == GF_OPT_ADAM ? 2 : c->kind == GF_OPT_OADAM ? 3 : 1;
+	o->off = off;
+	o->count = count;
+	o->nstate = (size_t)o->slots * count;
+	void *p;
+	int rc = net->be->ops->alloc(net->be, &p, (o->nstate ? o->nstate : 1) * sizeof(float));
+	if (rc) {
+		free(o);
+		return rc;
+	}
+	o->state = p;
+	if ((rc = net->be->ops->fill(net->be, o->state, o->nstate, 0.0f))) {
+		gf_optim_destroy(o);
+		return rc;
+	}
+	*out = o;
+	return 0;
+}
+
+int gf_optim_create_range(gf_optim **out, gf_net *net, const gf_optim_conf *c, size_t offset, size_t count)
+{
+	size_t np;
+	gf_net_block(net, GF_PARAMS, &np);
+	*out = NULL;
+	if (offset > np || count > np - offset)
+		return gf_seterr(GF_EPARAM, "optimiser: range [%zu, %zu) outside the %zu parameters", offset,
+		                 offset + count, np);
+	return optim_alloc(out, net, c, offset, count);
+}
+
+void gf_optim_range(const gf_optim *o, size_t *offset, size_t *count)
+{
+	*offset = o->off;
+	*count = o->count;
+}
+
+int gf_optim_slots(const gf_optim *o)
+{
+	return o->slots;
+}
+
+int gf_optim_create(gf_optim **out, gf_net *net, const gf_optim_conf *c)
+{
 	size_t np, nv;
 	gf_net_block(net, GF_PARAMS, &np);
 	const gf_view *pv = gf_net_views(net, GF_PARAMS, &nv);
-	o->nstate = (size_t)o->slots * np;
-	void *p;
-	int rc = net->be->ops->alloc(net->be, &p, (o->nstate ? o->nstate : 1) * sizeof(float));
+	gf_optim *o;
+	int rc = optim_alloc(&o, net, c, 0, np);
 	if (rc)
-		goto fail;
-	o->state = p;
-	if ((rc = net->be->ops->fill(net->be, o->state, o->nstate, 0.0f)))
-		goto fail;
+		return rc;
 	o->views = calloc((size_t)o->slots * nv + 1, sizeof(*o->views));
 	if (!o->views) {
 		rc = gf_seterr(-ENOMEM, "optimiser: out of memory");
@@ -190,9 +231,9 @@ void gf_optim_destroy(gf_optim *o)
 int gf_optim_step(gf_optim *o)
 {
 	gf_net *net = o->net;
-	size_t np;
-	float *p = gf_net_block(net, GF_PARAMS, &np);
-	float *g = gf_net_block(net, GF_GRADS, NULL);
+	size_t np = o->count;
+	float *p = gf_net_block(net, GF_PARAMS, NULL) + o->off;
+	float *g = gf_net_block(net, GF_GRADS, NULL) + o->off;
 	const gf_optim_conf *c = &o->conf;
 	gf_optim_args a;
 	memset(&a, 0, sizeof(a));

@@ -1,2 +1,3 @@
-# Training helpers of libganflow (weights and state messages, resume).
-target_sources(ganflow PRIVATE ${CMAKE_CURRENT_LIST_DIR}/train.c)
+# Training helpers of libganflow (weights and state messages, resume, the
+# step side of the gradient exchange).
+target_sources(ganflow PRIVATE ${CMAKE_CURRENT_LIST_DIR}/train.c ${CMAKE_CURRENT_LIST_DIR}/dist_step.c)

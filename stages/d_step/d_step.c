@@ -19,6 +19,13 @@
  * the real images it consumed; its checkpoint part records the data
  * position of the last real batch it used, so a resumed reader continues
  * exactly there.
+ *
+ * Data parallel (docs/dist.md): with its `grads` / `reduced` ports joined
+ * to an `exchange` stage, D's gradients are all-reduced in buckets during
+ * the backward pass of the last fake half-step (or reduce-scattered for
+ * ZeRO-1, or the parameters gossiped after the update); every rank reads
+ * its own part of the data. Unconnected, nothing changes. `lr_warmup`
+ * ramps the learning rate linearly over the first iterations.
  */
 #include <errno.h>
 #include <math.h>
@@ -26,13 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
-enum { IN_REAL, IN_FAKES };
-enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE };
+enum { IN_REAL, IN_FAKES, IN_REDUCED };
+enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
 #define MAX_CACHE 64
 
@@ -40,6 +48,9 @@ typedef struct dstep {
 	gf_backend *be;
 	gf_net *d;
 	gf_optim *opt;
+	gf_dist_step *dist;     /* the exchange protocol (no-op without one) */
+	float base_lr;
+	int64_t warmup;         /* lr_warmup iterations, 0 = none */
 	gf_state *state;
 	gf_loss_kind loss;
 	float t_real, t_fake;   /* loss targets */
@@ -101,6 +112,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->reuse = (int)gf_value_as_int(gf_value_get(p, "reuse"), 2, NULL);
 	s->clip = (float)gf_value_as_num(gf_value_get(p, "clip"), 0, NULL);
 	s->cls = (int)gf_value_as_int(gf_value_get(p, "class"), -1, NULL);
+	s->warmup = gf_value_as_int(gf_value_get(p, "lr_warmup"), 0, NULL);
 	s->ckpt_every = run->checkpoint_every;
 	snprintf(s->reader, sizeof(s->reader), "%s", gf_value_as_str(gf_value_get(p, "reader"), "reader", NULL));
 	if (strcmp(mode, "sync") && strcmp(mode, "async"))
@@ -111,6 +123,8 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		               loss);
 	if (s->d_steps < 1 || s->acc < 1 || s->max_batch < 1)
 		return gf_fail(ctx, "parameters 'd_steps', 'accumulate' and 'max_batch' must be >= 1");
+	if (s->warmup < 0)
+		return gf_fail(ctx, "parameter 'lr_warmup' must be >= 0, got %lld", (long long)s->warmup);
 	if (s->async && (s->staleness < 1 || s->reuse < 1 || s->ncache_max < 1 || s->ncache_max > MAX_CACHE))
 		return gf_fail(ctx, "async mode needs staleness >= 1, reuse >= 1 and 1 <= cache <= %d", MAX_CACHE);
 
@@ -130,6 +144,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
 	if ((rc = gf_optim_create(&s->opt, s->d, &oc)))
 		return gf_fail(ctx, "D optimiser: %s", gf_errmsg());
+	s->base_lr = oc.lr;
 	gf_tensor din, dout;
 	gf_net_shapes(s->d, &din, &dout);
 	size_t nout = (size_t)gf_tensor_numel(&dout);
@@ -153,7 +168,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 			return gf_fail(ctx, "resume: %s", gf_errmsg());
 		s->last_state = s->v;
 	}
-	return 0;
+	return gf_dist_step_create(&s->dist, ctx, OUT_GRADS, IN_REDUCED, s->d, &s->opt, "D");
 }
 
 /* ---- fakes ---- */
@@ -241,13 +256,22 @@ static int push_weights(dstep *s, gf_ctx *ctx)
 
 static int push_state(dstep *s, gf_ctx *ctx)
 {
-	if (!gf_port_edges(ctx, 1, OUT_STATE) || s->last_state == s->v)
+	/* ZeRO-1 checkpoints gather the optimiser shards: every rank takes
+	 * part, also those that save nothing */
+	int save = gf_port_edges(ctx, 1, OUT_STATE) > 0;
+	if ((!save && gf_dist_step_mode(s->dist) != GF_DIST_ZERO1) || s->last_state == s->v)
 		return 0;
 	const char *me = gf_ctx_name(ctx);
 	char name[160], cls[32];
 	int rc;
 	snprintf(name, sizeof(name), "%s.net", me);
-	rc = gf_state_add_net(s->state, name, s->d, s->opt);
+	rc = gf_dist_step_state(s->dist, save ? s->state : NULL, name);
+	if (rc == GF_EFAIL || rc == GF_ESTOP)
+		return rc;
+	if (!save) {
+		s->last_state = s->v;
+		return rc;
+	}
 	snprintf(name, sizeof(name), "%s.step", me);
 	if (!rc)
 		rc = gf_state_add_i64(s->state, name, &s->v, 1);
@@ -309,7 +333,11 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	gf_tensor out;
 	gf_net_output(s->d, &out);
 	float l;
-	if ((rc = gf_loss(s->be, s->loss, &l, s->dpred, &out, NULL, target, 0.5f / (float)s->acc)))
+	if ((rc = gf_loss(s->be, s->loss, &l, s->dpred, &out, NULL, target, 0.5f / (float)s->acc)) == GF_ENONFINITE)
+		return gf_fail(ctx, "iteration %lld: the D loss is non-finite in network D (%s); the last good checkpoint "
+		                    "is kept",
+		               (long long)s->v, gf_errmsg());
+	if (rc)
 		return gf_fail(ctx, "iteration %lld: D loss: %s", (long long)s->v, gf_errmsg());
 	if (!isfinite(l))
 		return gf_fail(ctx, "iteration %lld: the D loss is %g (non-finite) in network D; the last good "
@@ -324,7 +352,9 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 		sum += s->out_host[i];
 	*mean += sum / (double)n / s->acc;
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
-		return gf_fail(ctx, "iteration %lld: D backward: %s", (long long)s->v, gf_errmsg());
+		return rc == GF_ESTOP || rc == GF_EFAIL
+		           ? rc
+		           : gf_fail(ctx, "iteration %lld: D backward: %s", (long long)s->v, gf_errmsg());
 	return 0;
 }
 
@@ -342,6 +372,10 @@ static int push_metrics(dstep *s, gf_ctx *ctx, double loss, double dreal, double
 	gf_msg_set_scalar(m, "d_real", dreal);
 	gf_msg_set_scalar(m, "d_fake", dfake);
 	gf_msg_set_scalar(m, "images", images);
+	if (gf_dist_step_mode(s->dist) != GF_DIST_NONE) {
+		gf_msg_set_scalar(m, "comm_wait_d", gf_dist_step_wait(s->dist));
+		gf_msg_set_scalar(m, "comm_busy_d", gf_dist_step_busy(s->dist));
+	}
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", stale_mean);
 		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
@@ -353,8 +387,15 @@ static int dstep_run(void *self, gf_ctx *ctx)
 {
 	dstep *s = self;
 	const gf_run_info *run = gf_ctx_run(ctx);
-	int rc = push_weights(s, ctx);
+	int rc = gf_dist_step_start(s->dist);
 	if (rc)
+		return rc;
+	if (s->async && gf_dist_step_mode(s->dist) != GF_DIST_NONE && run->world > 1)
+		return gf_fail(ctx, "mode = \"async\" with a data-parallel exchange: an async D runs as many iterations as "
+		                    "G's pace allows, which differs across ranks, and every iteration is collective; use "
+		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
+		                    "pipelines/async_2rank.lua does)");
+	if ((rc = push_weights(s, ctx)))
 		return rc;
 	while (!(!s->async && run->steps > 0 && s->v >= run->steps) && !(s->async && gf_should_stop(ctx))) {
 		double loss = 0, dreal = 0, dfake = 0, images = 0, stale_sum = 0;
@@ -384,8 +425,11 @@ static int dstep_run(void *self, gf_ctx *ctx)
 					s->gseen = fake->step + 1;
 				stale_sum += (double)stale;
 				unsigned a = micro ? GF_ACCUMULATE : 0;
-				if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], s->t_real, a, &loss, &dreal)))
+				if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], s->t_real, a, &loss, &dreal))) {
+					if (micro == s->acc - 1)
+						gf_dist_step_arm(s->dist, s->v); /* buckets leave during this backward */
 					rc = half_step(s, ctx, &fake->t[0], &fake->t[1], s->t_fake, GF_ACCUMULATE, &loss, &dfake);
+				}
 				images += (double)real->t[0].shape[0];
 				epoch = real->epoch;
 				pos = (int64_t)real->pos;
@@ -395,13 +439,19 @@ static int dstep_run(void *self, gf_ctx *ctx)
 				if (rc)
 					return rc;
 			}
+			if ((rc = gf_dist_step_reduce(s->dist)))
+				return rc == GF_ESTOP ? 0 : rc;
+			if (s->warmup > 0)
+				gf_optim_set_lr(s->opt, s->base_lr * (float)fmin(1.0, (double)(s->v + 1) / (double)s->warmup));
 			float norm;
-			rc = gf_net_clip_grad_norm(s->d, s->clip, &norm);
+			rc = gf_dist_step_update(s->dist, s->clip, &norm);
 			if (rc == GF_ENONFINITE)
 				return gf_fail(ctx, "iteration %lld: a gradient of network D is non-finite; the last good "
 				                    "checkpoint is kept",
 				               (long long)s->v);
-			if (rc || (rc = gf_optim_step(s->opt)))
+			if (rc == GF_ESTOP || rc == GF_EFAIL)
+				return rc == GF_ESTOP ? 0 : rc;
+			if (rc)
 				return gf_fail(ctx, "iteration %lld: D update: %s", (long long)s->v, gf_errmsg());
 		}
 		s->v++;
@@ -444,6 +494,7 @@ static int dstep_flush(void *self, gf_ctx *ctx)
 static void dstep_destroy(void *self)
 {
 	dstep *s = self;
+	gf_dist_step_destroy(s->dist);
 	for (int i = 0; i < s->ncache; i++)
 		gf_msg_release(s->cache[i]);
 	gf_state_destroy(s->state);
@@ -461,12 +512,14 @@ static void dstep_destroy(void *self)
 static const gf_port_desc inputs[] = {
 	{ "real", "batch", 0, "batches of real images (and labels) from the data path" },
 	{ "fakes", "fakes", 0, "generated images from g_step" },
+	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: acknowledgements of the exchange stage" },
 };
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
 	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
+	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
 
 static const gf_param_desc params[] = {
@@ -484,6 +537,7 @@ static const gf_param_desc params[] = {
 	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see" },
 	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)" },
 	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns" },
+	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)" },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
 	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
 	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)" },

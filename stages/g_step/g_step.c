@@ -18,6 +18,14 @@
  * G step x D's accumulation) in a scalar of its weights messages; G pushes
  * exactly that many per iteration, the first from its own training
  * forward passes, further ones from extra forward passes.
+ *
+ * Data parallel (docs/dist.md): with its `grads` / `reduced` ports joined
+ * to an `exchange` stage, G's gradients are all-reduced in buckets while
+ * the backward pass goes on (or reduce-scattered for ZeRO-1, or the
+ * parameters gossiped), and each rank draws its slice of one world-sized
+ * noise draw, so N ranks with batch B train like one process with batch
+ * N B. Unconnected, nothing changes. `lr_warmup` ramps the learning rate
+ * linearly over the first steps (the scaling manager's warm-up).
  */
 #include <errno.h>
 #include <math.h>
@@ -25,21 +33,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 #include <ganflow/shard.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
-enum { IN_DW };
-enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE };
+enum { IN_DW, IN_REDUCED };
+enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
 typedef struct gstep {
 	gf_backend *be;
 	gf_net *g, *d;          /* G and the replica of D */
 	gf_optim *opt;
+	gf_dist_step *dist;     /* the exchange protocol (no-op without one) */
+	float base_lr;
+	int64_t warmup;         /* lr_warmup steps, 0 = none */
 	gf_rng noise;           /* z and labels */
 	gf_state *state;
+	gf_ctx *ctx;            /* during run() */
 	gf_loss_kind loss;      /* G's loss on D's output */
 	int async;
 	int batch, zdim, classes, acc;
@@ -54,6 +67,7 @@ typedef struct gstep {
 	double *cdf;            /* (classes) label distribution, NULL = uniform */
 	float *z;               /* (batch, zdim) */
 	int32_t *labels;        /* (batch) */
+	float *u;               /* (batch) label uniforms of a data-parallel rank */
 	float *dpred;           /* (batch, outputs of D) */
 	char table_text[65536]; /* G's layer table as Lua text, for checkpoints */
 } gstep;
@@ -117,6 +131,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->clip = (float)gf_value_as_num(gf_value_get(p, "clip"), 0, NULL);
 	s->cls = (int)gf_value_as_int(gf_value_get(p, "class"), -1, NULL);
 	s->publish_every = gf_value_as_int(gf_value_get(p, "publish_every"), 100, NULL);
+	s->warmup = gf_value_as_int(gf_value_get(p, "lr_warmup"), 0, NULL);
 	s->ckpt_every = run->checkpoint_every;
 	const char *mode = gf_value_as_str(gf_value_get(p, "mode"), "sync", NULL);
 	const char *loss = gf_value_as_str(gf_value_get(p, "loss"), "bce", NULL);
@@ -125,6 +140,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "parameter 'batch' must be >= 1, got %d", s->batch);
 	if (s->acc < 1)
 		return gf_fail(ctx, "parameter 'accumulate' must be >= 1, got %d", s->acc);
+	if (s->warmup < 0)
+		return gf_fail(ctx, "parameter 'lr_warmup' must be >= 0, got %lld", (long long)s->warmup);
 	if (strcmp(mode, "sync") && strcmp(mode, "async"))
 		return gf_fail(ctx, "parameter 'mode' must be \"sync\" or \"async\", got \"%s\"", mode);
 	s->async = !strcmp(mode, "async");
@@ -177,15 +194,17 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
 	if ((rc = gf_optim_create(&s->opt, s->g, &oc)))
 		return gf_fail(ctx, "G optimiser: %s", gf_errmsg());
+	s->base_lr = oc.lr;
 	gf_rng_init(&s->noise, run->seed, gf_train_stream(ctx, "noise"));
 
 	size_t nd = (size_t)gf_tensor_numel(&dout);
 	s->z = malloc((size_t)s->batch * (size_t)s->zdim * sizeof(float));
 	s->labels = malloc((size_t)s->batch * sizeof(int32_t));
+	s->u = malloc((size_t)s->batch * sizeof(float));
 	s->dpred = NULL;
 	if ((rc = s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float))))
 		return gf_fail(ctx, "out of memory");
-	if (!s->z || !s->labels || (rc = gf_state_create(&s->state)))
+	if (!s->z || !s->labels || !s->u || (rc = gf_state_create(&s->state)))
 		return gf_fail(ctx, "out of memory");
 	s->dver = -1;
 	s->fakes_per_step = 1;
@@ -207,7 +226,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 			return gf_fail(ctx, "resume: %s", gf_errmsg());
 		s->last_state = s->step;
 	}
-	return 0;
+	return gf_dist_step_create(&s->dist, ctx, OUT_GRADS, IN_REDUCED, s->g, &s->opt, "G");
 }
 
 /* ---- the loop ---- */
@@ -217,6 +236,21 @@ static void draw_labels(gstep *s, int n)
 	if (!s->classes) {
 		for (int i = 0; i < n; i++)
 			s->labels[i] = s->cls;
+		return;
+	}
+	if (gf_dist_step_sliced(s->dist)) {
+		/* this rank's slice of one world-sized draw */
+		const gf_run_info *run = gf_ctx_run(s->ctx);
+		gf_dist_uniform_slice(&s->noise, s->u, (size_t)n, run->rank, run->world);
+		for (int j = 0; j < n; j++) {
+			int c = (int)(s->u[j] * (float)s->classes);
+			if (s->cdf) {
+				c = 0;
+				while (c < s->classes - 1 && (double)s->u[j] >= s->cdf[c])
+					c++;
+			}
+			s->labels[j] = c < s->classes ? c : s->classes - 1;
+		}
 		return;
 	}
 	float u[64];
@@ -239,7 +273,12 @@ static void draw_labels(gstep *s, int n)
 static int generate(gstep *s, gf_ctx *ctx)
 {
 	int64_t zs[2] = { s->batch, s->zdim }, ls[1] = { s->batch };
-	gf_rng_normal(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, 0.0f, 1.0f);
+	if (gf_dist_step_sliced(s->dist)) {
+		const gf_run_info *run = gf_ctx_run(ctx);
+		gf_dist_normal_slice(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, run->rank, run->world);
+	} else {
+		gf_rng_normal(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, 0.0f, 1.0f);
+	}
 	draw_labels(s, s->batch);
 	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs);
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
@@ -322,6 +361,10 @@ static int push_metrics(gstep *s, gf_ctx *ctx, double loss, double gnorm)
 	m->step = s->step;
 	gf_msg_set_scalar(m, "loss_g", loss);
 	gf_msg_set_scalar(m, "grad_norm_g", gnorm);
+	if (gf_dist_step_mode(s->dist) != GF_DIST_NONE) {
+		gf_msg_set_scalar(m, "comm_wait_g", gf_dist_step_wait(s->dist));
+		gf_msg_set_scalar(m, "comm_busy_g", gf_dist_step_busy(s->dist));
+	}
 	return gf_push(ctx, OUT_METRICS, m);
 }
 
@@ -344,13 +387,22 @@ static int push_weights(gstep *s, gf_ctx *ctx)
 
 static int push_state(gstep *s, gf_ctx *ctx)
 {
-	if (!gf_port_edges(ctx, 1, OUT_STATE) || s->last_state == s->step)
+	/* ZeRO-1 checkpoints gather the optimiser shards: every rank takes
+	 * part, also those that save nothing */
+	int save = gf_port_edges(ctx, 1, OUT_STATE) > 0;
+	if ((!save && gf_dist_step_mode(s->dist) != GF_DIST_ZERO1) || s->last_state == s->step)
 		return 0;
 	const char *me = gf_ctx_name(ctx);
 	char name[160], cls[32];
 	int rc = 0;
 	snprintf(name, sizeof(name), "%s.net", me);
-	rc = gf_state_add_net(s->state, name, s->g, s->opt);
+	rc = gf_dist_step_state(s->dist, save ? s->state : NULL, name);
+	if (rc == GF_EFAIL || rc == GF_ESTOP)
+		return rc;
+	if (!save) {
+		s->last_state = s->step;
+		return rc;
+	}
 	snprintf(name, sizeof(name), "%s.step", me);
 	if (!rc)
 		rc = gf_state_add_i64(s->state, name, &s->step, 1);
@@ -384,6 +436,13 @@ static int gstep_run(void *self, gf_ctx *ctx)
 	const gf_run_info *run = gf_ctx_run(ctx);
 	gf_tensor fake, dout;
 	int rc;
+	s->ctx = ctx;
+	if ((rc = gf_dist_step_start(s->dist)))
+		return rc;
+	if (s->async && gf_dist_step_sliced(s->dist))
+		return gf_fail(ctx, "mode = \"async\" with a data-parallel exchange is not supported (use mode = \"sync\")");
+	if (gf_dist_step_sliced(s->dist)) /* the replica's dropout masks differ across ranks too */
+		gf_net_rng(s->d)->stream ^= (uint64_t)run->rank * 0x9e3779b97f4a7c15ull;
 	while (!gf_should_stop(ctx) && !(run->steps > 0 && s->step >= run->steps)) {
 		if ((rc = take_weights(s, ctx)))
 			return rc;
@@ -407,7 +466,12 @@ static int gstep_run(void *self, gf_ctx *ctx)
 				return gf_fail(ctx, "step %lld: D replica forward: %s", (long long)s->step, gf_errmsg());
 			gf_net_output(s->d, &dout);
 			float l;
-			if ((rc = gf_loss(s->be, s->loss, &l, s->dpred, &dout, NULL, 1.0f, 1.0f / (float)s->acc)))
+			if ((rc = gf_loss(s->be, s->loss, &l, s->dpred, &dout, NULL, 1.0f, 1.0f / (float)s->acc)) ==
+			    GF_ENONFINITE)
+				return gf_fail(ctx, "step %lld: the G loss is non-finite in network G (%s); the last good "
+				                    "checkpoint is kept",
+				               (long long)s->step, gf_errmsg());
+			if (rc)
 				return gf_fail(ctx, "step %lld: G loss: %s", (long long)s->step, gf_errmsg());
 			if (!isfinite(l))
 				return gf_fail(ctx, "step %lld: the G loss is %g (non-finite) in network G; the last good "
@@ -418,23 +482,31 @@ static int gstep_run(void *self, gf_ctx *ctx)
 				return gf_fail(ctx, "step %lld: D replica backward: %s", (long long)s->step, gf_errmsg());
 			gf_tensor dfake;
 			gf_net_dx(s->d, &dfake);
+			if (micro == s->acc - 1)
+				gf_dist_step_arm(s->dist, s->step); /* buckets leave during this backward */
 			if ((rc = gf_net_backward(s->g, dfake.data, GF_NEED_DW | (micro ? GF_ACCUMULATE : 0))))
-				return gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
+				return rc == GF_ESTOP || rc == GF_EFAIL
+				           ? rc
+				           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
 		}
 		while (pushed < s->fakes_per_step) {
 			if ((rc = generate(s, ctx)) || (rc = push_fakes(s, ctx)))
 				return rc;
 			pushed++;
 		}
+		if ((rc = gf_dist_step_reduce(s->dist)))
+			return rc;
+		if (s->warmup > 0)
+			gf_optim_set_lr(s->opt, s->base_lr * (float)fmin(1.0, (double)(s->step + 1) / (double)s->warmup));
 		float gnorm;
-		rc = gf_net_clip_grad_norm(s->g, s->clip, &gnorm);
+		rc = gf_dist_step_update(s->dist, s->clip, &gnorm);
 		if (rc == GF_ENONFINITE)
 			return gf_fail(ctx, "step %lld: a gradient of network G is non-finite; the last good checkpoint is kept",
 			               (long long)s->step);
+		if (rc == GF_ESTOP || rc == GF_EFAIL)
+			return rc;
 		if (rc)
-			return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
-		if ((rc = gf_optim_step(s->opt)))
-			return gf_fail(ctx, "step %lld: G optimiser: %s", (long long)s->step, gf_errmsg());
+			return gf_fail(ctx, "step %lld: G update: %s", (long long)s->step, gf_errmsg());
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
@@ -462,6 +534,7 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 static void gstep_destroy(void *self)
 {
 	gstep *s = self;
+	gf_dist_step_destroy(s->dist);
 	gf_state_destroy(s->state);
 	gf_optim_destroy(s->opt);
 	gf_net_destroy(s->g);
@@ -474,11 +547,13 @@ static void gstep_destroy(void *self)
 	free(s->cdf);
 	free(s->z);
 	free(s->labels);
+	free(s->u);
 	free(s);
 }
 
 static const gf_port_desc inputs[] = {
 	{ "d_weights", "d_weights", 0, "D's weights from d_step, for the replica" },
+	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: acknowledgements of the exchange stage" },
 };
 
 static const gf_port_desc outputs[] = {
@@ -486,6 +561,7 @@ static const gf_port_desc outputs[] = {
 	{ "weights", "g_weights", GF_PORT_OPTIONAL, "G's weights every publish_every steps and at the end" },
 	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every steps and at the end" },
+	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: G's gradient buckets / parameters to an exchange stage" },
 };
 
 static const gf_param_desc params[] = {
@@ -501,6 +577,7 @@ static const gf_param_desc params[] = {
 	{ "dataset", GF_PARAM_STR, "", "dataset whose class histogram labels = \"data\" follows" },
 	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this G/D pair learns (labels its outputs)" },
 	{ "publish_every", GF_PARAM_INT, "100", "push G's weights (sample grids, evaluator) every this many steps" },
+	{ "lr_warmup", GF_PARAM_INT, "0", "steps over which the learning rate ramps linearly up to opt.lr (0: none)" },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
 	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
 	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)" },

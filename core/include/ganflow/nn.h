@@ -144,6 +144,20 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags);
  * net, valid until the next backward). */
 int gf_net_dx(const gf_net *net, gf_tensor *dx);
 
+/* Gradient-ready hook: during a gf_net_backward with GF_NEED_DW, called on
+ * the calling thread each time a layer's weight gradients are final, with
+ * the range [offset, offset + count) of the grads block (floats) that is
+ * now complete (the layer's weight and bias). Layers are visited in
+ * reverse table order and laid out in table order, so the ranges arrive
+ * contiguous and descending, from the end of the block to offset 0. A
+ * non-zero return stops the backward, which returns that code. On a device
+ * backend the values may still be in flight on its stream when the hook
+ * runs (sync the backend before handing them to another engine). The data
+ * parallel exchange starts all-reducing buckets from here while the
+ * backward goes on. fn = NULL removes the hook. */
+typedef int (*gf_grad_hook)(void *ud, size_t offset, size_t count);
+void gf_net_set_grad_hook(gf_net *net, gf_grad_hook fn, void *ud);
+
 /* ---- flat blocks and views ---- */
 
 typedef enum {
@@ -249,6 +263,20 @@ int gf_optim_conf_parse(gf_optim_conf *c, const gf_value *v);
  * before the net. */
 int gf_optim_create(gf_optim **out, gf_net *net, const gf_optim_conf *c);
 void gf_optim_destroy(gf_optim *o);
+
+/* An optimiser over the range [offset, offset + count) of the blocks only
+ * (ZeRO-1: each data-parallel rank updates its shard): its state holds
+ * slots x count values ((slots, count): Adam m then v...), and
+ * gf_optim_step updates only that range of the parameters from the same
+ * range of the gradients. A range optimiser has no views
+ * (gf_optim_views gives 0): checkpoints save a full optimiser. GF_EPARAM
+ * when the range is outside the network's block. */
+int gf_optim_create_range(gf_optim **out, gf_net *net, const gf_optim_conf *c, size_t offset, size_t count);
+
+/* The range an optimiser updates (a full one: 0 and the parameter count)
+ * and its number of state slots (Adam 2, optimistic Adam 3, SGD 1). */
+void gf_optim_range(const gf_optim *o, size_t *offset, size_t *count);
+int gf_optim_slots(const gf_optim *o);
 
 /* One update from the net's grads block. */
 int gf_optim_step(gf_optim *o);

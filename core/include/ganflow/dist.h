@@ -1,0 +1,288 @@
+/* ganflow distributed runs: the world, start-up checks, liveness, traffic
+ * counters, and the protocol between the training stages and the
+ * `exchange` stage.
+ *
+ * The world. `mpirun -np N ganflow run PIPELINE.lua` (or `srun`) starts N
+ * processes; each finds its rank in the launcher's environment
+ * (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS) and
+ * `ganflow run` initialises MPI once (MPI_THREAD_MULTIPLE) before the
+ * pipeline script runs, and finalises it at exit. Without a launcher
+ * ganflow is rank 0 of 1 and makes no MPI call at all. A third way,
+ * GANFLOW_RANK / GANFLOW_WORLD in the environment, runs processes as ranks
+ * of a world WITHOUT MPI: only TCP transport edges work between them (the
+ * network-namespace jitter test uses it; exchange stages refuse to run).
+ *
+ * MPI types never appear in this header: the distributed stages include
+ * <mpi.h> themselves, and the calls below that hand out MPI handles take a
+ * pointer to an MPI_Comm as `void *`.
+ *
+ * Threads: gf_dist_init and gf_dist_finalize on the main thread; everything
+ * else from any thread once init returned.
+ */
+#ifndef GANFLOW_DIST_H
+#define GANFLOW_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/nn.h>
+#include <ganflow/rng.h>
+#include <ganflow/stage.h>
+#include <ganflow/train.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the world ---- */
+
+/* How this process was started. */
+typedef enum {
+	GF_LAUNCH_NONE = 0, /* no launcher: rank 0 of 1, no MPI */
+	GF_LAUNCH_MPI,      /* mpirun / srun / PMI: MPI is initialised */
+	GF_LAUNCH_MANUAL    /* GANFLOW_RANK / GANFLOW_WORLD without MPI: TCP edges only */
+} gf_launch;
+
+/* Rank and world size from the environment only (no MPI call): the
+ * launcher's variables, then GANFLOW_RANK / GANFLOW_WORLD; 0 and 1 when
+ * none is set. *how (may be NULL) receives what was found. Returns 0, or
+ * GF_EDIST when the variables are malformed or the rank is outside the
+ * world (message in gf_errmsg()). */
+int gf_dist_detect(int *rank, int *world, gf_launch *how);
+
+/* Initialises the world once per process: with a launcher, MPI_Init_thread
+ * (MPI_THREAD_MULTIPLE), the communicators of the distributed stages, and
+ * the liveness responder thread (answers gf_dist_probe pings). Without a
+ * launcher nothing happens. Idempotent. Returns 0, or GF_EDIST (MPI could
+ * not start, no MPI_THREAD_MULTIPLE, the launcher's rank/size disagree with
+ * MPI's) with the reason in gf_errmsg(). */
+int gf_dist_init(void);
+
+/* Ends the world: ok = 1 after a run that succeeded on this rank:
+ * MPI_Finalize (which waits for every rank to get there); ok = 0: no MPI
+ * call at all (a peer may be dead, and MPI_Finalize would wait for it), the
+ * process is about to exit non-zero. Idempotent; no-op without MPI. */
+void gf_dist_finalize(int ok);
+
+/* This process's rank and the world size (after gf_dist_init; before it,
+ * what gf_dist_detect finds). */
+int gf_dist_rank(void);
+int gf_dist_world(void);
+gf_launch gf_dist_launch(void);
+
+/* 1 when MPI is initialised (world > 1 under a launcher), else 0. */
+int gf_dist_mpi(void);
+
+/* A new communicator over every rank (MPI_Comm_dup of the world),
+ * written to *(MPI_Comm *)comm. COLLECTIVE: every rank must call it in the
+ * same order (stages call it from create(), which runs on the main thread
+ * in declaration order). Errors return MPI_ERRORS_RETURN-style codes
+ * instead of aborting. Returns 0 or GF_EDIST (no MPI). */
+int gf_dist_comm_dup(void *comm);
+
+/* The communicator the transport stages share (point-to-point only; each
+ * edge has its own tags), written to *(MPI_Comm *)comm. Not collective.
+ * Returns 0 or GF_EDIST (no MPI). */
+int gf_dist_comm_edges(void *comm);
+
+/* ---- start-up checks ---- */
+
+/* Compares a description of the pipeline across ranks (COLLECTIVE, main
+ * thread): every rank passes its own text (one item per line); when all
+ * agree, returns 0. Otherwise returns GF_EDIST with err naming the first
+ * rank whose text differs from rank 0's and the first differing line of
+ * each ("rank 1 declares \"stage x count_source rank=all\", rank 0
+ * \"(nothing)\""). what names the thing in the message ("pipeline").
+ * Without MPI: 0. */
+int gf_dist_check_same(const char *what, const char *desc, char *err, size_t errsize);
+
+/* Copies rank root's NUL-terminated string in buf (size bytes) to every
+ * rank (COLLECTIVE, main thread). Without MPI: 0, buf untouched. */
+int gf_dist_bcast_str(char *buf, size_t size, int root);
+
+/* ---- liveness ---- */
+
+/* Pings every other rank on a private communicator and waits up to
+ * wait_s seconds for their answers (every initialised process answers from
+ * its responder thread, whatever its stages are doing). Writes the ranks
+ * that did not answer into lost (up to max) and returns how many there
+ * are (0: every rank is alive), or GF_EDIST without MPI. Concurrent calls
+ * are serialised. */
+int gf_dist_probe(double wait_s, int *lost, int max);
+
+/* Seconds a probe waits for answers by default (GANFLOW_PROBE_WAIT, 2). */
+double gf_dist_probe_wait(void);
+
+/* Waits for an MPI request (*(MPI_Request *)req) of a stage's thread:
+ * polls it with a sleep that grows from tens of microseconds to a few
+ * milliseconds, leaves on a hard stop (GF_ESTOP, request cancelled), and
+ * after timeout_s seconds without completion probes the world: a rank
+ * that does not answer fails the stage ("rank N stopped responding (no
+ * message for T s while WHAT)", GF_EFAIL); when every rank answers it
+ * warns once and goes on waiting (a slow rank, not a dead one). */
+int gf_dist_wait(gf_ctx *ctx, void *req, double timeout_s, const char *what);
+
+/* For stages that wait outside the runtime (MPI requests, sockets): 1 once
+ * the graph is stopping HARD (a stage failed, second Ctrl-C, grace period
+ * over): leave at once. A graceful stop (gf_should_stop) is not a reason
+ * to abandon a collective the other ranks are in. Implemented by the graph
+ * runtime (core/graph.c). */
+int gf_dist_should_abort(gf_ctx *ctx);
+
+/* ---- traffic counters ---- */
+
+typedef enum {
+	GF_TRAFFIC_GRADS = 0, /* gradient collectives (all-reduce, reduce-scatter) */
+	GF_TRAFFIC_PARAMS,    /* parameter collectives (ZeRO-1 all-gather, gossip averaging) */
+	GF_TRAFFIC_EDGES,     /* cross-rank graph edges (transport stages) */
+	GF_TRAFFIC_KINDS
+} gf_traffic;
+
+/* Adds bytes this rank sent (as counted by the algorithm: a ring
+ * all-reduce of B bytes over p ranks counts 2 (p-1)/p B). Thread-safe. */
+void gf_dist_count(gf_traffic kind, uint64_t bytes, uint64_t calls);
+
+/* Bytes and calls counted so far, per kind. */
+void gf_dist_traffic(uint64_t bytes[GF_TRAFFIC_KINDS], uint64_t calls[GF_TRAFFIC_KINDS]);
+
+/* ---- data-parallel helpers ---- */
+
+/* Shard of a flat block of n values owned by rank of world (ZeRO-1): the
+ * contiguous range [*off, *off + *count) with *off = floor(rank n / world). */
+static inline void gf_dist_shard(size_t n, int rank, int world, size_t *off, size_t *count)
+{
+	size_t lo = (size_t)((uint64_t)n * (uint64_t)rank / (uint64_t)world);
+	size_t hi = (size_t)((uint64_t)n * (uint64_t)(rank + 1) / (uint64_t)world);
+	*off = lo;
+	*count = hi - lo;
+}
+
+/* Normals for a data-parallel rank: elements [rank n, (rank + 1) n) of one
+ * draw of world * n normals from r, then r advanced past the whole draw.
+ * So `world` ranks with batch B draw exactly the noise one process with
+ * batch world * B draws (gf_rng_normal), and every rank advances alike. */
+void gf_dist_normal_slice(gf_rng *r, float *out, size_t n, int rank, int world);
+
+/* Uniforms in [0, 1) likewise (elements of one draw of world * n). */
+void gf_dist_uniform_slice(gf_rng *r, float *out, size_t n, int rank, int world);
+
+/* ---- the exchange protocol ----
+ *
+ * g_step and d_step talk to an `exchange` stage (stages/exchange) through
+ * two ports: output `grads` and input `reduced`, both of kind "grads". A
+ * message on `grads` is a request: key = the operation (GF_XCHG_*), pos =
+ * the offset (in floats) of t[0] in the network's block, step = the
+ * requester's step, t[0] an f32 (count) tensor that is a VIEW of the
+ * network's parameter or gradient block (t[0].data points into the block;
+ * the envelope's own buffers are not used): the requester does not touch
+ * that range until the exchange acknowledges it with a message on
+ * `reduced` (key = the operation, pos = the offset, scalar "busy" = seconds
+ * the exchange spent on it); the exchange reads and writes the range in
+ * place, from its own thread, while the requester goes on with other
+ * ranges (the rest of the backward pass). Requests are served in order.
+ *
+ *   GF_XCHG_HELLO    first message: scalar "params" = the network's
+ *                    parameter count. The exchange compares counts across
+ *                    ranks (mismatched pipelines fail here) and answers
+ *                    with scalars "mode" (GF_DIST_*), "bucket" (floats per
+ *                    all-reduce bucket), "rank", "world", "rounds".
+ *   GF_XCHG_REDUCE   all-reduce t[0] in place: the mean over ranks.
+ *   GF_XCHG_REDUCE_SCATTER  t[0] is the whole gradient block: afterwards
+ *                    the rank's shard (gf_dist_shard) holds the mean over
+ *                    ranks of that shard; the rest is undefined. The ack
+ *                    carries scalar "sumsq" = the squared L2 norm of the
+ *                    whole mean gradient (for clipping).
+ *   GF_XCHG_ALLGATHER t[0] is a whole block whose shard (gf_dist_shard of
+ *                    its count) this rank has filled: afterwards every
+ *                    shard holds its owner's values.
+ *   GF_XCHG_GOSSIP   t[0] is the whole parameter block: `rounds` rounds of
+ *                    x <- (x_left + x + x_right) / 3 with the ring
+ *                    neighbours. Ack scalar "factor" = the measured
+ *                    contraction of the distance to the mean per round
+ *                    (exchange parameter measure = true), "predicted" =
+ *                    the ring's second largest eigenvalue magnitude.
+ */
+enum {
+	GF_XCHG_HELLO = 1,
+	GF_XCHG_REDUCE,
+	GF_XCHG_REDUCE_SCATTER,
+	GF_XCHG_ALLGATHER,
+	GF_XCHG_GOSSIP
+};
+
+/* Exchange modes. */
+typedef enum {
+	GF_DIST_NONE = 0,   /* no exchange (single process, per-class training) */
+	GF_DIST_ALLREDUCE,  /* gradient buckets all-reduced during backward */
+	GF_DIST_ZERO1,      /* reduce-scatter, shard update, all-gather */
+	GF_DIST_GOSSIP      /* local update, then ring averaging of the parameters */
+} gf_dist_mode;
+
+/* "none", "allreduce", "zero1", "gossip". */
+const char *gf_dist_mode_name(gf_dist_mode m);
+int gf_dist_mode_parse(const char *s, gf_dist_mode *out);
+
+/* ---- the step side of the protocol (core/train/dist_step.c) ----
+ *
+ * What g_step and d_step call; with the ports unconnected every call does
+ * exactly what a single-process step does (the same backend calls in the
+ * same order), so results are bit-identical to a build without it. */
+typedef struct gf_dist_step gf_dist_step;
+
+/* Creates the helper of a step stage (create()): grads_port / reduced_port
+ * are the stage's port indices; net the network it trains; *opt its
+ * optimiser (the helper may replace it: ZeRO-1 keeps only the rank's
+ * shard of the state); what names the network in messages ("G", "D").
+ * Errors are set on ctx. */
+int gf_dist_step_create(gf_dist_step **out, gf_ctx *ctx, int grads_port, int reduced_port, gf_net *net,
+                        gf_optim **opt, const char *what);
+void gf_dist_step_destroy(gf_dist_step *d);
+
+/* Start of run(): the HELLO handshake (no-op without an exchange). */
+int gf_dist_step_start(gf_dist_step *d);
+
+/* The mode agreed with the exchange (GF_DIST_NONE before start or
+ * without one), and the run's rank and world. */
+gf_dist_mode gf_dist_step_mode(const gf_dist_step *d);
+
+/* Right before the LAST backward with GF_NEED_DW of an update (the last
+ * micro-batch; D: its fake half): all-reduce mode arms the network's
+ * gradient hook, so buckets leave while the backward goes on. */
+void gf_dist_step_arm(gf_dist_step *d, int64_t step);
+
+/* After that backward: sends what is left, waits for every
+ * acknowledgement (all-reduce), or reduce-scatters (ZeRO-1). */
+int gf_dist_step_reduce(gf_dist_step *d);
+
+/* Clip (max_norm > 0) and optimiser update as the mode requires:
+ * none / all-reduce: gf_net_clip_grad_norm + gf_optim_step; ZeRO-1: clip
+ * the shard with the global norm, update the shard, all-gather the
+ * parameters; gossip: local clip and update, then the averaging rounds.
+ * *norm receives the gradient norm before clipping. Returns 0,
+ * GF_ENONFINITE (the caller reports it), GF_ESTOP, GF_EFAIL (already
+ * reported through gf_fail), or another code with gf_errmsg() set. */
+int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm);
+
+/* Adds the network and its optimiser to a checkpoint state under prefix
+ * (gf_state_add_net). ZeRO-1: the optimiser state is first gathered from
+ * every rank's shard into a temporary full optimiser, so the checkpoint
+ * looks like a single-process one: COLLECTIVE, every rank must call it at
+ * the same steps; a rank that saves nothing passes s = NULL. Returns 0,
+ * GF_EFAIL / GF_ESTOP (reported), or a code with gf_errmsg() set. */
+int gf_dist_step_state(gf_dist_step *d, gf_state *s, const char *prefix);
+
+/* Seconds the last update waited for the exchange after its own work was
+ * done (exposed communication), and seconds the exchange spent on its
+ * requests (communication, overlapped or not). */
+double gf_dist_step_wait(const gf_dist_step *d);
+double gf_dist_step_busy(const gf_dist_step *d);
+
+/* Data-parallel ranks draw different noise (slices of one world-sized
+ * draw, gf_dist_normal_slice): 1 when this step should, i.e. a mode other
+ * than none with world > 1. */
+int gf_dist_step_sliced(const gf_dist_step *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

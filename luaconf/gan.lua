@@ -1,0 +1,65 @@
+-- gan: the parts every GAN pipeline shares, so that a pipeline file shows
+-- only what makes it different (its networks, their G/D stages, their
+-- wiring).
+--
+--   local gan = require "gan"
+--   local real = gan.data { path = "data/fashion-mnist/train", size = 32, batch = 64 }
+--   local out = gan.outputs { G = G, samples = 250, log = 50, eval = 0, data = path }
+--   ... g = gf.stage "g_step" {...}; d = gf.stage "d_step" {...}
+--   gf.connect(real.batch, d.real)
+--   gan.attach(out, g, d)
+local gf = require "ganflow"
+
+local M = {}
+
+--- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "" } -> batch stage
+-- lmdb_reader -> jpeg_decode -> batch for images of size x size, shuffled,
+-- drop-last batches. classes = {c, ...} reads only those classes (through
+-- the dataset's label index). The reader is named "reader" .. suffix: the
+-- d_step that consumes the batches checkpoints that reader's position and
+-- must name it (d_step's `reader` parameter).
+function M.data(o)
+  local s = o.suffix or ""
+  local reader = gf.stage "lmdb_reader" { name = "reader" .. s, path = o.path, shuffle = true, classes = o.classes }
+  local decode = gf.stage "jpeg_decode" { name = "decode" .. s, size = o.size, channels = o.channels or 1,
+                                          resize = "bilinear", workers = o.decoders or 1 }
+  local batch = gf.stage "batch" { name = "batch" .. s, size = o.batch, drop_last = true }
+  gf.connect(reader.samples, decode.records)
+  gf.connect(decode.samples, batch.samples)
+  return batch
+end
+
+--- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols } -> table
+-- The stages that watch training: sample_grid (a grid every `samples`
+-- steps), metrics (a JSONL line every `log` steps), checkpoint (every
+-- checkpoint_every steps and at the end) and, when eval > 0, the evaluator
+-- (FID/IS/KID every `eval` steps against the real split `data`). The
+-- table's `publish` is how often g_step must send its weights.
+function M.outputs(o)
+  local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
+  local out = {}
+  out.publish = (o.eval or 0) > 0 and gcd(o.samples, o.eval) or o.samples
+  out.grid = gf.stage "sample_grid" { net = o.G, every = o.samples, rows = o.rows, cols = o.cols }
+  out.metrics = gf.stage "metrics" { every = o.log }
+  out.ckpt = gf.stage "checkpoint" { keep = 3 }
+  if (o.eval or 0) > 0 then
+    out.eval = gf.stage "evaluator" { net = o.G, every = o.eval, n = o.eval_n, classifier = o.classifier,
+                                      real = o.data, real_n = o.eval_real_n }
+    gf.connect(out.eval.metrics, out.metrics.inp)
+  end
+  return out
+end
+
+--- gan.attach(out, g, d): connects a G/D pair to the outputs: G's weights
+-- to the grid (and the evaluator), both stages' metrics and checkpoint
+-- state.
+function M.attach(out, g, d)
+  gf.connect(g.weights, out.grid.weights)
+  if out.eval then gf.connect(g.weights, out.eval.weights) end
+  gf.connect(g.metrics, out.metrics.inp)
+  gf.connect(d.metrics, out.metrics.inp)
+  gf.connect(g.state, out.ckpt.state)
+  gf.connect(d.state, out.ckpt.state)
+end
+
+return M

@@ -1,0 +1,73 @@
+-- dp_fashion: data-parallel DC-GAN on Fashion-MNIST (ParaGAN / Colossal-AI
+-- data parallelism). Every rank runs the same G/D pair on its own part of
+-- the data (the reader partitions by rank); an exchange stage per network
+-- all-reduces the gradients in buckets while the backward pass runs, so
+-- the ranks keep identical networks. The scaling manager (gf.scale) turns
+-- the global batch into the per-rank batch and scales the learning rate
+-- by the world size (rule=linear|sqrt|none, with lr_warmup steps of
+-- warm-up). Rank 0 keeps the books: sample grids, metrics, checkpoints.
+--
+--   reader -> decode -> batch -> d_step <-> g_step        (every rank)
+--                                  |  ^        |  ^
+--                                  v  |        v  |
+--                               exchange xd  exchange xg  (all-reduce across ranks)
+--
+--   mpirun --allow-run-as-root --oversubscribe -np 2 ./build/ganflow run pipelines/dp_fashion.lua steps=500
+--   ... resume=runs/<dir>                 (every rank resumes; each reader its own part)
+--   ... mode=zero1 | mode=gossip          (see zero_fashion.lua, gossip_dposg.lua)
+-- Without mpirun it runs as one rank (the exchange acknowledges without communicating).
+local gf = require "ganflow"
+local dcgan = require "backbones.dcgan"
+
+local opt = gf.args {
+  data = "data/fashion-mnist/train",
+  batch = 64,          -- images per rank per step (weak scaling), unless global_batch is set
+  global_batch = 0,    -- images per step over all ranks (0: batch x world)
+  lr = 2e-4,           -- Adam learning rate tuned for one rank
+  rule = "sqrt",       -- lr scaling with the world size: linear, sqrt or none
+  warmup = 100,        -- steps of learning-rate warm-up
+  mode = "allreduce",  -- exchange mode: allreduce, zero1 (see zero_fashion.lua)
+  bucket_mb = 4,       -- all-reduce bucket size
+  timeout = 60,        -- seconds a collective may stall before the ranks are probed
+  size = 32,
+  samples = 250,
+  log = 50,
+  init = "torch",
+}
+
+local sc = gf.scale { global_batch = opt.global_batch > 0 and opt.global_batch or opt.batch * gf.world(),
+                      lr = opt.lr, rule = opt.rule, warmup = opt.warmup }
+local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
+local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
+local adam = gf.adam { lr = sc.lr, betas = { 0.5, 0.999 } }
+
+local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true }
+local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear" }
+local batch = gf.stage "batch" { size = sc.batch, drop_last = true }
+local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = sc.batch,
+                              lr_warmup = sc.warmup }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = sc.batch, opt = adam, loss = "bce",
+                              publish_every = opt.samples, lr_warmup = sc.warmup }
+local xd = gf.stage "exchange" { name = "xd", mode = opt.mode, bucket_mb = opt.bucket_mb, timeout = opt.timeout }
+local xg = gf.stage "exchange" { name = "xg", mode = opt.mode, bucket_mb = opt.bucket_mb, timeout = opt.timeout }
+-- rank 0 keeps the books (its replicas are the others' twins)
+local grid = gf.stage "sample_grid" { net = G, every = opt.samples, rank = 0 }
+local metrics = gf.stage "metrics" { every = opt.log, rank = 0 }
+local ckpt = gf.stage "checkpoint" { keep = 3, rank = 0 }
+
+gf.connect(reader.samples, decode.records)
+gf.connect(decode.samples, batch.samples)
+gf.connect(batch.batch, d.real)
+gf.connect(g.fakes, d.fakes, { depth = 1 })
+gf.connect(d.weights, g.d_weights, { depth = 1 })
+gf.connect(d.grads, xd.grads)
+gf.connect(xd.reduced, d.reduced)
+gf.connect(g.grads, xg.grads)
+gf.connect(xg.reduced, g.reduced)
+gf.connect(g.weights, grid.weights)
+gf.connect(g.metrics, metrics.inp)
+gf.connect(d.metrics, metrics.inp)
+gf.connect(g.state, ckpt.state)
+gf.connect(d.state, ckpt.state)
+
+gf.run { steps = 2000, checkpoint_every = 500 }
