@@ -170,6 +170,24 @@ static int parse_line(table *t, const char *p)
 	return 1;
 }
 
+/* Rows in step order (evaluation lines can arrive after later steps):
+ * a stable insertion sort, the table being nearly sorted already. */
+static void sort_by_step(table *t)
+{
+	for (int i = 1; i < t->n; i++) {
+		for (int j = i; j > 0 && t->step[j - 1] > t->step[j]; j--) {
+			double tmp = t->step[j];
+			t->step[j] = t->step[j - 1];
+			t->step[j - 1] = tmp;
+			for (int k = 0; k < t->nfields; k++) {
+				tmp = t->f[k].y[j];
+				t->f[k].y[j] = t->f[k].y[j - 1];
+				t->f[k].y[j - 1] = tmp;
+			}
+		}
+	}
+}
+
 static void add_series(gf_plot_panel *p, const table *t, const field *f)
 {
 	if (p->nseries == GF_PLOT_MAX_SERIES)
@@ -232,6 +250,8 @@ int gf_cmd_plot(int argc, char **argv)
 	}
 	free(line);
 	fclose(f);
+	if (rc == 0)
+		sort_by_step(&t);
 	if (rc == 0 && t.n == 0) {
 		fprintf(stderr, "ganflow plot: %s: no lines with a \"step\" field\n", in);
 		rc = 1;

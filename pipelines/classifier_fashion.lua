@@ -35,4 +35,4 @@ gf.connect(batch.batch, clf.batch)
 gf.connect(clf.metrics, metrics.inp)
 gf.connect(clf.state, ckpt.state)
 
-gf.run { steps = 1500 }
+gf.run { steps = 3000 }

@@ -241,10 +241,8 @@ static void panel(canvas *c, const gf_plot_panel *p, int top, int height)
 		const gf_plot_series *sr = &p->series[s];
 		int have = 0, px0 = 0, py0 = 0;
 		for (int i = 0; i < sr->n; i++) {
-			if (!isfinite(sr->x[i]) || !isfinite(sr->y[i])) {
-				have = 0;
-				continue;
-			}
+			if (!isfinite(sr->x[i]) || !isfinite(sr->y[i]))
+				continue; /* a line without this figure: bridge it */
 			int px1 = PX(sr->x[i]), py1 = PY(sr->y[i]);
 			if (have)
 				line(c, px0, py0, px1, py1, palette[s], 2);

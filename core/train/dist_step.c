@@ -273,6 +273,16 @@ int gf_dist_step_reduce(gf_dist_step *d)
 	}
 }
 
+/* 1 when the backend trains in fp16 with dynamic loss scaling: then a
+ * non-finite gradient is an overflow of the scaled loss, which the
+ * backend's optimiser step handles by skipping the update (counted in its
+ * stats) and lowering the scale, not a failure of the run. */
+static int loss_scaled(gf_backend *be)
+{
+	gf_backend_stats st;
+	return GF_BACKEND_HAS(be, stats) && be->ops->stats(be, &st) == 0 && st.precision == GF_PREC_FP16;
+}
+
 int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm)
 {
 	gf_backend *be = gf_net_backend(d->net);
@@ -281,9 +291,9 @@ int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm)
 		double total = sqrt(d->sumsq);
 		if (norm)
 			*norm = (float)total;
-		if (!isfinite(total))
+		if (!isfinite(total) && !loss_scaled(be))
 			return gf_seterr(GF_ENONFINITE, "gradient norm is %g", total);
-		if (max_norm > 0) {
+		if (max_norm > 0 && isfinite(total)) {
 			double coef = (double)max_norm / (total + 1e-6);
 			float *g = gf_net_block(d->net, GF_GRADS, NULL);
 			if (coef < 1.0 && d->shard_n && (rc = be->ops->scale(be, g + d->shard_off, d->shard_n, (float)coef)))
@@ -296,7 +306,10 @@ int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm)
 		return wait_acks(d);
 	}
 	/* none, all-reduce, gossip: the single-process update */
-	if ((rc = gf_net_clip_grad_norm(d->net, max_norm, norm)) || (rc = gf_optim_step(*d->opt)))
+	rc = gf_net_clip_grad_norm(d->net, max_norm, norm);
+	if (rc == GF_ENONFINITE && loss_scaled(be))
+		rc = 0; /* fp16 overflow: the optimiser step below skips this update and lowers the scale */
+	if (rc || (rc = gf_optim_step(*d->opt)))
 		return rc;
 	if (d->mode != GF_DIST_GOSSIP)
 		return 0;

@@ -239,7 +239,61 @@ int gf_state_push(gf_state *s, gf_ctx *ctx, int port, int64_t step)
 	return gf_push(ctx, port, m);
 }
 
+const char *gf_train_key(gf_ctx *ctx, const char *suffix, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s.%s", gf_ctx_name(ctx), suffix);
+	return buf;
+}
+
+int gf_state_describe(gf_state *s, gf_ctx *ctx, const char *role, const char *table, int cls)
+{
+	char k[160], c[32];
+	snprintf(c, sizeof(c), "%d", cls);
+	int rc = gf_state_meta(s, gf_train_key(ctx, "role", k, sizeof(k)), role);
+	if (!rc)
+		rc = gf_state_meta(s, gf_train_key(ctx, "table", k, sizeof(k)), table);
+	if (!rc)
+		rc = gf_state_meta(s, gf_train_key(ctx, "class", k, sizeof(k)), c);
+	return rc;
+}
+
 /* ---- restoring ---- */
+
+int gf_train_resume(gf_ctx *ctx, gf_net *net, gf_optim *opt, int64_t *step)
+{
+	const char *path = gf_ctx_run(ctx)->resume;
+	char k[160];
+	if (!path)
+		return 0;
+	int rc = gf_state_load_net(path, gf_train_key(ctx, "net", k, sizeof(k)), net, opt);
+	if (rc)
+		return gf_fail(ctx, "resume from %s: %s", path, gf_errmsg()), rc;
+	return gf_train_resume_i64(ctx, "step", step, 1);
+}
+
+int gf_train_resume_i64(gf_ctx *ctx, const char *suffix, int64_t *v, int n)
+{
+	const char *path = gf_ctx_run(ctx)->resume;
+	char k[160];
+	if (!path)
+		return 0;
+	int rc = gf_state_read_i64(path, gf_train_key(ctx, suffix, k, sizeof(k)), v, n);
+	if (rc)
+		return gf_fail(ctx, "resume: %s", gf_errmsg()), rc;
+	return 0;
+}
+
+int gf_train_resume_rng(gf_ctx *ctx, const char *suffix, gf_rng *r)
+{
+	int64_t v[3] = { (int64_t)r->seed, (int64_t)r->stream, (int64_t)r->offset };
+	int rc = gf_train_resume_i64(ctx, suffix, v, 3);
+	if (rc == 0) {
+		r->seed = (uint64_t)v[0];
+		r->stream = (uint64_t)v[1];
+		r->offset = (uint64_t)v[2];
+	}
+	return rc;
+}
 
 int gf_state_load_net(const char *path, const char *prefix, gf_net *net, gf_optim *opt)
 {

@@ -88,16 +88,10 @@ static int clf_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->logits = malloc(n * sizeof(float));
 	if (!s->logits || (rc = gf_state_create(&s->state)))
 		return gf_fail(ctx, "out of memory");
-	if (run->resume) {
-		char name[160];
-		snprintf(name, sizeof(name), "%s.net", gf_ctx_name(ctx));
-		if ((rc = gf_state_load_net(run->resume, name, s->net, s->opt)))
-			return gf_fail(ctx, "resume from %s: %s", run->resume, gf_errmsg());
-		snprintf(name, sizeof(name), "%s.step", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_i64(run->resume, name, &s->step, 1)))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
+	if ((rc = gf_train_resume(ctx, s->net, s->opt, &s->step)))
+		return rc;
+	if (run->resume)
 		s->last_state = s->step;
-	}
 	return 0;
 }
 
@@ -119,27 +113,17 @@ static int push_state(clf *s, gf_ctx *ctx)
 {
 	if (!gf_port_edges(ctx, 1, OUT_STATE) || s->last_state == s->step)
 		return 0;
-	const char *me = gf_ctx_name(ctx);
 	char name[160], v[64];
-	int rc;
-	snprintf(name, sizeof(name), "%s.net", me);
-	rc = gf_state_add_net(s->state, name, s->net, s->opt);
-	snprintf(name, sizeof(name), "%s.step", me);
+	int rc = gf_state_add_net(s->state, gf_train_key(ctx, "net", name, sizeof(name)), s->net, s->opt);
 	if (!rc)
-		rc = gf_state_add_i64(s->state, name, &s->step, 1);
-	snprintf(name, sizeof(name), "%s.role", me);
+		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "step", name, sizeof(name)), &s->step, 1);
 	if (!rc)
-		rc = gf_state_meta(s->state, name, "classifier");
-	snprintf(name, sizeof(name), "%s.table", me);
+		rc = gf_state_describe(s->state, ctx, "classifier", s->table_text, -1);
 	if (!rc)
-		rc = gf_state_meta(s->state, name, s->table_text);
-	snprintf(name, sizeof(name), "%s.resize", me);
-	if (!rc)
-		rc = gf_state_meta(s->state, name, s->resize);
-	snprintf(name, sizeof(name), "%s.test_accuracy", me);
+		rc = gf_state_meta(s->state, gf_train_key(ctx, "resize", name, sizeof(name)), s->resize);
 	snprintf(v, sizeof(v), "%.6f", s->test_acc);
 	if (!rc && !isnan(s->test_acc))
-		rc = gf_state_meta(s->state, name, v);
+		rc = gf_state_meta(s->state, gf_train_key(ctx, "test_accuracy", name, sizeof(name)), v);
 	if (rc) {
 		gf_state_clear(s->state);
 		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());

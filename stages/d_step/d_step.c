@@ -155,19 +155,10 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "out of memory");
 	s->data_pos[0] = s->data_pos[1] = -1;
 	s->last_state = -1;
-	if (run->resume) {
-		char name[160];
-		snprintf(name, sizeof(name), "%s.net", gf_ctx_name(ctx));
-		if ((rc = gf_state_load_net(run->resume, name, s->d, s->opt)))
-			return gf_fail(ctx, "resume from %s: %s", run->resume, gf_errmsg());
-		snprintf(name, sizeof(name), "%s.step", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_i64(run->resume, name, &s->v, 1)))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
-		snprintf(name, sizeof(name), "%s.data_pos", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_i64(run->resume, name, s->data_pos, 2)))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
+	if ((rc = gf_train_resume(ctx, s->d, s->opt, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
+		return rc;
+	if (run->resume)
 		s->last_state = s->v;
-	}
 	return gf_dist_step_create(&s->dist, ctx, OUT_GRADS, IN_REDUCED, s->d, &s->opt, "D");
 }
 
@@ -261,36 +252,22 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	int save = gf_port_edges(ctx, 1, OUT_STATE) > 0;
 	if ((!save && gf_dist_step_mode(s->dist) != GF_DIST_ZERO1) || s->last_state == s->v)
 		return 0;
-	const char *me = gf_ctx_name(ctx);
-	char name[160], cls[32];
-	int rc;
-	snprintf(name, sizeof(name), "%s.net", me);
-	rc = gf_dist_step_state(s->dist, save ? s->state : NULL, name);
+	char name[160];
+	int rc = gf_dist_step_state(s->dist, save ? s->state : NULL, gf_train_key(ctx, "net", name, sizeof(name)));
 	if (rc == GF_EFAIL || rc == GF_ESTOP)
 		return rc;
 	if (!save) {
 		s->last_state = s->v;
 		return rc;
 	}
-	snprintf(name, sizeof(name), "%s.step", me);
 	if (!rc)
-		rc = gf_state_add_i64(s->state, name, &s->v, 1);
-	snprintf(name, sizeof(name), "%s.data_pos", me);
+		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "step", name, sizeof(name)), &s->v, 1);
 	if (!rc)
-		rc = gf_state_add_i64(s->state, name, s->data_pos, 2);
-	snprintf(name, sizeof(name), "%s.reader", me);
+		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "data_pos", name, sizeof(name)), s->data_pos, 2);
 	if (!rc)
-		rc = gf_state_meta(s->state, name, s->reader);
-	snprintf(name, sizeof(name), "%s.role", me);
+		rc = gf_state_meta(s->state, gf_train_key(ctx, "reader", name, sizeof(name)), s->reader);
 	if (!rc)
-		rc = gf_state_meta(s->state, name, "discriminator");
-	snprintf(name, sizeof(name), "%s.table", me);
-	if (!rc)
-		rc = gf_state_meta(s->state, name, s->table_text);
-	snprintf(name, sizeof(name), "%s.class", me);
-	snprintf(cls, sizeof(cls), "%d", s->cls);
-	if (!rc)
-		rc = gf_state_meta(s->state, name, cls);
+		rc = gf_state_describe(s->state, ctx, "discriminator", s->table_text, s->cls);
 	if (rc) {
 		gf_state_clear(s->state);
 		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());

@@ -210,22 +210,12 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->fakes_per_step = 1;
 	s->last_state = -1;
 
-	if (run->resume) {
-		char name[160];
-		snprintf(name, sizeof(name), "%s.net", gf_ctx_name(ctx));
-		if ((rc = gf_state_load_net(run->resume, name, s->g, s->opt)))
-			return gf_fail(ctx, "resume from %s: %s", run->resume, gf_errmsg());
-		snprintf(name, sizeof(name), "%s.step", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_i64(run->resume, name, &s->step, 1)))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
-		snprintf(name, sizeof(name), "%s.noise_rng", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_rng(run->resume, name, &s->noise)))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
-		snprintf(name, sizeof(name), "%s.replica_rng", gf_ctx_name(ctx));
-		if ((rc = gf_state_read_rng(run->resume, name, gf_net_rng(s->d))))
-			return gf_fail(ctx, "resume: %s", gf_errmsg());
+	if ((rc = gf_train_resume(ctx, s->g, s->opt, &s->step)) ||
+	    (rc = gf_train_resume_rng(ctx, "noise_rng", &s->noise)) ||
+	    (rc = gf_train_resume_rng(ctx, "replica_rng", gf_net_rng(s->d))))
+		return rc;
+	if (run->resume)
 		s->last_state = s->step;
-	}
 	return gf_dist_step_create(&s->dist, ctx, OUT_GRADS, IN_REDUCED, s->g, &s->opt, "G");
 }
 
@@ -392,36 +382,22 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	int save = gf_port_edges(ctx, 1, OUT_STATE) > 0;
 	if ((!save && gf_dist_step_mode(s->dist) != GF_DIST_ZERO1) || s->last_state == s->step)
 		return 0;
-	const char *me = gf_ctx_name(ctx);
-	char name[160], cls[32];
-	int rc = 0;
-	snprintf(name, sizeof(name), "%s.net", me);
-	rc = gf_dist_step_state(s->dist, save ? s->state : NULL, name);
+	char name[160];
+	int rc = gf_dist_step_state(s->dist, save ? s->state : NULL, gf_train_key(ctx, "net", name, sizeof(name)));
 	if (rc == GF_EFAIL || rc == GF_ESTOP)
 		return rc;
 	if (!save) {
 		s->last_state = s->step;
 		return rc;
 	}
-	snprintf(name, sizeof(name), "%s.step", me);
 	if (!rc)
-		rc = gf_state_add_i64(s->state, name, &s->step, 1);
-	snprintf(name, sizeof(name), "%s.noise_rng", me);
+		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "step", name, sizeof(name)), &s->step, 1);
 	if (!rc)
-		rc = gf_state_add_rng(s->state, name, &s->noise);
-	snprintf(name, sizeof(name), "%s.replica_rng", me);
+		rc = gf_state_add_rng(s->state, gf_train_key(ctx, "noise_rng", name, sizeof(name)), &s->noise);
 	if (!rc)
-		rc = gf_state_add_rng(s->state, name, gf_net_rng(s->d));
-	snprintf(name, sizeof(name), "%s.role", me);
+		rc = gf_state_add_rng(s->state, gf_train_key(ctx, "replica_rng", name, sizeof(name)), gf_net_rng(s->d));
 	if (!rc)
-		rc = gf_state_meta(s->state, name, "generator");
-	snprintf(name, sizeof(name), "%s.table", me);
-	if (!rc)
-		rc = gf_state_meta(s->state, name, s->table_text);
-	snprintf(name, sizeof(name), "%s.class", me);
-	snprintf(cls, sizeof(cls), "%d", s->cls);
-	if (!rc)
-		rc = gf_state_meta(s->state, name, cls);
+		rc = gf_state_describe(s->state, ctx, "generator", s->table_text, s->cls);
 	if (rc) {
 		gf_state_clear(s->state);
 		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());

@@ -50,7 +50,7 @@ typedef struct metrics {
 static int is_latest_only(const char *name)
 {
 	static const char *const names[] = { "fid", "is", "is_std", "kid", "kid_std", "precision", "recall",
-	                                     "staleness_max", "skipped", "eval_n", NULL };
+	                                     "staleness_max", "skipped", "eval_n", "test_acc", NULL };
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(name, names[i]) || !strncmp(name, "fid_class", 9))
 			return 1;
@@ -127,6 +127,33 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 	return 0;
 }
 
+/* An evaluation message (only figures such as fid, is, kid, test_acc,
+ * measured at one step, possibly long after training passed it) gets a
+ * line of its own at its own step, so that evaluations never merge. */
+static int is_evaluation(const gf_msg *msg)
+{
+	for (int i = 0; i < msg->nscalars; i++)
+		if (!is_latest_only(msg->scalars[i].name) || !strcmp(msg->scalars[i].name, "staleness_max"))
+			return 0;
+	return msg->nscalars > 0;
+}
+
+static int write_evaluation(metrics *m, gf_ctx *ctx, const gf_msg *msg)
+{
+	FILE *f = m->f;
+	fprintf(f, "{\"step\":%lld,\"time\":", (long long)msg->step);
+	put_num(f, gf_now() - m->t0);
+	for (int i = 0; i < msg->nscalars; i++) {
+		fprintf(f, ",\"%s\":", msg->scalars[i].name);
+		put_num(f, msg->scalars[i].value);
+		gf_report_value(ctx, msg->scalars[i].name, msg->scalars[i].value);
+	}
+	fputs("}\n", f);
+	if (fflush(f) != 0 || ferror(f))
+		return gf_fail(ctx, "%s: cannot write: %s", m->path, strerror(errno));
+	return 0;
+}
+
 static int metrics_create(gf_ctx *ctx, const gf_value *params, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -168,6 +195,13 @@ static int metrics_run(void *self, gf_ctx *ctx)
 		if (rc)
 			return rc;
 		int64_t step = msg->step;
+		if (is_evaluation(msg)) {
+			rc = write_evaluation(m, ctx, msg);
+			gf_msg_release(msg);
+			if (rc)
+				return rc;
+			continue;
+		}
 		for (int i = 0; i < msg->nscalars; i++) {
 			const gf_scalar *s = &msg->scalars[i];
 			if (!strcmp(s->name, "images")) {

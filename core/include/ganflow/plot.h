@@ -17,7 +17,7 @@ extern "C" {
 typedef struct gf_plot_series {
 	const char *name;   /* legend text; not owned */
 	const double *x;    /* (n) ascending x values; not owned */
-	const double *y;    /* (n) values; NaN points are skipped */
+	const double *y;    /* (n) values; NaN points are skipped (the line bridges them) */
 	int n;
 } gf_plot_series;
 

@@ -95,7 +95,29 @@ int gf_state_meta(gf_state *s, const char *key, const char *value);
  * Returns 0, GF_ESTOP, or an error set on ctx. */
 int gf_state_push(gf_state *s, gf_ctx *ctx, int port, int64_t step);
 
+/* "<instance>.<suffix>" into buf (the names of a stage's part of a
+ * checkpoint); returns buf. */
+const char *gf_train_key(gf_ctx *ctx, const char *suffix, char *buf, size_t size);
+
+/* Adds the metadata every training stage records: "<instance>.role"
+ * (generator, discriminator, classifier), "<instance>.table" (the layer
+ * table as Lua text) and "<instance>.class" (the class of a per-class
+ * pair, -1 otherwise). */
+int gf_state_describe(gf_state *s, gf_ctx *ctx, const char *role, const char *table, int cls);
+
 /* ---- restoring ---- */
+
+/* On a resumed run (gf_ctx_run(ctx)->resume set), restores the stage's
+ * network "<instance>.net" (and optimiser, may be NULL) and its step
+ * counter "<instance>.step" into *step; does nothing otherwise. Errors are
+ * set on ctx (gf_fail), naming the checkpoint and the first tensor that
+ * differs. */
+int gf_train_resume(gf_ctx *ctx, gf_net *net, gf_optim *opt, int64_t *step);
+
+/* On a resumed run, reads "<instance>.<suffix>": n int64 values, or a
+ * generator state. Errors are set on ctx. */
+int gf_train_resume_i64(gf_ctx *ctx, const char *suffix, int64_t *v, int n);
+int gf_train_resume_rng(gf_ctx *ctx, const char *suffix, gf_rng *r);
 
 /* Restores net (and opt, may be NULL) from the entries under prefix of the
  * checkpoint file path. Returns 0, or GF_ENOTFOUND / GF_ESHAPE naming the
