@@ -745,7 +745,7 @@ int main(int argc, char **argv)
 	if (!c.precision)
 		c.precision = "fp32";
 	if (strcmp(c.precision, "fp32") != 0) {
-		fprintf(stderr, "bench_dcgan_step: precision=%s not implemented yet (fp32 only)\n", c.precision);
+		fprintf(stderr, "bench_dcgan_step: precision=%s: the CPU backend computes in fp32 only (bf16/fp16 need backend=cuda)\n", c.precision);
 		return 2;
 	}
 	if (c.batch < 1 || c.iters < 1 || c.threads < 1 || c.repeat < 1) {
