@@ -124,7 +124,10 @@ static int rx_loop(rx *r, gf_ctx *ctx)
 		if ((rc = wire_recv_hdr(&r->w, &r->h)))
 			return rc;
 		if (r->h.type == W_END) {
+			/* everything the sender sent is read: close now (a FIN),
+			 * which ends the sender's wire_finish */
 			r->ended = 1;
+			wire_close(&r->w);
 			return 0;
 		}
 		if (r->h.type == W_ABORT)

@@ -131,7 +131,10 @@ static int tx_run(void *self, gf_ctx *ctx)
 	}
 	memset(&t->h, 0, sizeof(t->h));
 	t->h.type = W_END;
-	return wire_send(&t->w, &t->h, NULL);
+	if ((rc = wire_send(&t->w, &t->h, NULL)))
+		return rc;
+	wire_finish(&t->w);
+	return 0;
 }
 
 static void tx_destroy(void *self)

@@ -333,6 +333,33 @@ int wire_init(wire *w, gf_ctx *ctx, const gf_value *p, int sender)
 	return 0;
 }
 
+void wire_finish(wire *w)
+{
+	if (!w->tcp || w->fd < 0)
+		return;
+	/* Closing a TCP socket with unread bytes (credits the receiver
+	 * granted after our last message) sends a reset instead of a FIN,
+	 * and a reset can discard what the receiver has not read yet: our
+	 * END. So: no more writes, then read (and drop) until the receiver,
+	 * which closes as soon as it reads END, closes too; bounded by the
+	 * edge's timeout. */
+	shutdown(w->fd, SHUT_WR);
+	double t0 = gf_now();
+	for (;;) {
+		char buf[256];
+		ssize_t k = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (k > 0)
+			continue;
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return;
+		double left = w->timeout - (gf_now() - t0);
+		if (left <= 0)
+			return;
+		struct pollfd p = { w->fd, POLLIN, 0 };
+		poll(&p, 1, left > 1 ? 1000 : (int)(left * 1000) + 1);
+	}
+}
+
 void wire_close(wire *w)
 {
 	if (w->fd >= 0)

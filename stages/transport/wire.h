@@ -79,6 +79,9 @@ typedef struct wire {
 /* Sets up an end (create()): MPI needs an MPI world, TCP an address.
  * Errors are set on ctx. */
 int wire_init(wire *w, gf_ctx *ctx, const gf_value *params, int sender);
+/* After the last send (END) on a TCP edge: half-close and wait for the
+ * receiver to close, so nothing it has yet to read is lost to a reset. */
+void wire_finish(wire *w);
 void wire_close(wire *w);
 
 /* Connects (sender) or accepts the sender's connection (receiver); MPI: no-op. */
