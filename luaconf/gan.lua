@@ -12,39 +12,43 @@ local gf = require "ganflow"
 
 local M = {}
 
---- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "" } -> batch stage
+--- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "", rank, part, parts } -> batch stage
 -- lmdb_reader -> jpeg_decode -> batch for images of size x size, shuffled,
 -- drop-last batches. classes = {c, ...} reads only those classes (through
 -- the dataset's label index). The reader is named "reader" .. suffix: the
 -- d_step that consumes the batches checkpoints that reader's position and
--- must name it (d_step's `reader` parameter).
+-- must name it (d_step's `reader` parameter). Under MPI, rank places the
+-- three stages and part/parts choose the records (lmdb_reader's defaults:
+-- part rank % parts of world parts).
 function M.data(o)
   local s = o.suffix or ""
-  local reader = gf.stage "lmdb_reader" { name = "reader" .. s, path = o.path, shuffle = true, classes = o.classes }
+  local reader = gf.stage "lmdb_reader" { name = "reader" .. s, path = o.path, shuffle = true, classes = o.classes,
+                                          part = o.part, parts = o.parts, rank = o.rank }
   local decode = gf.stage "jpeg_decode" { name = "decode" .. s, size = o.size, channels = o.channels or 1,
-                                          resize = "bilinear", workers = o.decoders or 1 }
-  local batch = gf.stage "batch" { name = "batch" .. s, size = o.batch, drop_last = true }
+                                          resize = "bilinear", workers = o.decoders or 1, rank = o.rank }
+  local batch = gf.stage "batch" { name = "batch" .. s, size = o.batch, drop_last = true, rank = o.rank }
   gf.connect(reader.samples, decode.records)
   gf.connect(decode.samples, batch.samples)
   return batch
 end
 
---- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols } -> table
+--- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols, rank } -> table
 -- The stages that watch training: sample_grid (a grid every `samples`
 -- steps), metrics (a JSONL line every `log` steps), checkpoint (every
 -- checkpoint_every steps and at the end) and, when eval > 0, the evaluator
 -- (FID/IS/KID every `eval` steps against the real split `data`). The
--- table's `publish` is how often g_step must send its weights.
+-- table's `publish` is how often g_step must send its weights. Under MPI,
+-- rank is the rank that keeps these books (rank 0 in the MPI pipelines).
 function M.outputs(o)
   local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
   local out = {}
   out.publish = (o.eval or 0) > 0 and gcd(o.samples, o.eval) or o.samples
-  out.grid = gf.stage "sample_grid" { net = o.G, every = o.samples, rows = o.rows, cols = o.cols }
-  out.metrics = gf.stage "metrics" { every = o.log }
-  out.ckpt = gf.stage "checkpoint" { keep = 3 }
+  out.grid = gf.stage "sample_grid" { net = o.G, every = o.samples, rows = o.rows, cols = o.cols, rank = o.rank }
+  out.metrics = gf.stage "metrics" { every = o.log, rank = o.rank }
+  out.ckpt = gf.stage "checkpoint" { keep = 3, rank = o.rank }
   if (o.eval or 0) > 0 then
     out.eval = gf.stage "evaluator" { net = o.G, every = o.eval, n = o.eval_n, classifier = o.classifier,
-                                      real = o.data, real_n = o.eval_real_n }
+                                      real = o.data, real_n = o.eval_real_n, rank = o.rank }
     gf.connect(out.eval.metrics, out.metrics.inp)
   end
   return out
@@ -60,6 +64,19 @@ function M.attach(out, g, d)
   gf.connect(d.metrics, out.metrics.inp)
   gf.connect(g.state, out.ckpt.state)
   gf.connect(d.state, out.ckpt.state)
+end
+
+--- gan.exchange(g, d, params): an exchange stage for each step stage's
+-- gradients, "xd" for d and "xg" for g, each wired grads -> exchange ->
+-- reduced; params (mode, bucket_mb, rounds, timeout, ...) go to both.
+function M.exchange(g, d, params)
+  for _, pair in ipairs { { "xd", d }, { "xg", g } } do
+    local p = { name = pair[1] }
+    for k, v in pairs(params) do p[k] = v end
+    local x = gf.stage "exchange" (p)
+    gf.connect(pair[2].grads, x.grads)
+    gf.connect(x.reduced, pair[2].reduced)
+  end
 end
 
 return M

@@ -17,6 +17,7 @@
 -- Without mpirun everything runs on rank 0 (then it is pipelines/async_fashion.lua).
 local gf = require "ganflow"
 local dcgan = require "backbones.dcgan"
+local gan = require "gan"
 
 local opt = gf.args {
   data = "data/fashion-mnist/train",
@@ -35,30 +36,17 @@ local drank = gf.world() > 1 and 1 or 0
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 
-local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true, part = 0, parts = 1,
-                                        rank = drank }
-local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear",
-                                        rank = drank }
-local batch = gf.stage "batch" { size = opt.batch, drop_last = true, rank = drank }
+-- D's rank reads every record (part 0 of 1): the data feeds only D
+local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, part = 0, parts = 1, rank = drank }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.d_lr, betas = { 0.5, 0.999 } },
                               mode = "async", staleness = opt.staleness, cache = opt.cache, max_batch = opt.batch,
                               rank = drank }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, mode = "async",
                               opt = gf.adam { lr = opt.g_lr, betas = { 0.5, 0.999 } }, publish_every = opt.samples,
                               rank = 0 }
-local grid = gf.stage "sample_grid" { net = G, every = opt.samples, rank = 0 }
-local metrics = gf.stage "metrics" { every = opt.log, rank = 0 }
-local ckpt = gf.stage "checkpoint" { keep = 3, rank = 0 }
-
-gf.connect(reader.samples, decode.records)
-gf.connect(decode.samples, batch.samples)
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { capacity = 16 })     -- across ranks: the fake cache in flight
 gf.connect(d.weights, g.d_weights, { capacity = 4 })
-gf.connect(g.weights, grid.weights)
-gf.connect(g.metrics, metrics.inp)
-gf.connect(d.metrics, metrics.inp)
-gf.connect(g.state, ckpt.state)
-gf.connect(d.state, ckpt.state)
+gan.attach(gan.outputs { G = G, samples = opt.samples, log = opt.log, rank = 0 }, g, d)
 
 gf.run { steps = 2000, checkpoint_every = 500 }

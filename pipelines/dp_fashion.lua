@@ -18,6 +18,7 @@
 -- Without mpirun it runs as one rank (the exchange acknowledges without communicating).
 local gf = require "ganflow"
 local dcgan = require "backbones.dcgan"
+local gan = require "gan"
 
 local opt = gf.args {
   data = "data/fashion-mnist/train",
@@ -41,33 +42,16 @@ local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 local adam = gf.adam { lr = sc.lr, betas = { 0.5, 0.999 } }
 
-local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true }
-local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear" }
-local batch = gf.stage "batch" { size = sc.batch, drop_last = true }
+local batch = gan.data { path = opt.data, size = opt.size, batch = sc.batch }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = sc.batch,
                               lr_warmup = sc.warmup }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = sc.batch, opt = adam, loss = "bce",
                               publish_every = opt.samples, lr_warmup = sc.warmup }
-local xd = gf.stage "exchange" { name = "xd", mode = opt.mode, bucket_mb = opt.bucket_mb, timeout = opt.timeout }
-local xg = gf.stage "exchange" { name = "xg", mode = opt.mode, bucket_mb = opt.bucket_mb, timeout = opt.timeout }
--- rank 0 keeps the books (its replicas are the others' twins)
-local grid = gf.stage "sample_grid" { net = G, every = opt.samples, rank = 0 }
-local metrics = gf.stage "metrics" { every = opt.log, rank = 0 }
-local ckpt = gf.stage "checkpoint" { keep = 3, rank = 0 }
-
-gf.connect(reader.samples, decode.records)
-gf.connect(decode.samples, batch.samples)
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = 1 })
 gf.connect(d.weights, g.d_weights, { depth = 1 })
-gf.connect(d.grads, xd.grads)
-gf.connect(xd.reduced, d.reduced)
-gf.connect(g.grads, xg.grads)
-gf.connect(xg.reduced, g.reduced)
-gf.connect(g.weights, grid.weights)
-gf.connect(g.metrics, metrics.inp)
-gf.connect(d.metrics, metrics.inp)
-gf.connect(g.state, ckpt.state)
-gf.connect(d.state, ckpt.state)
+gan.exchange(g, d, { mode = opt.mode, bucket_mb = opt.bucket_mb, timeout = opt.timeout })
+-- rank 0 keeps the books (its replicas are the others' twins)
+gan.attach(gan.outputs { G = G, samples = opt.samples, log = opt.log, rank = 0 }, g, d)
 
 gf.run { steps = 2000, checkpoint_every = 500 }
