@@ -32,6 +32,8 @@
 #define TAG_PONG 2
 #define POLL_MIN_NS 20000L       /* first sleep between MPI_Test polls */
 #define POLL_MAX_NS 2000000L     /* longest sleep between polls */
+#define RESPONDER_MAX_NS 20000000L /* the liveness responder's longest sleep: a ping waits
+                                      seconds for its answer, and this thread runs all along */
 #define FINALIZE_PROBE_EVERY 10.0 /* seconds between probes while ranks gather to finalise */
 
 static struct {
@@ -170,7 +172,7 @@ static void *responder_main(void *arg)
 			break;
 		if (!done) {
 			nap(ns);
-			ns = ns * 2 > POLL_MAX_NS ? POLL_MAX_NS : ns * 2;
+			ns = ns * 2 > RESPONDER_MAX_NS ? RESPONDER_MAX_NS : ns * 2;
 			continue;
 		}
 		ns = POLL_MIN_NS;

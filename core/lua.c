@@ -427,8 +427,8 @@ static uint32_t opt_u32(lua_State *L, int idx, const char *key, const char *what
  * or the receiving end of cross-rank edge `tag`. Returns its node, or -1
  * with the message in err. */
 static int add_transport(struct runner *r, int send, int peer, int tag, const char *edge, const char *kind,
-                         const char *transport, const char *address, double timeout, int *node, char *err,
-                         size_t errsize)
+                         const char *transport, const char *address, double timeout, const char *latency, int *node,
+                         char *err, size_t errsize)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "_%s%d", send ? "tx" : "rx", tag);
@@ -444,6 +444,8 @@ static int add_transport(struct runner *r, int send, int peer, int tag, const ch
 		rc = gf_value_set(&p, "address", gf_value_str(address));
 	if (!rc && timeout > 0)
 		rc = gf_value_set(&p, "timeout", gf_value_num(timeout));
+	if (!rc)
+		rc = gf_value_set(&p, "latency", gf_value_str(latency));
 	if (!rc && !send)
 		rc = gf_value_set(&p, "kind", gf_value_str(kind));
 	if (rc) {
@@ -470,13 +472,13 @@ static int l_connect(lua_State *L)
 	if (!r->shadow || a->gen != r->gen || b->gen != r->gen)
 		return luaL_error(L, "gf.connect: port of a stage from a graph that has already run");
 	gf_edge_opts o = { 0 };
-	char what[300], transport[16] = "mpi", address[256] = "";
+	char what[300], transport[16] = "mpi", address[256] = "", latency[16] = "";
 	double timeout = 0;
 	snprintf(what, sizeof(what), "gf.connect(%s.%s, %s.%s)", a->name, a->port, b->name, b->port);
 	if (!lua_isnoneornil(L, 3)) {
-		static const char *const known[] = { "depth", "capacity", "min", "transport", "address", "timeout" };
+		static const char *const known[] = { "depth", "capacity", "min", "transport", "address", "timeout", "latency" };
 		luaL_checktype(L, 3, LUA_TTABLE);
-		check_keys(L, 3, what, known, 6);
+		check_keys(L, 3, what, known, 7);
 		o.depth = opt_u32(L, 3, "depth", what);
 		o.capacity = opt_u32(L, 3, "capacity", what);
 		o.min_depth = opt_u32(L, 3, "min", what);
@@ -501,7 +503,14 @@ static int l_connect(lua_State *L)
 			if (!isnum || timeout <= 0)
 				return luaL_error(L, "%s: timeout must be a number of seconds > 0", what);
 		}
-		lua_pop(L, 3);
+		lua_getfield(L, 3, "latency");
+		if (!lua_isnil(L, -1)) {
+			const char *t = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+			if (!t || (strcmp(t, "low") && strcmp(t, "relaxed")))
+				return luaL_error(L, "%s: latency must be \"low\" or \"relaxed\"", what);
+			snprintf(latency, sizeof(latency), "%s", t);
+		}
+		lua_pop(L, 4);
 	}
 	/* the whole pipeline's rules (ports, kinds, one edge per input) are
 	 * checked on the shadow graph, alike on every rank */
@@ -534,16 +543,20 @@ static int l_connect(lua_State *L)
 		for (uint32_t i = 0; i < sd->noutputs; i++)
 			if (!strcmp(sd->outputs[i].name, a->port))
 				snprintf(kind, sizeof(kind), "%s", sd->outputs[i].kind);
+	/* the books (metrics, checkpoint parts) need no haste: long naps */
+	if (!latency[0])
+		snprintf(latency, sizeof(latency), "%s",
+		         !strcmp(kind, "metrics") || !strcmp(kind, "state") ? "relaxed" : "low");
 	int node;
 	if (me == ra) {
-		if (add_transport(r, 1, rb, tag, edge, kind, transport, address[0] ? address : NULL, timeout, &node, err,
-		                  sizeof(err)))
+		if (add_transport(r, 1, rb, tag, edge, kind, transport, address[0] ? address : NULL, timeout, latency, &node,
+		                  err, sizeof(err)))
 			return luaL_error(L, "%s", err);
 		if (gf_graph_connect(r->g, da->node, a->port, node, "inp", &o))
 			return luaL_error(L, "%s", gf_graph_error(r->g));
 	} else {
-		if (add_transport(r, 0, ra, tag, edge, kind, transport, address[0] ? address : NULL, timeout, &node, err,
-		                  sizeof(err)))
+		if (add_transport(r, 0, ra, tag, edge, kind, transport, address[0] ? address : NULL, timeout, latency, &node,
+		                  err, sizeof(err)))
 			return luaL_error(L, "%s", err);
 		if (gf_graph_connect(r->g, node, "out", db->node, b->port, &o))
 			return luaL_error(L, "%s", gf_graph_error(r->g));

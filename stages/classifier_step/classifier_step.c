@@ -172,6 +172,7 @@ static int clf_run(void *self, gf_ctx *ctx)
 			if ((rc = gf_msg_get(ctx, OUT_METRICS, &m)))
 				return rc;
 			m->step = s->step;
+			m->source = gf_ctx_name(ctx);
 			gf_msg_set_scalar(m, "loss_c", loss);
 			gf_msg_set_scalar(m, "train_acc", (double)ok / n);
 			gf_msg_set_scalar(m, "images", n);
@@ -269,6 +270,7 @@ static int clf_flush(void *self, gf_ctx *ctx)
 		gf_msg *m;
 		if ((rc = gf_msg_get(ctx, OUT_METRICS, &m)) == 0) {
 			m->step = s->step;
+			m->source = gf_ctx_name(ctx);
 			gf_msg_set_scalar(m, "test_acc", s->test_acc);
 			rc = gf_push(ctx, OUT_METRICS, m);
 		}

@@ -345,6 +345,7 @@ static int push_metrics(dstep *s, gf_ctx *ctx, double loss, double dreal, double
 	if (rc)
 		return rc;
 	m->step = s->async ? s->gseen : s->v;
+	m->source = gf_ctx_name(ctx);
 	gf_msg_set_scalar(m, "loss_d", loss);
 	gf_msg_set_scalar(m, "d_real", dreal);
 	gf_msg_set_scalar(m, "d_fake", dfake);

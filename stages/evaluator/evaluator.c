@@ -141,6 +141,7 @@ static int evaluate(evalst *s, gf_ctx *ctx, int64_t step)
 	if ((rc = gf_msg_get(ctx, OUT_METRICS, &m)))
 		return rc;
 	m->step = step;
+	m->source = gf_ctx_name(ctx);
 	gf_msg_set_scalar(m, "fid", r.fid);
 	gf_msg_set_scalar(m, "is", r.is_mean);
 	gf_msg_set_scalar(m, "is_std", r.is_std);

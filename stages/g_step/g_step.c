@@ -349,6 +349,7 @@ static int push_metrics(gstep *s, gf_ctx *ctx, double loss, double gnorm)
 	if (rc)
 		return rc;
 	m->step = s->step;
+	m->source = gf_ctx_name(ctx);
 	gf_msg_set_scalar(m, "loss_g", loss);
 	gf_msg_set_scalar(m, "grad_norm_g", gnorm);
 	if (gf_dist_step_mode(s->dist) != GF_DIST_NONE) {

@@ -4,8 +4,9 @@
  * a step and named scalars (loss_d, loss_g, d_real, d_fake, images, fid...).
  * This stage averages each scalar over the interval (`every` steps; the
  * evaluation figures and counters keep their latest value), adds wall time,
- * images/s and the state of every graph edge (active depth, stalls), and
- * appends the line to RUN_DIR/metrics.jsonl, flushing it so a crash loses
+ * images/s, how far every producing stage got ("sources": its latest step
+ * and when that arrived, so a lagging stage or rank shows) and the state of
+ * every graph edge (active depth, stalls), and appends the line to RUN_DIR/metrics.jsonl, flushing it so a crash loses
  * at most the line being written. The latest figures also go to the live
  * progress line through gf_report_value.
  */
@@ -20,6 +21,7 @@
 
 #define MAX_NAMES 48
 #define MAX_EDGES 64
+#define MAX_SOURCES 64
 
 enum { IN_METRICS };
 
@@ -31,6 +33,13 @@ typedef struct acc {
 	int latest_only; /* evaluation figures and counters: report the latest value */
 	int64_t line;    /* step of the last line that carried it, -1 = none */
 } acc;
+
+/* How far one producing stage got: its latest step and when it arrived. */
+typedef struct source {
+	char name[64];
+	int64_t step;
+	double time;
+} source;
 
 typedef struct metrics {
 	FILE *f;
@@ -44,6 +53,8 @@ typedef struct metrics {
 	double images;       /* images since the previous line */
 	int nacc;
 	acc a[MAX_NAMES];
+	int nsrc;
+	source src[MAX_SOURCES];
 	gf_edge_stat edges[MAX_EDGES];
 } metrics;
 
@@ -71,6 +82,29 @@ static acc *find(metrics *m, const char *name)
 	a->last = NAN;
 	a->line = -1;
 	return a;
+}
+
+/* Notes that `name` reached `step` now (sources beyond MAX_SOURCES are
+ * not tracked). */
+static void note_source(metrics *m, const char *name, int64_t step, double now)
+{
+	if (!name || !name[0])
+		return;
+	source *s = NULL;
+	for (int i = 0; i < m->nsrc && !s; i++)
+		if (!strcmp(m->src[i].name, name))
+			s = &m->src[i];
+	if (!s) {
+		if (m->nsrc == MAX_SOURCES)
+			return;
+		s = &m->src[m->nsrc++];
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->step = -1;
+	}
+	if (step >= s->step) {
+		s->step = step;
+		s->time = now - m->t0;
+	}
 }
 
 /* Writes a JSON number; non-finite values become null (JSON has no NaN). */
@@ -106,6 +140,15 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 		a->sum = 0;
 		a->count = 0;
 	}
+	/* every producer's latest step and its arrival time: how far each
+	 * stage (on every rank) got, and its own pace */
+	fputs(",\"sources\":{", f);
+	for (int i = 0; i < m->nsrc; i++) {
+		fprintf(f, "%s\"%s\":[%lld,", i ? "," : "", m->src[i].name, (long long)m->src[i].step);
+		put_num(f, m->src[i].time);
+		fputc(']', f);
+	}
+	fputc('}', f);
 	int n = gf_edge_stats(ctx, m->edges, MAX_EDGES);
 	if (n > MAX_EDGES)
 		n = MAX_EDGES;
@@ -202,6 +245,7 @@ static int metrics_run(void *self, gf_ctx *ctx)
 				return rc;
 			continue;
 		}
+		note_source(m, msg->source, step, gf_now());
 		for (int i = 0; i < msg->nscalars; i++) {
 			const gf_scalar *s = &msg->scalars[i];
 			if (!strcmp(s->name, "images")) {

@@ -159,6 +159,9 @@ static int rx_run(void *self, gf_ctx *ctx)
 {
 	rx *r = self;
 	int rc = rx_loop(r, ctx);
+	if (!r->w.tcp)
+		gf_info(ctx, "edge %s: %lld message(s) from rank %d, %llu polls while waiting (latency %s)", r->w.edge,
+		        (long long)r->pushed, r->w.peer, (unsigned long long)r->w.polls, r->w.relaxed ? "relaxed" : "low");
 	if (r->opened && !r->ended) {
 		/* tell the sender: our run failed, or our consumer finished */
 		int hard = gf_dist_should_abort(ctx);

@@ -67,6 +67,8 @@ typedef struct wire {
 	int tag;                /* edge number (1, 2, ...) */
 	char edge[WIRE_TEXT];   /* "g.fakes -> d.fakes" */
 	double timeout;         /* seconds of silence before the peer is probed */
+	int relaxed;            /* latency "relaxed": long naps while waiting (see wire.c) */
+	uint64_t polls;         /* MPI_Test calls while waiting */
 	/* MPI */
 	MPI_Comm comm;
 	/* TCP */
@@ -117,6 +119,9 @@ int wire_unpack(const wire_hdr *h, gf_msg *m, char *err, size_t errsize);
 	{ "edge", GF_PARAM_STR, "", "the edge as declared (\"g.fakes -> d.fakes\"), checked at both ends" }, \
 	{ "transport", GF_PARAM_STR, "mpi", "mpi (point-to-point on the edge communicator) or tcp" },     \
 	{ "address", GF_PARAM_STR, "", "tcp: host:port the receiving rank listens on" },                  \
-	{ "timeout", GF_PARAM_NUM, "60", "seconds without a message before the peer is probed (a dead peer fails the run)" }
+	{ "timeout", GF_PARAM_NUM, "60", "seconds without a message before the peer is probed (a dead peer fails the run)" }, \
+	{ "latency", GF_PARAM_STR, "low", "MPI waits: low (naps of at most 1 ms while a message is due: data edges) or " \
+	  "relaxed (naps of a quarter of the time waited, up to 20 ms: metrics and checkpoint edges, where a few ms " \
+	  "cost nothing and every wake-up costs the rank's cores)" }
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/run scaling [steps=40] [reps=3] [batch=64]
+# tests/bench/run scaling [steps=40] [reps=3] [batch=64] [warm=10]
 # Weak scaling, 1 vs 2 ranks (one compute thread per step stage:
 # threads=1; every rank bound to a core of its own, mpirun --bind-to core,
 # as it would own its GPU: a single unbound rank would also borrow the
@@ -9,29 +9,40 @@
 #              during the backward pass);
 #   per-class  pipelines/perclass_mpi.lua with one class per rank (no
 #              gradient exchange; the books cross to rank 0).
-# Throughput comes from the wall times of a 10-step and a `steps`-step run
-# (start-up and the end cancel out; a run ends with its slowest rank);
-# efficiency = throughput(2 ranks) / (2 x throughput(1 rank)) = step
-# rate(2) / step rate(1), the median over `reps` alternating repetitions. The communication-wait fraction is the time
-# the step stages waited for the exchange after their own work
-# (comm_wait_g + comm_wait_d) over the step time. Then bench_scaling
-# calibrates alpha/beta on this machine and prints the cost model's
-# prediction for 2 ranks next to the measurement, and for 8-1024 GPUs.
-# The last line is the convention line for the all-reduce efficiency.
+# Step rate: steady state, inside each run. metrics.jsonl (log=1) records
+# for every step stage (g, d; g0, d0, g1, d1 of both ranks) its latest
+# step and when it arrived ("sources"); a stage's rate is its steps from
+# `warm` to the end over the time they took, and a run's rate is that of
+# its slowest stage (a rank that lags holds the world back). Start-up,
+# warm-up and the final checkpoint are left out: the same in both worlds,
+# they are noise here, not scaling. Efficiency = rate(2 ranks) / rate(1
+# rank) (weak scaling: the same batch per rank), taken within each
+# repetition, which runs 1, 2, 2 and 1 ranks in a row and compares the
+# means (this VM's speed drifts by ~10% over minutes: a linear drift
+# cancels), and the median over `reps` repetitions.
+# The end-to-end wall-clock figure (start-up included) is printed beside
+# it. The communication-wait fraction is the time the step stages waited
+# for the exchange after their own work (comm_wait_g + comm_wait_d) over
+# the step time. Then bench_scaling calibrates alpha/beta on this machine
+# and prints the cost model's prediction for 2 ranks next to the
+# measurement, and for 8-1024 GPUs. The last line is the convention line
+# for the all-reduce efficiency.
 set -euo pipefail
 build=${GF_BUILD:?run through tests/bench/run}
 root=${GF_SOURCE_DIR:?}
 G=$build/ganflow
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-steps=40 reps=3 batch=64
+steps=40 reps=3 batch=64 warm=10
 for a in "$@"; do
   case $a in
     steps=*) steps=${a#steps=} ;;
     reps=*) reps=${a#reps=} ;;
     batch=*) batch=${a#batch=} ;;
-    *) echo "scaling: unknown argument $a (steps=, reps=, batch=)" >&2; exit 2 ;;
+    warm=*) warm=${a#warm=} ;;
+    *) echo "scaling: unknown argument $a (steps=, reps=, batch=, warm=)" >&2; exit 2 ;;
   esac
 done
+[ "$steps" -ge $((warm + 10)) ] || { echo "scaling: steps=$steps must be at least warm + 10 = $((warm + 10))" >&2; exit 2; }
 command -v mpirun >/dev/null || { echo "scaling: mpirun not found (openmpi-bin)" >&2; exit 2; }
 tmp=$(mktemp -d /tmp/gf_scaling_XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -41,76 +52,95 @@ if [ ! -d "$data" ]; then
   data=$tmp/fm/train
 fi
 
-# one MODE NP STEPS DIR: one run; prints its wall time in seconds
-one() {
-  local mode=$1 np=$2 st=$3 dir=$4 t0 t1
-  local common=(data="$data" batch="$batch" steps="$st" threads=1 samples=1000000 log=5 dir="$dir" quiet=true)
+# run MODE NP REP -> "rate wall_rate wait_g wait_d busy_g busy_d": the
+# steady step rate (slowest stage, steps warm..end), the end-to-end rate
+# (steps over the wall time of the whole run) and the per-step exchange
+# waits (seconds, mean over the steady steps)
+run() {
+  local mode=$1 np=$2 dir=$tmp/$1-$2-$3 t0 t1
+  local common=(data="$data" batch="$batch" steps="$steps" threads=1 samples=1000000 log=1 dir="$dir" quiet=true)
   local p=("$root/pipelines/dp_fashion.lua")
   [ "$mode" = perclass ] && p=("$root/pipelines/perclass_mpi.lua" classes="$np")
   t0=$(date +%s.%N)
   mpirun --allow-run-as-root --bind-to core --map-by core -np "$np" "$G" run "${p[@]}" "${common[@]}" \
     >"$dir.log" 2>&1 || { cat "$dir.log" >&2; exit 1; }
   t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }'
-}
-
-# run MODE NP REP -> "rate wait_g wait_d busy_g busy_d": steps/s from the
-# wall times of a 10-step and a `steps`-step run (start-up and the final
-# checkpoint cancel out; a run ends when its slowest rank does), and the
-# per-step exchange waits (seconds) from the longer run's metrics
-run() {
-  local mode=$1 np=$2 rep=$3 base=$tmp/$1-$2-$3
-  local ta tb
-  ta=$(one "$mode" "$np" 10 "$base-a")
-  tb=$(one "$mode" "$np" "$steps" "$base-b")
-  python3 - "$base-b/metrics.jsonl" "$ta" "$tb" "$steps" <<'PY'
-import json, sys
-ta, tb, steps = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-win = [r for r in rows if r.get("step", 0) > 10]
+  python3 - "$dir/metrics.jsonl" "$warm" "$steps" "$t0" "$t1" <<'PY'
+import json, re, sys
+f, warm, steps, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+rows = [json.loads(l) for l in open(f) if l.strip()]
+seen = {}  # stage -> [(step, time)] as the lines saw it
+for r in rows:
+    for k, (s, t) in r.get("sources", {}).items():
+        if re.fullmatch(r"[gd][0-9]*", k) and (not seen.get(k) or s > seen[k][-1][0]):
+            seen.setdefault(k, []).append((s, t))
+rates = {}
+for k, pts in seen.items():
+    a = next((p for p in pts if p[0] >= warm), None)
+    b = pts[-1]
+    if a is None or b[0] - a[0] < (steps - warm) // 2 or b[1] <= a[1]:
+        sys.exit(f"scaling: {f}: stage {k} has no steady window ({pts[:3]} ... {pts[-3:]})")
+    rates[k] = (b[0] - a[0]) / (b[1] - a[1])
+win = [r for r in rows if r.get("step", 0) > warm]
 avg = lambda k: sum(r.get(k, 0.0) for r in win) / max(1, len(win))
-rate = (steps - 10) / (tb - ta)
-print(f'{rate:.6f} {avg("comm_wait_g"):.6f} {avg("comm_wait_d"):.6f} {avg("comm_busy_g"):.6f} {avg("comm_busy_d"):.6f}')
+print(f'{min(rates.values()):.6f} {steps / (t1 - t0):.6f} {avg("comm_wait_g"):.6f} {avg("comm_wait_d"):.6f} '
+      f'{avg("comm_busy_g"):.6f} {avg("comm_busy_d"):.6f}')
 PY
 }
 
+# the columns' means of two result lines
+avg2() { printf '%s\n%s\n' "$1" "$2" | awk '{ for (i = 1; i <= NF; i++) s[i] += $i } END { for (i = 1; i <= NF; i++) printf "%.6f%s", s[i] / 2, i < NF ? " " : "\n" }'; }
+
+# per repetition and mode: 1, 2, 2, 1 ranks (a linear drift of the
+# machine's speed cancels out of the means)
 declare -A R
 for rep in $(seq 1 "$reps"); do
-  for cfg in "allreduce 1" "allreduce 2" "perclass 1" "perclass 2"; do
-    set -- $cfg
-    R[$1-$2-$rep]=$(run "$1" "$2" "$rep")
+  for mode in allreduce perclass; do
+    a=$(run $mode 1 $rep-a) b=$(run $mode 2 $rep-a) c=$(run $mode 2 $rep-b) d=$(run $mode 1 $rep-b)
+    R[$mode-1-$rep]=$(avg2 "$a" "$d")
+    R[$mode-2-$rep]=$(avg2 "$b" "$c")
   done
 done
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 col() { local k=$1 c=$2; for rep in $(seq 1 "$reps"); do echo "${R[$k-$rep]}" | awk -v c="$c" '{ print $c }'; done | median; }
 
-ar1=$(col allreduce-1 1) ar2=$(col allreduce-2 1) pc1=$(col perclass-1 1) pc2=$(col perclass-2 1)
-wg=$(col allreduce-2 2) wd=$(col allreduce-2 3) bg=$(col allreduce-2 4) bd=$(col allreduce-2 5)
-eff_ar=$(awk -v a="$ar1" -v b="$ar2" 'BEGIN { printf "%.3f", b / a }')
-eff_pc=$(awk -v a="$pc1" -v b="$pc2" 'BEGIN { printf "%.3f", b / a }')
-frac=$(awk -v w1="$wg" -v w2="$wd" -v r="$ar2" 'BEGIN { printf "%.4f", (w1 + w2) * r }')
+# ratio KEY2 KEY1 COLUMN: the median over the repetitions of the per-repetition ratio
+ratio() {
+  for rep in $(seq 1 "$reps"); do
+    awk -v a="$(echo "${R[$2-$rep]}" | awk -v c="$3" '{ print $c }')" \
+        -v b="$(echo "${R[$1-$rep]}" | awk -v c="$3" '{ print $c }')" 'BEGIN { printf "%.6f\n", b / a }'
+  done | median
+}
+ar1=$(col allreduce-1 1)
+wg=$(col allreduce-2 3) wd=$(col allreduce-2 4) bg=$(col allreduce-2 5) bd=$(col allreduce-2 6)
+eff_ar=$(ratio allreduce-2 allreduce-1 1 | awk '{ printf "%.3f", $1 }')
+eff_pc=$(ratio perclass-2 perclass-1 1 | awk '{ printf "%.3f", $1 }')
+wall_ar=$(ratio allreduce-2 allreduce-1 2 | awk '{ printf "%.3f", $1 }')
+wall_pc=$(ratio perclass-2 perclass-1 2 | awk '{ printf "%.3f", $1 }')
+frac=$(awk -v w1="$wg" -v w2="$wd" -v r="$(col allreduce-2 1)" 'BEGIN { printf "%.4f", (w1 + w2) * r }')
 t1=$(awk -v r="$ar1" 'BEGIN { printf "%.6f", 1 / r }')
 
-echo "scaling: DC-GAN on Fashion-MNIST, batch $batch per rank, threads=1, one core per rank, steps 10..$steps, median of $reps"
+echo "scaling: DC-GAN on Fashion-MNIST, batch $batch per rank, threads=1, one core per rank, steady steps $warm..$steps, median of $reps"
 echo "(the machine is shared: other builds and runs may load its cores)"
-printf "%-10s %6s %12s %12s %12s %10s %10s\n" mode ranks "steps/s" "images/s" "step ms" efficiency "comm wait"
+printf "%-10s %6s %12s %12s %12s %10s %10s %10s\n" mode ranks "steps/s" "images/s" "step ms" efficiency "end-to-end" "comm wait"
 for m in allreduce perclass; do
   for np in 1 2; do
     v=$(col $m-$np 1)
-    e=1.000
-    [ "$np" = 2 ] && { [ $m = allreduce ] && e=$eff_ar || e=$eff_pc; }
+    e=1.000 w=1.000
+    [ "$np" = 2 ] && { if [ $m = allreduce ]; then e=$eff_ar w=$wall_ar; else e=$eff_pc w=$wall_pc; fi; }
     cw=-
     [ $m = allreduce ] && [ "$np" = 2 ] && cw=$frac
-    printf "%-10s %6s %12.3f %12.1f %12.1f %10s %10s\n" $m "$np" "$v" \
+    printf "%-10s %6s %12.3f %12.1f %12.1f %10s %10s %10s\n" $m "$np" "$v" \
       "$(awk -v v="$v" -v b="$batch" -v n="$np" 'BEGIN { print v * b * n }')" \
-      "$(awk -v v="$v" 'BEGIN { print 1000 / v }')" "$e" "$cw"
+      "$(awk -v v="$v" 'BEGIN { print 1000 / v }')" "$e" "$w" "$cw"
   done
 done
+echo "(efficiency: steady step rates; end-to-end: whole runs of $steps steps, start-up and final checkpoint included)"
 printf "all-reduce, 2 ranks, per step: G waited %.2f ms and D %.2f ms for the exchange; the exchange worked %.2f + %.2f ms\n" \
   "$(awk -v x="$wg" 'BEGIN { print x * 1e3 }')" "$(awk -v x="$wd" 'BEGIN { print x * 1e3 }')" \
   "$(awk -v x="$bg" 'BEGIN { print x * 1e3 }')" "$(awk -v x="$bd" 'BEGIN { print x * 1e3 }')"
 for r in $(seq 1 "$reps"); do
-  echo "  rep $r steps/s: allreduce ${R[allreduce-1-$r]%% *} / ${R[allreduce-2-$r]%% *}, per-class ${R[perclass-1-$r]%% *} / ${R[perclass-2-$r]%% *}"
+  echo "  rep $r steady steps/s: allreduce ${R[allreduce-1-$r]%% *} / ${R[allreduce-2-$r]%% *}, per-class ${R[perclass-1-$r]%% *} / ${R[perclass-2-$r]%% *}"
 done
 
 cal=$(mpirun --allow-run-as-root --oversubscribe -np 2 "$build/tests/bench/bench_scaling" calibrate)

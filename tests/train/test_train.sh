@@ -86,6 +86,23 @@ perclass)
     check "grep -aq '\"g$c.role\":\"generator\"' '$ck' && grep -aq '\"d$c.role\":\"discriminator\"' '$ck'" "no pair for class $c in $ck"
   done
   check "[ \"$(png_size "$T/r/samples/latest.png")\" = '274 104' ]" "3 rows of 8 should be 274x104, got $(png_size "$T/r/samples/latest.png")"
+  # every line says how far each pair's stages had got when it was written:
+  # all six stages, none past the line's step (one of them reached it), the
+  # pairs' steps never going back from line to line
+  python3 - "$T/r/metrics.jsonl" >"$T/src.log" 2>&1 <<'PY'
+import json, sys
+prev = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    src = r["sources"]
+    assert sorted(src) == ["d0", "d1", "d2", "g0", "g1", "g2"], f"sources {sorted(src)} at step {r['step']}"
+    assert max(s for s, t in src.values()) == r["step"], f"no stage at step {r['step']}: {src}"
+    for k, (s, t) in src.items():
+        assert 1 <= s <= r["step"] and 0 < t <= r["time"], f"{k} = {s, t} in the line of step {r['step']} at {r['time']} s"
+        assert s >= prev.get(k, (0, 0))[0] and t >= prev.get(k, (0, 0))[1], f"{k} went back: {prev[k]} -> {s, t}"
+    prev = src
+PY
+  check "[ $? -eq 0 ]" "metrics sources: $(cat "$T/src.log")"
   ;;
 async)
   run async_fashion "$T/r" steps=$STEPS samples=50 log=10 staleness=2
