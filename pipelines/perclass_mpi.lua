@@ -14,6 +14,7 @@
 --   ./build/ganflow sample runs/perclass_mpi-<time>/checkpoints/<latest> out=grid.png
 local gf = require "ganflow"
 local dcgan = require "backbones.dcgan"
+local gan = require "gan"
 
 local opt = gf.args {
   data = "data/fashion-mnist/train",
@@ -39,17 +40,12 @@ local ckpt = gf.stage "checkpoint" { keep = 3, rank = 0 }
 
 for c = 0, opt.classes - 1 do
   local r = gf.class_rank(c, opt.classes)
-  local reader = gf.stage "lmdb_reader" { name = "reader" .. c, path = opt.data, shuffle = true, classes = { c },
-                                          part = 0, parts = 1, rank = r }
-  local decode = gf.stage "jpeg_decode" { name = "decode" .. c, size = opt.size, channels = 1, resize = "bilinear",
-                                          rank = r }
-  local batch = gf.stage "batch" { name = "batch" .. c, size = opt.batch, drop_last = true, rank = r }
+  local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, classes = { c }, suffix = c,
+                          part = 0, parts = 1, rank = r }
   local d = gf.stage "d_step" { name = "d" .. c, net = D, opt = adam, class = c, reader = "reader" .. c,
                                 max_batch = opt.batch, threads = opt.threads, rank = r }
   local g = gf.stage "g_step" { name = "g" .. c, net = G, d_net = D, batch = opt.batch, opt = adam, class = c,
                                 publish_every = opt.samples, threads = opt.threads, rank = r }
-  gf.connect(reader.samples, decode.records)
-  gf.connect(decode.samples, batch.samples)
   gf.connect(batch.batch, d.real)
   gf.connect(g.fakes, d.fakes, { depth = 1 })
   gf.connect(d.weights, g.d_weights, { depth = 1 })
