@@ -170,8 +170,11 @@ static void print_stage(const char *name, const char *path, const gf_stage_desc 
 				snprintf(def, sizeof(def), "\"%s\"", p->def);
 			else
 				snprintf(def, sizeof(def), "%s", p->def);
-			printf("    %-*s  %-7s  %-*s  %s\n", w, p->name, gf_param_type_name(p->type), wd, def,
+			printf("    %-*s  %-7s  %-*s  %s", w, p->name, gf_param_type_name(p->type), wd, def,
 			       p->doc ? p->doc : "");
+			if (p->allowed)
+				printf(p->type == GF_PARAM_STR ? " [one of %s]" : " [range %s]", p->allowed);
+			printf("\n");
 		}
 	}
 	printf("\n");

@@ -164,11 +164,8 @@ int gf_stage_check_desc(const gf_stage_desc *d, const char *what, char *err, siz
 			snprintf(err, errsize, "%s: parameter '%s' is reserved for the runtime", what, p->name);
 			return GF_EABI;
 		}
-		gf_value v;
-		char perr[256];
-		int prc = gf_param_default(p, &v, perr, sizeof(perr));
-		gf_value_free(&v);
-		if (prc && prc != GF_ENOTFOUND) {
+		char perr[512];
+		if (gf_param_check_desc(p, perr, sizeof(perr))) {
 			snprintf(err, errsize, "%s: %s", what, perr);
 			return GF_EABI;
 		}

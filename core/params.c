@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <ganflow/err.h>
+#include <ganflow/log.h>
 #include <ganflow/params.h>
 
 const char *gf_param_type_name(gf_param_type t)
@@ -115,6 +116,192 @@ int gf_param_default(const gf_param_desc *p, gf_value *out, char *err, size_t er
 	         gf_param_type_name(p->type),
 	         p->type >= GF_PARAM_LIST ? " default (only NULL or \"nil\" are allowed)" : "");
 	return GF_EPARAM;
+}
+
+/* ---- allowed ranges and choices ----
+ *
+ * `allowed` is text in the descriptor ("1..1048576", "0..", "sync|async")
+ * so that it reads like the docs `ganflow stages` prints from it; it is
+ * parsed here each time it is needed, which is once per stage instance. */
+
+typedef struct range {
+	int has_lo, has_hi;
+	double lo, hi;
+} range;
+
+/* Parses the bound s[0..n) as a number of p's type into *out. */
+static int parse_bound(const gf_param_desc *p, const char *s, size_t n, double *out)
+{
+	char buf[64];
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	char *end = NULL;
+	errno = 0;
+	if (p->type == GF_PARAM_INT)
+		*out = (double)strtoll(buf, &end, 0);
+	else
+		*out = strtod(buf, &end);
+	return errno || end == buf || *end ? -1 : 0;
+}
+
+static int parse_range(const gf_param_desc *p, range *r)
+{
+	const char *dots = strstr(p->allowed, "..");
+	if (!dots)
+		return -1;
+	size_t nlo = (size_t)(dots - p->allowed), nhi = strlen(dots + 2);
+	r->has_lo = nlo > 0;
+	r->has_hi = nhi > 0;
+	if ((!r->has_lo && !r->has_hi) || (r->has_lo && parse_bound(p, p->allowed, nlo, &r->lo)) ||
+	    (r->has_hi && parse_bound(p, dots + 2, nhi, &r->hi)))
+		return -1;
+	return r->has_lo && r->has_hi && r->lo > r->hi ? -1 : 0;
+}
+
+static int in_range(const range *r, double x)
+{
+	return (!r->has_lo || x >= r->lo) && (!r->has_hi || x <= r->hi);
+}
+
+/* The i-th choice of "a|b|c" into buf; returns 0, or -1 past the last. */
+static int choice(const char *allowed, int i, char *buf, size_t size)
+{
+	const char *s = allowed;
+	for (; i > 0; i--) {
+		s = strchr(s, '|');
+		if (!s)
+			return -1;
+		s++;
+	}
+	size_t n = strcspn(s, "|");
+	snprintf(buf, size, "%.*s", (int)n, s);
+	return 0;
+}
+
+static int is_choice(const char *allowed, const char *v)
+{
+	char c[128];
+	for (int i = 0; choice(allowed, i, c, sizeof(c)) == 0; i++)
+		if (strcmp(c, v) == 0)
+			return 1;
+	return 0;
+}
+
+int gf_param_check_desc(const gf_param_desc *p, char *err, size_t errsize)
+{
+	gf_value v;
+	int rc = gf_param_default(p, &v, err, errsize);
+	if (rc == GF_ENOTFOUND)
+		rc = 0;
+	if (rc || !p->allowed) {
+		gf_value_free(&v);
+		return rc;
+	}
+	range r;
+	int bad = 0;
+	switch (p->type) {
+	case GF_PARAM_INT:
+	case GF_PARAM_NUM:
+		if (parse_range(p, &r))
+			bad = snprintf(err, errsize, "parameter '%s': allowed \"%s\" is not a range lo..hi of %ss", p->name,
+			               p->allowed, gf_param_type_name(p->type));
+		else if (v.type != GF_VNIL && !in_range(&r, p->type == GF_PARAM_INT ? (double)v.u.i : v.u.n))
+			bad = snprintf(err, errsize, "parameter '%s': default %s lies outside its range %s", p->name, p->def,
+			               p->allowed);
+		break;
+	case GF_PARAM_STR: {
+		char c[128];
+		for (int i = 0; !bad && choice(p->allowed, i, c, sizeof(c)) == 0; i++)
+			if (!c[0])
+				bad = snprintf(err, errsize, "parameter '%s': allowed \"%s\" has an empty choice", p->name,
+				               p->allowed);
+		if (!bad && v.type == GF_VSTR && !is_choice(p->allowed, v.u.s))
+			bad = snprintf(err, errsize, "parameter '%s': default \"%s\" is not one of %s", p->name, p->def,
+			               p->allowed);
+		break;
+	}
+	default:
+		bad = snprintf(err, errsize, "parameter '%s': a %s parameter cannot declare allowed values", p->name,
+		               gf_param_type_name(p->type));
+	}
+	gf_value_free(&v);
+	return bad ? GF_EPARAM : 0;
+}
+
+/* Checks a converted value against p->allowed (already validated by
+ * gf_param_check_desc when the stage was loaded). */
+static int check_allowed(const gf_stage_desc *d, const char *instance, const gf_param_desc *p, const gf_value *v,
+                         char *err, size_t errsize)
+{
+	if (!p->allowed || v->type == GF_VNIL)
+		return 0;
+	if (p->type == GF_PARAM_INT || p->type == GF_PARAM_NUM) {
+		range r;
+		double x = p->type == GF_PARAM_INT ? (double)v->u.i : v->u.n;
+		if (parse_range(p, &r) == 0 && in_range(&r, x))
+			return 0;
+		char shown[64];
+		if (p->type == GF_PARAM_INT)
+			snprintf(shown, sizeof(shown), "%lld", (long long)v->u.i);
+		else
+			snprintf(shown, sizeof(shown), "%g", v->u.n);
+		snprintf(err, errsize, "stage '%s' (%s): parameter '%s' is %s, outside its range %s", instance, d->name,
+		         p->name, shown, p->allowed);
+		return GF_EPARAM;
+	}
+	if (p->type != GF_PARAM_STR || is_choice(p->allowed, v->u.s))
+		return 0;
+	const char *names[32];
+	char store[32][128];
+	size_t n = 0;
+	while (n < 32 && choice(p->allowed, (int)n, store[n], sizeof(store[n])) == 0) {
+		names[n] = store[n];
+		n++;
+	}
+	const char *best = gf_closest(v->u.s, names, n);
+	int near = best && gf_edit_distance(v->u.s, best) <= 3;
+	snprintf(err, errsize, "stage '%s' (%s): parameter '%s' is \"%s\", not one of %s%s%s%s", instance, d->name,
+	         p->name, v->u.s, p->allowed, near ? "; did you mean '" : "", near ? best : "", near ? "'?" : "");
+	return GF_EPARAM;
+}
+
+/* ---- reading checked parameters ---- */
+
+const gf_value *gf_param(const gf_value *params, const char *key)
+{
+	const gf_value *v = gf_value_get(params, key);
+	if (!v) {
+		gf_log(GF_LOG_ERROR, "stage bug: reads parameter '%s', which its descriptor does not declare", key);
+		return NULL;
+	}
+	return v->type == GF_VNIL ? NULL : v;
+}
+
+int64_t gf_param_int(const gf_value *params, const char *key)
+{
+	return gf_value_as_int(gf_param(params, key), 0, NULL);
+}
+
+double gf_param_num(const gf_value *params, const char *key)
+{
+	return gf_value_as_num(gf_param(params, key), 0, NULL);
+}
+
+int gf_param_bool(const gf_value *params, const char *key)
+{
+	return gf_value_as_bool(gf_param(params, key), 0, NULL);
+}
+
+const char *gf_param_str(const gf_value *params, const char *key)
+{
+	return gf_value_as_str(gf_param(params, key), NULL, NULL);
+}
+
+int gf_param_given(const gf_value *params, const char *key)
+{
+	return gf_param(params, key) != NULL;
 }
 
 /* ---- checking ---- */
@@ -236,6 +423,8 @@ int gf_params_check(const gf_stage_desc *d, const char *instance, const gf_value
 		gf_value val;
 		if (v && v->type != GF_VNIL) {
 			rc = convert(d, instance, p, v, &val, err, errsize);
+			if (rc == 0 && (rc = check_allowed(d, instance, p, &val, err, errsize)))
+				gf_value_free(&val);
 		} else {
 			char derr[256];
 			rc = gf_param_default(p, &val, derr, sizeof(derr));

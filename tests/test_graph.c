@@ -353,7 +353,7 @@ static void test_validation_errors(void **state)
 	expect_error(g, gf_graph_add(g, "nosuch_stage", NULL, NULL, 1, NULL), GF_ENOTFOUND,
 	             "unknown stage 'nosuch_stage' (searched:");
 	expect_error(g, gf_graph_add(g, GF_BAD_STAGE_DIR "/bad_abi.so", NULL, NULL, 1, NULL), GF_EABI,
-	             "bad_abi.so: stage ABI version 2, but this runtime speaks version 1");
+	             "bad_abi.so: stage ABI version 1, but this runtime speaks version 2 (rebuild the stage");
 	expect_error(g, gf_graph_add(g, GF_BAD_STAGE_DIR "/no_desc.so", NULL, NULL, 1, NULL), GF_EABI,
 	             "no_desc.so: no 'ganflow_stage' descriptor");
 	expect_error(g, gf_graph_add(g, "check_sink", "s2", NULL, 2, NULL), GF_EPARAM,
@@ -487,7 +487,7 @@ static void test_back_edge_lockstep(void **state)
 
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
 static const gf_port_desc opt_out[] = { { "out", "items", GF_PORT_OPTIONAL, "" } };
-static const gf_param_desc opt_params[] = { { "tag", GF_PARAM_STR, "none", "" } };
+static const gf_param_desc opt_params[] = { { "tag", GF_PARAM_STR, "none", "", NULL } };
 
 static int opt_run(void *self, gf_ctx *ctx)
 {

@@ -274,7 +274,7 @@ static void test_stage_errors(void **state)
 	expect_err(run_script(p, 0, NULL), GF_ELUA, "workers.lua:2: stage 'check_sink' (check_sink): cannot run 2 workers");
 	p = script("abi.lua", "local gf = require 'ganflow'\nlocal s = gf.stage '@BAD@/bad_abi.so' {}\n");
 	expect_err(run_script(p, 0, NULL), GF_ELUA, "abi.lua:2: ");
-	assert_non_null(strstr(err, "bad_abi.so: stage ABI version 2, but this runtime speaks version 1"));
+	assert_non_null(strstr(err, "bad_abi.so: stage ABI version 1, but this runtime speaks version 2 (rebuild the stage"));
 	p = script("nodesc.lua", "local gf = require 'ganflow'\nlocal s = gf.stage '@BAD@/no_desc.so' {}\n");
 	expect_err(run_script(p, 0, NULL), GF_ELUA, "no_desc.so: no 'ganflow_stage' descriptor");
 	p = script("dup.lua", "local gf = require 'ganflow'\nlocal a = gf.stage 'check_sink' { name = 's' }\n"

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -14,14 +15,14 @@
 #include <ganflow/params.h>
 
 static const gf_param_desc params[] = {
-	{ "size", GF_PARAM_INT, "64", "batch size" },
-	{ "lr", GF_PARAM_NUM, "2e-4", "learning rate" },
-	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle records" },
-	{ "loss", GF_PARAM_STR, "bce", "loss name" },
-	{ "path", GF_PARAM_STR, NULL, "dataset path" },
-	{ "betas", GF_PARAM_LIST, "nil", "optimiser betas" },
-	{ "net", GF_PARAM_TABLE, "nil", "layer table" },
-	{ "extra", GF_PARAM_ANY, "nil", "anything" },
+	{ "size", GF_PARAM_INT, "64", "batch size", "1..1048576" },
+	{ "lr", GF_PARAM_NUM, "2e-4", "learning rate", "0.." },
+	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle records", NULL },
+	{ "loss", GF_PARAM_STR, "bce", "loss name", "bce|hinge|ls" },
+	{ "path", GF_PARAM_STR, NULL, "dataset path", NULL },
+	{ "betas", GF_PARAM_LIST, "nil", "optimiser betas", NULL },
+	{ "net", GF_PARAM_TABLE, "nil", "layer table", NULL },
+	{ "extra", GF_PARAM_ANY, "nil", "anything", NULL },
 };
 
 static int create(gf_ctx *c, const gf_value *p, void **s)
@@ -188,20 +189,20 @@ static void test_defaults_parse(void **state)
 	(void)state;
 	char err[256];
 	gf_value v;
-	gf_param_desc p = { "x", GF_PARAM_INT, "0x10", "" };
+	gf_param_desc p = { "x", GF_PARAM_INT, "0x10", "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), 0);
 	assert_int_equal(v.u.i, 16);
-	p = (gf_param_desc){ "x", GF_PARAM_INT, "12abc", "" };
+	p = (gf_param_desc){ "x", GF_PARAM_INT, "12abc", "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), GF_EPARAM);
 	assert_non_null(strstr(err, "default \"12abc\" is not a valid integer"));
-	p = (gf_param_desc){ "x", GF_PARAM_BOOL, "yes", "" };
+	p = (gf_param_desc){ "x", GF_PARAM_BOOL, "yes", "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), GF_EPARAM);
-	p = (gf_param_desc){ "x", GF_PARAM_TABLE, "{}", "" };
+	p = (gf_param_desc){ "x", GF_PARAM_TABLE, "{}", "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), GF_EPARAM);
 	assert_non_null(strstr(err, "only NULL or \"nil\""));
-	p = (gf_param_desc){ "x", GF_PARAM_NUM, NULL, "" };
+	p = (gf_param_desc){ "x", GF_PARAM_NUM, NULL, "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), GF_ENOTFOUND);
-	p = (gf_param_desc){ "x", GF_PARAM_STR, "nil", "" };
+	p = (gf_param_desc){ "x", GF_PARAM_STR, "nil", "", NULL };
 	assert_int_equal(gf_param_default(&p, &v, err, sizeof(err)), 0);
 	assert_int_equal(v.type, GF_VNIL);
 }
@@ -236,7 +237,15 @@ static void test_descriptor_checks(void **state)
 	gf_stage_desc d = desc;
 	assert_int_equal(gf_stage_check_desc(&d, "x.so", err, sizeof(err)), 0);
 	d.abi = GF_STAGE_ABI + 1;
-	expect_bad(&d, "stage ABI version 2, but this runtime speaks version 1");
+	char want[128];
+	snprintf(want, sizeof(want), "stage ABI version %u, but this runtime speaks version %u", GF_STAGE_ABI + 1,
+	         GF_STAGE_ABI);
+	expect_bad(&d, want);
+	d.abi = 1; /* a stage built before parameters carried their ranges */
+	snprintf(want, sizeof(want), "stage ABI version 1, but this runtime speaks version %u (rebuild the stage",
+	         GF_STAGE_ABI);
+	expect_bad(&d, want);
+	d.abi = GF_STAGE_ABI;
 	d = desc;
 	d.size = 8;
 	expect_bad(&d, "descriptor is 8 bytes");
@@ -256,14 +265,94 @@ static void test_descriptor_checks(void **state)
 	d = desc;
 	d.flags = GF_STAGE_WORKERS;
 	expect_bad(&d, "GF_STAGE_WORKERS but has 0 inputs and 0 outputs");
-	static const gf_param_desc reserved[] = { { "workers", GF_PARAM_INT, "1", "" } };
+	static const gf_param_desc reserved[] = { { "workers", GF_PARAM_INT, "1", "", NULL } };
 	d = desc;
 	d.params = reserved;
 	d.nparams = 1;
 	expect_bad(&d, "parameter 'workers' is reserved");
-	static const gf_param_desc baddef[] = { { "n", GF_PARAM_INT, "many", "" } };
+	static const gf_param_desc baddef[] = { { "n", GF_PARAM_INT, "many", "", NULL } };
 	d.params = baddef;
 	expect_bad(&d, "default \"many\" is not a valid integer");
+	static const gf_param_desc badrange[] = { { "n", GF_PARAM_INT, "1", "", "1-10" } };
+	d.params = badrange;
+	expect_bad(&d, "parameter 'n': allowed \"1-10\" is not a range lo..hi of integers");
+	static const gf_param_desc emptyrange[] = { { "n", GF_PARAM_NUM, "1", "", ".." } };
+	d.params = emptyrange;
+	expect_bad(&d, "is not a range lo..hi of numbers");
+	static const gf_param_desc reversed[] = { { "n", GF_PARAM_INT, "1", "", "10..1" } };
+	d.params = reversed;
+	expect_bad(&d, "is not a range");
+	static const gf_param_desc outside[] = { { "n", GF_PARAM_INT, "0", "", "1.." } };
+	d.params = outside;
+	expect_bad(&d, "parameter 'n': default 0 lies outside its range 1..");
+	static const gf_param_desc nochoice[] = { { "m", GF_PARAM_STR, "fast", "", "sync|async" } };
+	d.params = nochoice;
+	expect_bad(&d, "parameter 'm': default \"fast\" is not one of sync|async");
+	static const gf_param_desc emptychoice[] = { { "m", GF_PARAM_STR, "sync", "", "sync||async" } };
+	d.params = emptychoice;
+	expect_bad(&d, "has an empty choice");
+	static const gf_param_desc boolrange[] = { { "b", GF_PARAM_BOOL, "true", "", "0..1" } };
+	d.params = boolrange;
+	expect_bad(&d, "a boolean parameter cannot declare allowed values");
+	static const gf_param_desc fine[] = { { "n", GF_PARAM_INT, "nil", "", "-3..0x10" },
+		                              { "x", GF_PARAM_NUM, "0.5", "", "..1" },
+		                              { "m", GF_PARAM_STR, NULL, "", "sync|async" } };
+	d.params = fine;
+	d.nparams = 3;
+	assert_int_equal(gf_stage_check_desc(&d, "x.so", err, sizeof(err)), 0);
+}
+
+static void expect_param_error(const char *key, gf_value v, const char *want)
+{
+	char err[1024];
+	gf_value given = gf_value_map(), out;
+	assert_int_equal(gf_value_set(&given, "path", gf_value_str("/d")), 0);
+	assert_int_equal(gf_value_set(&given, key, v), 0);
+	assert_int_equal(check(&given, &out, err), GF_EPARAM);
+	if (!strstr(err, want))
+		fail_msg("got \"%s\", want \"%s\"", err, want);
+	assert_int_equal(out.type, GF_VNIL);
+	gf_value_free(&given);
+}
+
+static void test_ranges_and_choices(void **state)
+{
+	(void)state;
+	expect_param_error("size", gf_value_int(0), "stage 'b' (batch): parameter 'size' is 0, outside its range 1..1048576");
+	expect_param_error("size", gf_value_int(1048577), "parameter 'size' is 1048577, outside its range 1..1048576");
+	expect_param_error("size", gf_value_num(-2.0), "parameter 'size' is -2, outside its range");
+	expect_param_error("lr", gf_value_num(-1e-3), "parameter 'lr' is -0.001, outside its range 0..");
+	expect_param_error("loss", gf_value_str("hinj"),
+	                   "parameter 'loss' is \"hinj\", not one of bce|hinge|ls; did you mean 'hinge'?");
+	expect_param_error("loss", gf_value_str("wasserstein"), "not one of bce|hinge|ls");
+	/* a far-off value gets no suggestion */
+	char err[1024];
+	gf_value given = gf_value_map(), out;
+	assert_int_equal(gf_value_set(&given, "path", gf_value_str("/d")), 0);
+	assert_int_equal(gf_value_set(&given, "loss", gf_value_str("wasserstein")), 0);
+	assert_int_equal(check(&given, &out, err), GF_EPARAM);
+	assert_null(strstr(err, "did you mean"));
+	gf_value_free(&given);
+
+	/* the bounds themselves are allowed, and the checked values read back
+	 * through gf_param_* without restating defaults */
+	given = gf_value_map();
+	assert_int_equal(gf_value_set(&given, "path", gf_value_str("/d")), 0);
+	assert_int_equal(gf_value_set(&given, "size", gf_value_int(1048576)), 0);
+	assert_int_equal(gf_value_set(&given, "lr", gf_value_int(0)), 0);
+	assert_int_equal(gf_value_set(&given, "loss", gf_value_str("ls")), 0);
+	assert_int_equal(check(&given, &out, err), 0);
+	assert_int_equal(gf_param_int(&out, "size"), 1048576);
+	assert_true(gf_param_num(&out, "lr") == 0.0);
+	assert_string_equal(gf_param_str(&out, "loss"), "ls");
+	assert_int_equal(gf_param_bool(&out, "shuffle"), 1);
+	assert_string_equal(gf_param_str(&out, "path"), "/d");
+	assert_int_equal(gf_param_given(&out, "net"), 0);
+	assert_null(gf_param(&out, "net"));
+	assert_null(gf_param_str(&out, "no_such_key")); /* a stage bug: logged, reads as NULL */
+	assert_int_equal(gf_param_int(&out, "no_such_key"), 0);
+	gf_value_free(&out);
+	gf_value_free(&given);
 }
 
 int main(void)
@@ -277,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_parse),
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_descriptor_checks),
+		cmocka_unit_test(test_ranges_and_choices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

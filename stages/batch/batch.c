@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <ganflow/err.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 typedef struct batch {
@@ -34,8 +35,8 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "size", GF_PARAM_INT, "64", "samples per batch" },
-	{ "drop_last", GF_PARAM_BOOL, "false", "drop the short batch at the end of an epoch" },
+	{ "size", GF_PARAM_INT, "64", "samples per batch", "1..1048576" },
+	{ "drop_last", GF_PARAM_BOOL, "false", "drop the short batch at the end of an epoch", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -44,10 +45,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!b)
 		return gf_fail(ctx, "out of memory");
 	*self = b;
-	b->n = gf_value_as_int(gf_value_get(p, "size"), 64, NULL);
-	if (b->n < 1 || b->n > (1 << 20))
-		return gf_fail(ctx, "parameter 'size' = %lld outside 1..1048576", (long long)b->n);
-	b->drop_last = gf_value_as_bool(gf_value_get(p, "drop_last"), 0, NULL);
+	b->n = gf_param_int(p, "size");
+	b->drop_last = gf_param_bool(p, "drop_last");
 	return 0;
 }
 

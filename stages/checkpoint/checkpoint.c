@@ -261,8 +261,8 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "dir", GF_PARAM_STR, "checkpoints", "directory for the files, relative to the run directory" },
-	{ "keep", GF_PARAM_INT, "3", "number of checkpoint files kept (oldest removed)" },
+	{ "dir", GF_PARAM_STR, "checkpoints", "directory for the files, relative to the run directory", NULL },
+	{ "keep", GF_PARAM_INT, "3", "number of checkpoint files kept (oldest removed)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

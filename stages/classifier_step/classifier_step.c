@@ -310,16 +310,16 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "net", GF_PARAM_TABLE, NULL, "the classifier's layer table (backbones.classifier), with a \"features\" layer" },
-	{ "opt", GF_PARAM_TABLE, "nil", "optimiser (default gf.adam{lr = 1e-3})" },
-	{ "max_batch", GF_PARAM_INT, "256", "largest batch" },
-	{ "size", GF_PARAM_INT, "32", "image side of the training data (jpeg_decode size)" },
-	{ "channels", GF_PARAM_INT, "1", "image channels of the training data" },
-	{ "resize", GF_PARAM_STR, "bilinear", "resize filter of the training data (jpeg_decode resize)" },
-	{ "test", GF_PARAM_STR, "", "test split whose accuracy is measured at the end" },
-	{ "export", GF_PARAM_STR, "", "classifier checkpoint written at the end (for ganflow eval / evaluator)" },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
+	{ "net", GF_PARAM_TABLE, NULL, "the classifier's layer table (backbones.classifier), with a \"features\" layer", NULL },
+	{ "opt", GF_PARAM_TABLE, "nil", "optimiser (default gf.adam{lr = 1e-3})", NULL },
+	{ "max_batch", GF_PARAM_INT, "256", "largest batch", NULL },
+	{ "size", GF_PARAM_INT, "32", "image side of the training data (jpeg_decode size)", NULL },
+	{ "channels", GF_PARAM_INT, "1", "image channels of the training data", NULL },
+	{ "resize", GF_PARAM_STR, "bilinear", "resize filter of the training data (jpeg_decode resize)", NULL },
+	{ "test", GF_PARAM_STR, "", "test split whose accuracy is measured at the end", NULL },
+	{ "export", GF_PARAM_STR, "", "classifier checkpoint written at the end (for ganflow eval / evaluator)", NULL },
+	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

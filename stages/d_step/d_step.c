@@ -501,25 +501,25 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "net", GF_PARAM_TABLE, NULL, "D's layer table (a backbone such as dcgan.D{})" },
-	{ "opt", GF_PARAM_TABLE, "nil", "optimiser, e.g. gf.adam{lr = 2e-4, betas = {0.5, 0.999}} (that is the default)" },
-	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge or ls; as g_step's" },
-	{ "mode", GF_PARAM_STR, "sync", "sync (alternating G/D) or async (fake cache, bounded staleness)" },
+	{ "net", GF_PARAM_TABLE, NULL, "D's layer table (a backbone such as dcgan.D{})", NULL },
+	{ "opt", GF_PARAM_TABLE, "nil", "optimiser, e.g. gf.adam{lr = 2e-4, betas = {0.5, 0.999}} (that is the default)", NULL },
+	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge or ls; as g_step's", NULL },
+	{ "mode", GF_PARAM_STR, "sync", "sync (alternating G/D) or async (fake cache, bounded staleness)", NULL },
 	{ "staleness", GF_PARAM_INT, "4", "async: D weights are sent every this many iterations, and no fakes made "
-	                                  "with older D weights are used" },
-	{ "cache", GF_PARAM_INT, "8", "async: fake batches kept for reuse" },
-	{ "reuse", GF_PARAM_INT, "2", "async: D steps one fake batch may serve (1: every D step waits for new fakes)" },
-	{ "d_steps", GF_PARAM_INT, "1", "D steps per G step" },
-	{ "accumulate", GF_PARAM_INT, "1", "micro-batches whose gradients are summed per D step" },
-	{ "clip", GF_PARAM_NUM, "0", "clip D's gradient to this global L2 norm (0 = no clipping)" },
-	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see" },
-	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)" },
-	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns" },
-	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)" },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
-	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)" },
-	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)" },
+	                                  "with older D weights are used", NULL },
+	{ "cache", GF_PARAM_INT, "8", "async: fake batches kept for reuse", NULL },
+	{ "reuse", GF_PARAM_INT, "2", "async: D steps one fake batch may serve (1: every D step waits for new fakes)", NULL },
+	{ "d_steps", GF_PARAM_INT, "1", "D steps per G step", NULL },
+	{ "accumulate", GF_PARAM_INT, "1", "micro-batches whose gradients are summed per D step", NULL },
+	{ "clip", GF_PARAM_NUM, "0", "clip D's gradient to this global L2 norm (0 = no clipping)", NULL },
+	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see", NULL },
+	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)", NULL },
+	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns", NULL },
+	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)", NULL },
+	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
+	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)", NULL },
+	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

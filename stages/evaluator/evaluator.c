@@ -234,18 +234,18 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)" },
-	{ "classifier", GF_PARAM_STR, "data/fashion-mnist/classifier.safetensors", "classifier checkpoint (pipelines/classifier_fashion.lua)" },
-	{ "real", GF_PARAM_STR, "data/fashion-mnist/train", "real split the statistics come from (cached beside it)" },
-	{ "real_n", GF_PARAM_INT, "0", "real images used (0: the whole split)" },
-	{ "n", GF_PARAM_INT, "5000", "generated images per evaluation (more than the feature dimension)" },
-	{ "every", GF_PARAM_INT, "1000", "evaluate every this many steps (and at the end); g_step's publish_every must divide it" },
-	{ "batch", GF_PARAM_INT, "250", "images per generator / classifier forward" },
-	{ "kid", GF_PARAM_BOOL, "true", "compute KID" },
-	{ "pr", GF_PARAM_BOOL, "false", "compute precision and recall (k = 3)" },
-	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch" },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
+	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)", NULL },
+	{ "classifier", GF_PARAM_STR, "data/fashion-mnist/classifier.safetensors", "classifier checkpoint (pipelines/classifier_fashion.lua)", NULL },
+	{ "real", GF_PARAM_STR, "data/fashion-mnist/train", "real split the statistics come from (cached beside it)", NULL },
+	{ "real_n", GF_PARAM_INT, "0", "real images used (0: the whole split)", NULL },
+	{ "n", GF_PARAM_INT, "5000", "generated images per evaluation (more than the feature dimension)", NULL },
+	{ "every", GF_PARAM_INT, "1000", "evaluate every this many steps (and at the end); g_step's publish_every must divide it", NULL },
+	{ "batch", GF_PARAM_INT, "250", "images per generator / classifier forward", NULL },
+	{ "kid", GF_PARAM_BOOL, "true", "compute KID", NULL },
+	{ "pr", GF_PARAM_BOOL, "false", "compute precision and recall (k = 3)", NULL },
+	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch", NULL },
+	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

@@ -576,11 +576,11 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "mode", GF_PARAM_STR, "allreduce", "allreduce, zero1, gossip or none" },
-	{ "bucket_mb", GF_PARAM_NUM, "4", "allreduce: gradient bucket size in MiB (communication starts per bucket)" },
-	{ "rounds", GF_PARAM_INT, "1", "gossip: averaging rounds with the ring neighbours per step" },
-	{ "measure", GF_PARAM_BOOL, "false", "gossip: measure and log the distance to the mean each round (costly)" },
-	{ "timeout", GF_PARAM_NUM, "60", "seconds a collective may stall before the ranks are probed (a dead one fails the run)" },
+	{ "mode", GF_PARAM_STR, "allreduce", "allreduce, zero1, gossip or none", NULL },
+	{ "bucket_mb", GF_PARAM_NUM, "4", "allreduce: gradient bucket size in MiB (communication starts per bucket)", NULL },
+	{ "rounds", GF_PARAM_INT, "1", "gossip: averaging rounds with the ring neighbours per step", NULL },
+	{ "measure", GF_PARAM_BOOL, "false", "gossip: measure and log the distance to the mean each round (costly)", NULL },
+	{ "timeout", GF_PARAM_NUM, "60", "seconds a collective may stall before the ranks are probed (a dead one fails the run)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

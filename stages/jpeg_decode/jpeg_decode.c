@@ -98,18 +98,18 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "size", GF_PARAM_INT, "nil", "output height = width (or give height and width; none: the record's size)" },
-	{ "height", GF_PARAM_INT, "nil", "output height" },
-	{ "width", GF_PARAM_INT, "nil", "output width" },
-	{ "channels", GF_PARAM_INT, "0", "1 (gray) or 3 (RGB); 0: the record's own" },
-	{ "resize", GF_PARAM_STR, "area", "resize filter: area or bilinear" },
-	{ "crop", GF_PARAM_STR, "center", "center, random (keep aspect, crop the rest) or none (stretch)" },
-	{ "flip", GF_PARAM_BOOL, "false", "random horizontal flip (p = 1/2), from (seed, key, epoch)" },
-	{ "seed", GF_PARAM_INT, "nil", "seed of crops and flips (default: the run seed)" },
-	{ "fast", GF_PARAM_BOOL, "false", "fast (less accurate) IDCT and upsampling" },
-	{ "lenient", GF_PARAM_BOOL, "false", "accept JPEGs that decode with warnings (e.g. truncated)" },
-	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad" },
-	{ "min_records", GF_PARAM_INT, "100", "records seen before max_bad_fraction is enforced" },
+	{ "size", GF_PARAM_INT, "nil", "output height = width (or give height and width; none: the record's size)", NULL },
+	{ "height", GF_PARAM_INT, "nil", "output height", NULL },
+	{ "width", GF_PARAM_INT, "nil", "output width", NULL },
+	{ "channels", GF_PARAM_INT, "0", "1 (gray) or 3 (RGB); 0: the record's own", NULL },
+	{ "resize", GF_PARAM_STR, "area", "resize filter: area or bilinear", NULL },
+	{ "crop", GF_PARAM_STR, "center", "center, random (keep aspect, crop the rest) or none (stretch)", NULL },
+	{ "flip", GF_PARAM_BOOL, "false", "random horizontal flip (p = 1/2), from (seed, key, epoch)", NULL },
+	{ "seed", GF_PARAM_INT, "nil", "seed of crops and flips (default: the run seed)", NULL },
+	{ "fast", GF_PARAM_BOOL, "false", "fast (less accurate) IDCT and upsampling", NULL },
+	{ "lenient", GF_PARAM_BOOL, "false", "accept JPEGs that decode with warnings (e.g. truncated)", NULL },
+	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", NULL },
+	{ "min_records", GF_PARAM_INT, "100", "records seen before max_bad_fraction is enforced", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)

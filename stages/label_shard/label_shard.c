@@ -33,9 +33,9 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "classes", GF_PARAM_LIST, "nil", "class labels to keep (default: c % parts == part)" },
-	{ "part", GF_PARAM_INT, "nil", "this shard's index for the round-robin (default: the run's rank % parts)" },
-	{ "parts", GF_PARAM_INT, "nil", "shards in the round-robin (default: the run's world)" },
+	{ "classes", GF_PARAM_LIST, "nil", "class labels to keep (default: c % parts == part)", NULL },
+	{ "part", GF_PARAM_INT, "nil", "this shard's index for the round-robin (default: the run's rank % parts)", NULL },
+	{ "parts", GF_PARAM_INT, "nil", "shards in the round-robin (default: the run's world)", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)

@@ -298,8 +298,8 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "every", GF_PARAM_INT, "50", "write one line every this many steps" },
-	{ "file", GF_PARAM_STR, "metrics.jsonl", "output file, relative to the run directory" },
+	{ "every", GF_PARAM_INT, "50", "write one line every this many steps", NULL },
+	{ "file", GF_PARAM_STR, "metrics.jsonl", "output file, relative to the run directory", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

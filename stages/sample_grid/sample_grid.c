@@ -236,14 +236,14 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)" },
-	{ "every", GF_PARAM_INT, "500", "write a grid every this many steps (and at the end)" },
-	{ "cols", GF_PARAM_INT, "8", "images per row" },
-	{ "rows", GF_PARAM_INT, "0", "rows (default: one per class, else 8)" },
-	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch (the grid's statistics)" },
-	{ "dir", GF_PARAM_STR, "samples", "directory for the PNG files, relative to the run directory" },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)" },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)" },
+	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)", NULL },
+	{ "every", GF_PARAM_INT, "500", "write a grid every this many steps (and at the end)", NULL },
+	{ "cols", GF_PARAM_INT, "8", "images per row", NULL },
+	{ "rows", GF_PARAM_INT, "0", "rows (default: one per class, else 8)", NULL },
+	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch (the grid's statistics)", NULL },
+	{ "dir", GF_PARAM_STR, "samples", "directory for the PNG files, relative to the run directory", NULL },
+	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

@@ -199,7 +199,7 @@ static const gf_port_desc outputs[] = {
 
 static const gf_param_desc params[] = {
 	WIRE_PARAMS,
-	{ "kind", GF_PARAM_STR, "any", "message kind of the producer's port (for messages and checks)" },
+	{ "kind", GF_PARAM_STR, "any", "message kind of the producer's port (for messages and checks)", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

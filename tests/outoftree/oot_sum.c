@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 typedef struct oot_sum {
@@ -23,8 +24,8 @@ typedef struct oot_sum {
 static const gf_port_desc inputs[] = { { "inp", "items", 0, "items to sum" } };
 
 static const gf_param_desc params[] = {
-	{ "out", GF_PARAM_STR, NULL, "file to write the sums to" },
-	{ "scale", GF_PARAM_NUM, "1", "factor applied to the sums" },
+	{ "out", GF_PARAM_STR, NULL, "file to write the sums to", NULL },
+	{ "scale", GF_PARAM_NUM, "1", "factor applied to the sums", "0.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -33,8 +34,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return gf_fail(ctx, "out of memory");
 	*self = s;
-	s->out = gf_value_as_str(gf_value_get(p, "out"), NULL, NULL);
-	s->scale = gf_value_as_num(gf_value_get(p, "scale"), 1.0, NULL);
+	s->out = gf_param_str(p, "out");
+	s->scale = gf_param_num(p, "scale");
 	return 0;
 }
 

@@ -43,9 +43,44 @@ int gf_param_default(const gf_param_desc *p, gf_value *out, char *err, size_t er
  *   wrong type    "stage 'src' (count_source): parameter 'n' must be an
  *                  integer, got string \"ten\""
  *   missing       "stage 'r' (reader): missing required parameter 'path'"
- * *out is nil on error. */
+ *   out of range  "stage 'b' (batch): parameter 'size' is 0, outside
+ *                  its range 1..1048576"
+ *   not a choice  "stage 'd' (d_step): parameter 'mode' is \"syn\", not
+ *                  one of sync|async; did you mean 'sync'?"
+ * Defaults are not re-checked here: gf_param_check_desc checked them when
+ * the stage was loaded. *out is nil on error. */
 int gf_params_check(const gf_stage_desc *desc, const char *instance, const gf_value *given,
                     gf_value *out, char *err, size_t errsize);
+
+/* Checks p's own declaration: its default parses as its type (as
+ * gf_param_default), its `allowed` text parses for its type (a range for
+ * integers and numbers, choices for strings, nothing for other types) and
+ * the default lies inside it. The loader calls it for every parameter of a
+ * stage it loads. Returns 0 or GF_EPARAM with a message naming the
+ * parameter in err. */
+int gf_param_check_desc(const gf_param_desc *p, char *err, size_t errsize);
+
+/* ---- reading checked parameters (a stage's create()) ----
+ *
+ * params is the map create() receives: every declared parameter is present,
+ * given or defaulted, converted to its type and inside its allowed range or
+ * choices. So these take no default and a stage never re-checks what its
+ * descriptor declares. Reading a key the stage did not declare is a stage
+ * bug: it is logged and reads as 0, false or NULL. */
+
+/* The value of key, or NULL for an optional parameter left out ("nil"
+ * default) and for undeclared keys. Valid as long as params. */
+const gf_value *gf_param(const gf_value *params, const char *key);
+
+int64_t gf_param_int(const gf_value *params, const char *key);
+double gf_param_num(const gf_value *params, const char *key);
+int gf_param_bool(const gf_value *params, const char *key);
+
+/* The string, or NULL when left out; valid as long as params. */
+const char *gf_param_str(const gf_value *params, const char *key);
+
+/* 1 when an optional ("nil" default) parameter was given, else 0. */
+int gf_param_given(const gf_value *params, const char *key);
 
 /* Edit distance (Damerau–Levenshtein, optimal string alignment) between two
  * strings, for "did you mean" suggestions. */

@@ -6,10 +6,13 @@
  * than the runtime expects, naming the file, before reading anything else.
  *
  * The descriptor declares the stage's ports (name + message kind) and its
- * parameters (name, type, default, doc). The runtime checks a pipeline
- * against these declarations before anything runs: unknown keys, wrong
- * types, ports of different kinds, inputs left unconnected are errors that
- * name the stage instance and the key or port.
+ * parameters (name, type, default, doc, allowed range or choices). The
+ * runtime checks a pipeline against these declarations before anything
+ * runs: unknown keys, wrong types, values outside the allowed range or
+ * choices, ports of different kinds, inputs left unconnected are errors
+ * that name the stage instance and the key or port. A stage then reads the
+ * checked values with gf_param_int() & co. (<ganflow/params.h>): it never
+ * restates a default or re-checks a declared range.
  *
  * Life of a stage instance (one per worker when the stage runs several):
  *   create(ctx, params, &self)   on the main thread, before any run();
@@ -43,7 +46,9 @@
 extern "C" {
 #endif
 
-#define GF_STAGE_ABI 1u
+/* 2: gf_param_desc gained `allowed` (ranges and choices checked by the
+ * runtime). Stages built for ABI 1 are refused at load time. */
+#define GF_STAGE_ABI 2u
 
 /* Exports one symbol from a stage built with -fvisibility=hidden:
  *   GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = { ... };      */
@@ -68,6 +73,12 @@ typedef struct gf_param_desc {
 	gf_param_type type;
 	const char *def;  /* default as text; NULL: required; "nil": optional, absent */
 	const char *doc;  /* one line, shown by `ganflow stages` */
+	const char *allowed; /* NULL: any value of the type. Integers and numbers:
+	                        a closed range "lo..hi", either side may be left
+	                        out ("1..", "..0.5"); strings: the choices
+	                        "sync|async". The runtime refuses values outside
+	                        it before anything runs, and the loader refuses a
+	                        descriptor whose default lies outside it. */
 } gf_param_desc;
 
 enum {

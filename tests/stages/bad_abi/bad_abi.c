@@ -1,4 +1,5 @@
-/* bad_abi: a stage built for a future stage ABI, for the loader's tests.
+/* bad_abi: a stage built for an older stage ABI (1: parameters without
+ * allowed ranges or choices), for the loader's tests.
  * The loader must refuse it by its `abi` field before reading anything
  * else, naming the file. Built outside the stage directory, never installed. */
 #include <ganflow/stage.h>
@@ -19,10 +20,10 @@ static int run(void *self, gf_ctx *ctx)
 }
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
-	.abi = GF_STAGE_ABI + 1,
+	.abi = 1,
 	.size = sizeof(gf_stage_desc),
 	.name = "bad_abi",
-	.doc = "a stage of another ABI version",
+	.doc = "a stage of an older ABI version",
 	.create = create,
 	.run = run,
 };

@@ -29,11 +29,11 @@ typedef struct check_sink {
 static const gf_port_desc inputs[] = { { "inp", "items", 0, "items to check" } };
 
 static const gf_param_desc params[] = {
-	{ "expect", GF_PARAM_INT, "-1", "number of items expected at the end of the data (-1: any)" },
-	{ "start", GF_PARAM_INT, "0", "key of the first item" },
-	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing" },
-	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds" },
-	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)" },
+	{ "expect", GF_PARAM_INT, "-1", "number of items expected at the end of the data (-1: any)", NULL },
+	{ "start", GF_PARAM_INT, "0", "key of the first item", NULL },
+	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing", NULL },
+	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", NULL },
+	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)

@@ -25,7 +25,7 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "expect", GF_PARAM_INT, "-1", "number of messages expected (-1: any)" },
+	{ "expect", GF_PARAM_INT, "-1", "number of messages expected (-1: any)", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)

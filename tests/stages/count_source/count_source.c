@@ -32,12 +32,12 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "n", GF_PARAM_INT, "1000", "number of items (0: until the graph stops)" },
-	{ "start", GF_PARAM_INT, "0", "key of the first item" },
-	{ "rate", GF_PARAM_NUM, "0", "items per second (0: as fast as the graph takes them)" },
-	{ "width", GF_PARAM_INT, "0", "f32 elements per item, each equal to the key (0: no tensor)" },
-	{ "fail_at", GF_PARAM_INT, "-1", "fail when about to emit this key (-1: never)" },
-	{ "ignore_stop", GF_PARAM_BOOL, "false", "keep emitting after a graceful stop (tests the grace period)" },
+	{ "n", GF_PARAM_INT, "1000", "number of items (0: until the graph stops)", NULL },
+	{ "start", GF_PARAM_INT, "0", "key of the first item", NULL },
+	{ "rate", GF_PARAM_NUM, "0", "items per second (0: as fast as the graph takes them)", NULL },
+	{ "width", GF_PARAM_INT, "0", "f32 elements per item, each equal to the key (0: no tensor)", NULL },
+	{ "fail_at", GF_PARAM_INT, "-1", "fail when about to emit this key (-1: never)", NULL },
+	{ "ignore_stop", GF_PARAM_BOOL, "false", "keep emitting after a graceful stop (tests the grace period)", NULL },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)

@@ -38,13 +38,13 @@ static const gf_port_desc inputs[] = { { "inp", "items", 0, "items to delay" } }
 static const gf_port_desc outputs[] = { { "out", "items", 0, "the same items, later, in order" } };
 
 static const gf_param_desc params[] = {
-	{ "dist", GF_PARAM_STR, "none", "delay distribution: none, uniform, exponential or bursty" },
-	{ "mean_us", GF_PARAM_NUM, "0", "mean delay per item, microseconds" },
-	{ "burst_every", GF_PARAM_INT, "0", "bursty: pause before every burst_every-th item" },
-	{ "burst_us", GF_PARAM_NUM, "0", "bursty: length of the pause, microseconds" },
-	{ "seed", GF_PARAM_INT, "1", "random seed (each worker adds its index)" },
-	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder" },
-	{ "fail_at", GF_PARAM_INT, "-1", "fail on the item with this key (-1: never)" },
+	{ "dist", GF_PARAM_STR, "none", "delay distribution: none, uniform, exponential or bursty", NULL },
+	{ "mean_us", GF_PARAM_NUM, "0", "mean delay per item, microseconds", NULL },
+	{ "burst_every", GF_PARAM_INT, "0", "bursty: pause before every burst_every-th item", NULL },
+	{ "burst_us", GF_PARAM_NUM, "0", "bursty: length of the pause, microseconds", NULL },
+	{ "seed", GF_PARAM_INT, "1", "random seed (each worker adds its index)", NULL },
+	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder", NULL },
+	{ "fail_at", GF_PARAM_INT, "-1", "fail on the item with this key (-1: never)", NULL },
 };
 
 static uint64_t next_u64(uint64_t *s)

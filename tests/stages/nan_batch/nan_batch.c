@@ -59,7 +59,7 @@ static int nb_run(void *self, gf_ctx *ctx)
 
 static const gf_port_desc inputs[] = { { "batch", "batch", 0, "batches" } };
 static const gf_port_desc outputs[] = { { "batch", "batch", 0, "the same batches, one poisoned with NaN" } };
-static const gf_param_desc params[] = { { "at", GF_PARAM_INT, "10", "index of the batch to poison" } };
+static const gf_param_desc params[] = { { "at", GF_PARAM_INT, "10", "index of the batch to poison", NULL } };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,
