@@ -46,7 +46,7 @@ check "lua runtime error shows file:line" 1 "rt.lua:3: boom" "$gf" run rt.lua
 printf 'local gf = require "ganflow"\nlocal s = gf.stage "nosuch" {}\n' >unknown.lua
 check "unknown stage lists the search path" 1 "unknown.lua:2: unknown stage 'nosuch' (searched: " "$gf" run unknown.lua
 printf 'local gf = require "ganflow"\nlocal s = gf.stage "%s/bad_abi.so" {}\n' "$bad" >abi.lua
-check "wrong stage ABI" 1 "bad_abi.so: stage ABI version 2, but this runtime speaks version 1" "$gf" run abi.lua
+check "wrong stage ABI" 1 "bad_abi.so: stage ABI version 1, but this runtime speaks version 2 (rebuild the stage" "$gf" run abi.lua
 printf 'local gf = require "ganflow"\nlocal s = gf.stage "%s/no_desc.so" {}\n' "$bad" >nodesc.lua
 check "no descriptor" 1 "no_desc.so: no 'ganflow_stage' descriptor" "$gf" run nodesc.lua
 printf 'local gf = require "ganflow"\nlocal s = gf.stage "count_source" { nn = 3 }\n' >param.lua
@@ -79,7 +79,7 @@ check "unknown command" 2 "unknown command 'frobnicate'" "$gf" frobnicate
 check "stages lists ports, parameters, defaults, docs" 0 "number of items (0: until the graph stops)" "$gf" stages
 check "stages shows one stage" 0 "messages of any kind from any number of producers" "$gf" stages collect
 check "stages with an unknown name" 1 "unknown stage 'nosuch'" "$gf" stages nosuch
-check "version" 0 "(stage ABI 1, Lua 5.4" "$gf" version
+check "version" 0 "(stage ABI 2, Lua 5.4" "$gf" version
 
 # ---- signals ----
 cat >forever.lua <<'LUA'
