@@ -186,12 +186,6 @@ int gf_state_add_rng(gf_state *s, const char *name, const gf_rng *r)
 	return gf_state_add_i64(s, name, v, 3);
 }
 
-int gf_state_add_f32(gf_state *s, const char *name, const float *v, size_t n)
-{
-	int64_t shape[1] = { (int64_t)n };
-	return add(s, name, GF_F32, 1, shape, v);
-}
-
 int gf_state_meta(gf_state *s, const char *key, const char *value)
 {
 	char **m = realloc(s->meta, (s->nmeta + 3) * sizeof(*m));
@@ -313,16 +307,4 @@ int gf_state_read_i64(const char *path, const char *name, int64_t *v, int n)
 		gf_seterr(rc, "checkpoint %s: no tensor '%s'", path, name);
 	gf_st_close(f);
 	return rc;
-}
-
-int gf_state_read_rng(const char *path, const char *name, gf_rng *r)
-{
-	int64_t v[3];
-	int rc = gf_state_read_i64(path, name, v, 3);
-	if (rc)
-		return rc;
-	r->seed = (uint64_t)v[0];
-	r->stream = (uint64_t)v[1];
-	r->offset = (uint64_t)v[2];
-	return 0;
 }

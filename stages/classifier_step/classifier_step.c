@@ -19,6 +19,7 @@
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 #include <ganflow/nn.h>
+#include <ganflow/params.h>
 #include <ganflow/shard.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
@@ -27,16 +28,14 @@ enum { IN_BATCH };
 enum { OUT_METRICS, OUT_STATE };
 
 typedef struct clf {
-	gf_backend *be;
-	gf_net *net;
-	gf_optim *opt;
-	gf_state *state;
+	gf_trainer *tr;         /* the classifier, its optimiser, update, state */
+	gf_net *net;            /* the trainer's */
+	gf_backend *be;         /* the trainer's */
 	int max_batch, classes, size, channels;
-	int64_t step, ckpt_every, last_state;
+	int64_t step, ckpt_every;
 	float *dlogits;         /* (max_batch, classes) device */
 	float *logits;          /* (max_batch, classes) host */
-	char test[4096], export_path[4096], resize[16];
-	char table_text[65536];
+	const char *test, *export_path, *resize; /* parameters (valid until destroy) */
 	double test_acc;
 } clf;
 
@@ -47,25 +46,23 @@ static int clf_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
-	s->max_batch = (int)gf_value_as_int(gf_value_get(p, "max_batch"), 256, NULL);
-	s->size = (int)gf_value_as_int(gf_value_get(p, "size"), 32, NULL);
-	s->channels = (int)gf_value_as_int(gf_value_get(p, "channels"), 1, NULL);
-	snprintf(s->resize, sizeof(s->resize), "%s", gf_value_as_str(gf_value_get(p, "resize"), "bilinear", NULL));
-	snprintf(s->test, sizeof(s->test), "%s", gf_value_as_str(gf_value_get(p, "test"), "", NULL));
-	snprintf(s->export_path, sizeof(s->export_path), "%s", gf_value_as_str(gf_value_get(p, "export"), "", NULL));
-	if (strcmp(s->resize, "bilinear") && strcmp(s->resize, "area"))
-		return gf_fail(ctx, "parameter 'resize' must be \"bilinear\" or \"area\", got \"%s\"", s->resize);
+	s->max_batch = (int)gf_param_int(p, "max_batch");
+	s->size = (int)gf_param_int(p, "size");
+	s->channels = (int)gf_param_int(p, "channels");
+	s->resize = gf_param_str(p, "resize");
+	s->test = gf_param_str(p, "test");
+	s->export_path = gf_param_str(p, "export");
 	s->ckpt_every = run->checkpoint_every;
-	s->last_state = -1;
 	s->test_acc = NAN;
-	int rc = gf_train_backend(ctx, p, &s->be);
+	gf_trainer_conf tc = { .what = "classifier", .tag = "c", .role = "classifier", .unit = "step",
+	                       .max_batch = s->max_batch, .grads_port = -1, .reduced_port = -1,
+	                       .state_port = OUT_STATE, .cls = -1 };
+	gf_optim_defaults(&tc.opt, GF_OPT_ADAM);
+	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
-	const gf_value *t = gf_value_get(p, "net");
-	if ((rc = gf_train_net(ctx, s->be, t, s->max_batch, "classifier (net)", run->seed, gf_train_stream(ctx, "init"),
-	                       &s->net)))
-		return rc;
-	gf_value_format(t, s->table_text, sizeof(s->table_text));
+	s->net = gf_trainer_net(s->tr);
+	s->be = gf_trainer_backend(s->tr);
 	gf_tensor in, out;
 	gf_net_shapes(s->net, &in, &out);
 	if (in.ndim != 4 || out.ndim != 2)
@@ -75,24 +72,11 @@ static int clf_create(gf_ctx *ctx, const gf_value *p, void **self)
 		               (long long)in.shape[1], (long long)in.shape[2], (long long)in.shape[3], s->size,
 		               s->channels);
 	s->classes = (int)out.shape[1];
-	gf_optim_conf oc;
-	gf_optim_defaults(&oc, GF_OPT_ADAM);
-	const gf_value *ov = gf_value_get(p, "opt");
-	if (ov && ov->type != GF_VNIL && gf_optim_conf_parse(&oc, ov))
-		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
-	if ((rc = gf_optim_create(&s->opt, s->net, &oc)))
-		return gf_fail(ctx, "optimiser: %s", gf_errmsg());
 	size_t n = (size_t)s->max_batch * (size_t)s->classes;
-	if ((rc = s->be->ops->alloc(s->be, (void **)&s->dlogits, n * sizeof(float))))
-		return gf_fail(ctx, "out of memory");
 	s->logits = malloc(n * sizeof(float));
-	if (!s->logits || (rc = gf_state_create(&s->state)))
+	if (!s->logits || s->be->ops->alloc(s->be, (void **)&s->dlogits, n * sizeof(float)))
 		return gf_fail(ctx, "out of memory");
-	if ((rc = gf_train_resume(ctx, s->net, s->opt, &s->step)))
-		return rc;
-	if (run->resume)
-		s->last_state = s->step;
-	return 0;
+	return gf_trainer_resume(s->tr, &s->step);
 }
 
 /* Correct predictions among n rows of host logits. */
@@ -111,25 +95,16 @@ static int64_t correct(const clf *s, const float *logits, const int32_t *labels,
 
 static int push_state(clf *s, gf_ctx *ctx)
 {
-	if (!gf_port_edges(ctx, 1, OUT_STATE) || s->last_state == s->step)
-		return 0;
-	char name[160], v[64];
-	int rc = gf_state_add_net(s->state, gf_train_key(ctx, "net", name, sizeof(name)), s->net, s->opt);
-	if (!rc)
-		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "step", name, sizeof(name)), &s->step, 1);
-	if (!rc)
-		rc = gf_state_describe(s->state, ctx, "classifier", s->table_text, -1);
-	if (!rc)
-		rc = gf_state_meta(s->state, gf_train_key(ctx, "resize", name, sizeof(name)), s->resize);
+	gf_state *st;
+	char k[160], v[64];
+	int rc = gf_trainer_state_begin(s->tr, s->step, &st);
+	if (rc || !st)
+		return rc;
+	rc = gf_state_meta(st, gf_train_key(ctx, "resize", k, sizeof(k)), s->resize);
 	snprintf(v, sizeof(v), "%.6f", s->test_acc);
 	if (!rc && !isnan(s->test_acc))
-		rc = gf_state_meta(s->state, gf_train_key(ctx, "test_accuracy", name, sizeof(name)), v);
-	if (rc) {
-		gf_state_clear(s->state);
-		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());
-	}
-	s->last_state = s->step;
-	return gf_state_push(s->state, ctx, OUT_STATE, s->step);
+		rc = gf_state_meta(st, gf_train_key(ctx, "test_accuracy", k, sizeof(k)), v);
+	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
 static int clf_run(void *self, gf_ctx *ctx)
@@ -152,27 +127,26 @@ static int clf_run(void *self, gf_ctx *ctx)
 		int n = (int)x->shape[0];
 		gf_tensor logits;
 		float loss;
-		if ((rc = gf_net_forward(s->net, x, NULL, GF_TRAIN)) || (rc = gf_net_output(s->net, &logits)) ||
-		    (rc = gf_loss(s->be, GF_LOSS_CE, &loss, s->dlogits, &logits, &m->t[1], 0.0f, 1.0f))) {
+		if ((rc = gf_net_forward(s->net, x, NULL, GF_TRAIN)) || (rc = gf_net_output(s->net, &logits))) {
 			gf_msg_release(m);
 			return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
 		}
-		if (!isfinite(loss)) {
+		if ((rc = gf_trainer_loss(s->tr, s->step, GF_LOSS_CE, &logits, &m->t[1], 0.0f, 1.0f, s->dlogits, &loss))) {
 			gf_msg_release(m);
-			return gf_fail(ctx, "step %lld: the loss is %g (non-finite)", (long long)s->step, (double)loss);
+			return rc;
 		}
 		rc = s->be->ops->copy(s->be, s->logits, logits.data, (size_t)n * s->classes * sizeof(float), GF_COPY_D2H);
 		int64_t ok = rc ? 0 : correct(s, s->logits, m->t[1].data, n);
 		gf_msg_release(m);
-		if (rc || (rc = gf_net_backward(s->net, s->dlogits, GF_NEED_DW)) || (rc = gf_optim_step(s->opt)))
+		if (rc || (rc = gf_net_backward(s->net, s->dlogits, GF_NEED_DW)))
 			return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
+		if ((rc = gf_trainer_update(s->tr, s->step, NULL)))
+			return rc == GF_ESTOP ? 0 : rc;
 		s->step++;
 		gf_report_step(ctx, s->step, n);
-		if (gf_port_edges(ctx, 1, OUT_METRICS)) {
-			if ((rc = gf_msg_get(ctx, OUT_METRICS, &m)))
-				return rc;
-			m->step = s->step;
-			m->source = gf_ctx_name(ctx);
+		if ((rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->step, &m)))
+			return rc;
+		if (m) {
 			gf_msg_set_scalar(m, "loss_c", loss);
 			gf_msg_set_scalar(m, "train_acc", (double)ok / n);
 			gf_msg_set_scalar(m, "images", n);
@@ -251,7 +225,7 @@ static int export_classifier(clf *s, gf_ctx *ctx)
 	snprintf(size, sizeof(size), "%d", s->size);
 	snprintf(ch, sizeof(ch), "%d", s->channels);
 	snprintf(acc, sizeof(acc), "%.6f", s->test_acc);
-	const char *meta[] = { kr, "classifier", kt, s->table_text, ks, size, kc, ch, kz, s->resize, ka, acc, NULL };
+	const char *meta[] = { kr, "classifier", kt, gf_trainer_table(s->tr), ks, size, kc, ch, kz, s->resize, ka, acc, NULL };
 	gf_ckpt_part part = { prefix, s->net, NULL };
 	int rc = gf_ckpt_save(s->export_path, &part, 1, s->step, NULL, meta);
 	if (rc)
@@ -266,11 +240,9 @@ static int clf_flush(void *self, gf_ctx *ctx)
 	int rc = 0;
 	if (s->test[0] && (rc = test_accuracy(s, ctx)))
 		return rc;
-	if (!isnan(s->test_acc) && gf_port_edges(ctx, 1, OUT_METRICS)) {
+	if (!isnan(s->test_acc)) {
 		gf_msg *m;
-		if ((rc = gf_msg_get(ctx, OUT_METRICS, &m)) == 0) {
-			m->step = s->step;
-			m->source = gf_ctx_name(ctx);
+		if ((rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->step, &m)) == 0 && m) {
 			gf_msg_set_scalar(m, "test_acc", s->test_acc);
 			rc = gf_push(ctx, OUT_METRICS, m);
 		}
@@ -280,7 +252,7 @@ static int clf_flush(void *self, gf_ctx *ctx)
 	gf_report_value(ctx, "test_acc", s->test_acc);
 	if (s->export_path[0] && (rc = export_classifier(s, ctx)))
 		return rc;
-	s->last_state = -1; /* the final state carries the test accuracy */
+	gf_trainer_state_renew(s->tr); /* the final state carries the test accuracy */
 	rc = push_state(s, ctx);
 	return rc == GF_ESTOP ? 0 : rc;
 }
@@ -288,15 +260,10 @@ static int clf_flush(void *self, gf_ctx *ctx)
 static void clf_destroy(void *self)
 {
 	clf *s = self;
-	gf_state_destroy(s->state);
-	gf_optim_destroy(s->opt);
-	gf_net_destroy(s->net);
-	if (s->be) {
-		if (s->dlogits)
-			s->be->ops->free(s->be, s->dlogits);
-		gf_backend_close(s->be);
-	}
+	if (s->dlogits)
+		s->be->ops->free(s->be, s->dlogits);
 	free(s->logits);
+	gf_trainer_destroy(s->tr);
 	free(s);
 }
 
@@ -312,15 +279,15 @@ static const gf_port_desc outputs[] = {
 static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "the classifier's layer table (backbones.classifier), with a \"features\" layer", NULL },
 	{ "opt", GF_PARAM_TABLE, "nil", "optimiser (default gf.adam{lr = 1e-3})", NULL },
-	{ "max_batch", GF_PARAM_INT, "256", "largest batch", NULL },
-	{ "size", GF_PARAM_INT, "32", "image side of the training data (jpeg_decode size)", NULL },
-	{ "channels", GF_PARAM_INT, "1", "image channels of the training data", NULL },
-	{ "resize", GF_PARAM_STR, "bilinear", "resize filter of the training data (jpeg_decode resize)", NULL },
+	{ "max_batch", GF_PARAM_INT, "256", "largest batch", "1..1048576" },
+	{ "size", GF_PARAM_INT, "32", "image side of the training data (jpeg_decode size)", "1..65536" },
+	{ "channels", GF_PARAM_INT, "1", "image channels of the training data", "1..4" },
+	{ "resize", GF_PARAM_STR, "bilinear", "resize filter of the training data (jpeg_decode resize)", "bilinear|area" },
 	{ "test", GF_PARAM_STR, "", "test split whose accuracy is measured at the end", NULL },
 	{ "export", GF_PARAM_STR, "", "classifier checkpoint written at the end (for ganflow eval / evaluator)", NULL },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
+	GF_TRAIN_BACKEND_PARAMS,
 };
+
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,

@@ -28,39 +28,31 @@
  * ramps the learning rate linearly over the first iterations.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
 enum { IN_REAL, IN_FAKES, IN_REDUCED };
 enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
-#define MAX_CACHE 64
+#define MAX_CACHE 64 /* the top of parameter cache's range */
 
 typedef struct dstep {
-	gf_backend *be;
-	gf_net *d;
-	gf_optim *opt;
-	gf_dist_step *dist;     /* the exchange protocol (no-op without one) */
-	float base_lr;
-	int64_t warmup;         /* lr_warmup iterations, 0 = none */
-	gf_state *state;
-	gf_loss_kind loss;
-	float t_real, t_fake;   /* loss targets */
+	gf_trainer *tr;         /* D, its optimiser, update, state */
+	gf_net *d;              /* the trainer's */
+	gf_backend *be;         /* the trainer's */
+	gf_gan_loss loss;
 	int async;
 	int64_t staleness;      /* async bound, and the weights interval */
 	int d_steps, acc, max_batch, ncache_max, cls;
-	float clip;
 	int64_t ckpt_every;
 	int64_t v;              /* iterations done (version of D's weights) */
-	int64_t last_state;
 	int64_t data_pos[2];    /* epoch, position of the last real batch used */
 	int64_t stale_max;
 	int64_t gseen;          /* async: G updates behind the newest fakes used */
@@ -72,28 +64,10 @@ typedef struct dstep {
 	int ncache;
 	gf_msg *cache[MAX_CACHE]; /* async: fakes, oldest first */
 	int uses[MAX_CACHE];      /* D steps each cached batch served */
-	char reader[64];
-	char table_text[65536];
+	const char *reader;     /* parameter reader (valid as long as the parameters) */
 } dstep;
 
 /* ---- setup ---- */
-
-static int loss_for_d(const char *name, gf_loss_kind *k, float *treal, float *tfake)
-{
-	*treal = 1.0f;
-	*tfake = 0.0f;
-	if (!strcmp(name, "bce"))
-		*k = GF_LOSS_BCE;
-	else if (!strcmp(name, "bce_logits"))
-		*k = GF_LOSS_BCE_LOGITS;
-	else if (!strcmp(name, "hinge"))
-		*k = GF_LOSS_HINGE_D, *tfake = -1.0f;
-	else if (!strcmp(name, "ls"))
-		*k = GF_LOSS_LS;
-	else
-		return GF_EPARAM;
-	return 0;
-}
 
 static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -102,64 +76,40 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
-	const char *mode = gf_value_as_str(gf_value_get(p, "mode"), "sync", NULL);
-	const char *loss = gf_value_as_str(gf_value_get(p, "loss"), "bce", NULL);
-	s->staleness = gf_value_as_int(gf_value_get(p, "staleness"), 4, NULL);
-	s->d_steps = (int)gf_value_as_int(gf_value_get(p, "d_steps"), 1, NULL);
-	s->acc = (int)gf_value_as_int(gf_value_get(p, "accumulate"), 1, NULL);
-	s->max_batch = (int)gf_value_as_int(gf_value_get(p, "max_batch"), 256, NULL);
-	s->ncache_max = (int)gf_value_as_int(gf_value_get(p, "cache"), 8, NULL);
-	s->reuse = (int)gf_value_as_int(gf_value_get(p, "reuse"), 2, NULL);
-	s->clip = (float)gf_value_as_num(gf_value_get(p, "clip"), 0, NULL);
-	s->cls = (int)gf_value_as_int(gf_value_get(p, "class"), -1, NULL);
-	s->warmup = gf_value_as_int(gf_value_get(p, "lr_warmup"), 0, NULL);
+	s->async = !strcmp(gf_param_str(p, "mode"), "async");
+	s->staleness = gf_param_int(p, "staleness");
+	s->d_steps = (int)gf_param_int(p, "d_steps");
+	s->acc = (int)gf_param_int(p, "accumulate");
+	s->max_batch = (int)gf_param_int(p, "max_batch");
+	s->ncache_max = (int)gf_param_int(p, "cache");
+	s->reuse = (int)gf_param_int(p, "reuse");
+	s->cls = (int)gf_param_int(p, "class");
+	s->reader = gf_param_str(p, "reader");
 	s->ckpt_every = run->checkpoint_every;
-	snprintf(s->reader, sizeof(s->reader), "%s", gf_value_as_str(gf_value_get(p, "reader"), "reader", NULL));
-	if (strcmp(mode, "sync") && strcmp(mode, "async"))
-		return gf_fail(ctx, "parameter 'mode' must be \"sync\" or \"async\", got \"%s\"", mode);
-	s->async = !strcmp(mode, "async");
-	if (loss_for_d(loss, &s->loss, &s->t_real, &s->t_fake))
-		return gf_fail(ctx, "parameter 'loss' must be \"bce\", \"bce_logits\", \"hinge\" or \"ls\", got \"%s\"",
-		               loss);
-	if (s->d_steps < 1 || s->acc < 1 || s->max_batch < 1)
-		return gf_fail(ctx, "parameters 'd_steps', 'accumulate' and 'max_batch' must be >= 1");
-	if (s->warmup < 0)
-		return gf_fail(ctx, "parameter 'lr_warmup' must be >= 0, got %lld", (long long)s->warmup);
-	if (s->async && (s->staleness < 1 || s->reuse < 1 || s->ncache_max < 1 || s->ncache_max > MAX_CACHE))
-		return gf_fail(ctx, "async mode needs staleness >= 1, reuse >= 1 and 1 <= cache <= %d", MAX_CACHE);
+	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
+		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
 
-	int rc = gf_train_backend(ctx, p, &s->be);
+	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
+	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
+	                       .state_port = OUT_STATE, .cls = s->cls };
+	gf_optim_defaults(&tc.opt, GF_OPT_ADAM);
+	tc.opt.lr = 2e-4f;
+	tc.opt.beta1 = 0.5f;
+	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
-	const gf_value *dt = gf_value_get(p, "net");
-	if ((rc = gf_train_net(ctx, s->be, dt, s->max_batch, "D (net)", run->seed, gf_train_stream(ctx, "init"), &s->d)))
-		return rc;
-	gf_value_format(dt, s->table_text, sizeof(s->table_text));
-	gf_optim_conf oc;
-	gf_optim_defaults(&oc, GF_OPT_ADAM);
-	oc.lr = 2e-4f;
-	oc.beta1 = 0.5f;
-	const gf_value *ov = gf_value_get(p, "opt");
-	if (ov && ov->type != GF_VNIL && gf_optim_conf_parse(&oc, ov))
-		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
-	if ((rc = gf_optim_create(&s->opt, s->d, &oc)))
-		return gf_fail(ctx, "D optimiser: %s", gf_errmsg());
-	s->base_lr = oc.lr;
+	s->d = gf_trainer_net(s->tr);
+	s->be = gf_trainer_backend(s->tr);
 	gf_tensor din, dout;
 	gf_net_shapes(s->d, &din, &dout);
 	size_t nout = (size_t)gf_tensor_numel(&dout);
-	if ((rc = s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float))))
-		return gf_fail(ctx, "out of memory");
 	s->out_host = malloc(nout * sizeof(float));
-	if (!s->out_host || (rc = gf_state_create(&s->state)))
+	if (!s->out_host || s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)))
 		return gf_fail(ctx, "out of memory");
 	s->data_pos[0] = s->data_pos[1] = -1;
-	s->last_state = -1;
-	if ((rc = gf_train_resume(ctx, s->d, s->opt, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
+	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
 		return rc;
-	if (run->resume)
-		s->last_state = s->v;
-	return gf_dist_step_create(&s->dist, ctx, OUT_GRADS, IN_REDUCED, s->d, &s->opt, "D");
+	return 0;
 }
 
 /* ---- fakes ---- */
@@ -232,49 +182,25 @@ static int get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale)
 static int push_weights(dstep *s, gf_ctx *ctx)
 {
 	gf_msg *m;
-	int rc = gf_msg_get(ctx, OUT_WEIGHTS, &m);
+	int rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->v, &m);
 	if (rc)
 		return rc;
-	if ((rc = gf_weights_pack(m, s->d, s->v))) {
-		gf_msg_release(m);
-		return gf_fail(ctx, "D weights: %s", gf_errmsg());
-	}
-	m->step = s->v;
-	m->label = s->cls;
 	gf_msg_set_scalar(m, "fakes_per_step", (double)s->d_steps * s->acc);
 	return gf_push(ctx, OUT_WEIGHTS, m);
 }
 
 static int push_state(dstep *s, gf_ctx *ctx)
 {
-	/* ZeRO-1 checkpoints gather the optimiser shards: every rank takes
-	 * part, also those that save nothing */
-	int save = gf_port_edges(ctx, 1, OUT_STATE) > 0;
-	if ((!save && gf_dist_step_mode(s->dist) != GF_DIST_ZERO1) || s->last_state == s->v)
-		return 0;
-	char name[160];
-	int rc = gf_dist_step_state(s->dist, save ? s->state : NULL, gf_train_key(ctx, "net", name, sizeof(name)));
-	if (rc == GF_EFAIL || rc == GF_ESTOP)
+	gf_state *st;
+	char k[160];
+	int rc = gf_trainer_state_begin(s->tr, s->v, &st);
+	if (rc || !st)
 		return rc;
-	if (!save) {
-		s->last_state = s->v;
-		return rc;
-	}
+	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
 	if (!rc)
-		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "step", name, sizeof(name)), &s->v, 1);
-	if (!rc)
-		rc = gf_state_add_i64(s->state, gf_train_key(ctx, "data_pos", name, sizeof(name)), s->data_pos, 2);
-	if (!rc)
-		rc = gf_state_meta(s->state, gf_train_key(ctx, "reader", name, sizeof(name)), s->reader);
-	if (!rc)
-		rc = gf_state_describe(s->state, ctx, "discriminator", s->table_text, s->cls);
-	if (rc) {
-		gf_state_clear(s->state);
-		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());
-	}
-	s->last_state = s->v;
+		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
-	return gf_state_push(s->state, ctx, OUT_STATE, s->async ? s->gseen : s->v);
+	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
 }
 
 /* The real batch must be what D takes: the data's size and channels. */
@@ -310,16 +236,8 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	gf_tensor out;
 	gf_net_output(s->d, &out);
 	float l;
-	if ((rc = gf_loss(s->be, s->loss, &l, s->dpred, &out, NULL, target, 0.5f / (float)s->acc)) == GF_ENONFINITE)
-		return gf_fail(ctx, "iteration %lld: the D loss is non-finite in network D (%s); the last good checkpoint "
-		                    "is kept",
-		               (long long)s->v, gf_errmsg());
-	if (rc)
-		return gf_fail(ctx, "iteration %lld: D loss: %s", (long long)s->v, gf_errmsg());
-	if (!isfinite(l))
-		return gf_fail(ctx, "iteration %lld: the D loss is %g (non-finite) in network D; the last good "
-		                    "checkpoint is kept",
-		               (long long)s->v, (double)l);
+	if ((rc = gf_trainer_loss(s->tr, s->v, s->loss.d, &out, NULL, target, 0.5f / (float)s->acc, s->dpred, &l)))
+		return rc;
 	*loss += l;
 	size_t n = (size_t)gf_tensor_numel(&out);
 	if ((rc = s->be->ops->copy(s->be, s->out_host, out.data, n * sizeof(float), GF_COPY_D2H)))
@@ -335,40 +253,96 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	return 0;
 }
 
-static int push_metrics(dstep *s, gf_ctx *ctx, double loss, double dreal, double dfake, double images,
-                        double stale_mean)
+/* What one D iteration adds up for its metrics line. */
+typedef struct sums {
+	double loss, dreal, dfake, images, stale;
+} sums;
+
+static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 {
-	if (!gf_port_edges(ctx, 1, OUT_METRICS))
-		return 0;
 	gf_msg *m;
-	int rc = gf_msg_get(ctx, OUT_METRICS, &m);
-	if (rc)
+	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->async ? s->gseen : s->v, &m);
+	if (rc || !m)
 		return rc;
-	m->step = s->async ? s->gseen : s->v;
-	m->source = gf_ctx_name(ctx);
-	gf_msg_set_scalar(m, "loss_d", loss);
-	gf_msg_set_scalar(m, "d_real", dreal);
-	gf_msg_set_scalar(m, "d_fake", dfake);
-	gf_msg_set_scalar(m, "images", images);
-	if (gf_dist_step_mode(s->dist) != GF_DIST_NONE) {
-		gf_msg_set_scalar(m, "comm_wait_d", gf_dist_step_wait(s->dist));
-		gf_msg_set_scalar(m, "comm_busy_d", gf_dist_step_busy(s->dist));
-	}
+	gf_msg_set_scalar(m, "loss_d", t->loss / s->d_steps);
+	gf_msg_set_scalar(m, "d_real", t->dreal / s->d_steps);
+	gf_msg_set_scalar(m, "d_fake", t->dfake / s->d_steps);
+	gf_msg_set_scalar(m, "images", t->images);
 	if (s->async) {
-		gf_msg_set_scalar(m, "staleness", stale_mean);
+		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
 	}
 	return gf_push(ctx, OUT_METRICS, m);
+}
+
+/* One micro-batch: a real and a fake batch, D's loss on both, gradients
+ * summed into D's. pos receives the real batch's data position. */
+static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
+{
+	gf_msg *real, *fake = NULL;
+	int64_t stale = 0;
+	int rc = gf_pop(ctx, IN_REAL, &real);
+	if (rc)
+		return rc;
+	if (!s->checked && (rc = check_real(s, ctx, real))) {
+		gf_msg_release(real);
+		return rc;
+	}
+	if ((rc = get_fakes(s, ctx, &fake, &stale))) {
+		gf_msg_release(real);
+		return rc;
+	}
+	if (fake->t[0].shape[0] > s->max_batch) {
+		gf_msg_release(real);
+		return gf_fail(ctx, "fake batch of %lld exceeds max_batch = %d", (long long)fake->t[0].shape[0],
+		               s->max_batch);
+	}
+	if (stale > s->stale_max)
+		s->stale_max = stale;
+	if (fake->step + 1 > s->gseen)
+		s->gseen = fake->step + 1;
+	t->stale += (double)stale;
+	unsigned a = micro ? GF_ACCUMULATE : 0;
+	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], s->loss.real, a, &t->loss, &t->dreal))) {
+		if (micro == s->acc - 1)
+			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
+		rc = half_step(s, ctx, &fake->t[0], &fake->t[1], s->loss.fake, GF_ACCUMULATE, &t->loss, &t->dfake);
+	}
+	t->images += (double)real->t[0].shape[0];
+	pos[0] = real->epoch;
+	pos[1] = (int64_t)real->pos;
+	gf_msg_release(real);
+	if (!s->async)
+		gf_msg_release(fake);
+	return rc;
+}
+
+/* After iteration v: the checkpoint part when one is due (sync: every
+ * checkpoint_every iterations; async: when G crossed a multiple of it). */
+static int maybe_state(dstep *s, gf_ctx *ctx)
+{
+	if (s->ckpt_every <= 0)
+		return 0;
+	if (!s->async)
+		return s->v % s->ckpt_every == 0 ? push_state(s, ctx) : 0;
+	if (s->gseen / s->ckpt_every <= s->ckpt_basis / s->ckpt_every)
+		return 0;
+	int64_t gseen = s->gseen;
+	s->gseen = gseen / s->ckpt_every * s->ckpt_every; /* the multiple G just crossed */
+	int rc = push_state(s, ctx);
+	s->gseen = gseen;
+	s->ckpt_basis = gseen;
+	return rc;
 }
 
 static int dstep_run(void *self, gf_ctx *ctx)
 {
 	dstep *s = self;
 	const gf_run_info *run = gf_ctx_run(ctx);
-	int rc = gf_dist_step_start(s->dist);
+	int rc = gf_trainer_start(s->tr);
 	if (rc)
 		return rc;
-	if (s->async && gf_dist_step_mode(s->dist) != GF_DIST_NONE && run->world > 1)
+	if (s->async && gf_trainer_exchanging(s->tr) && run->world > 1)
 		return gf_fail(ctx, "mode = \"async\" with a data-parallel exchange: an async D runs as many iterations as "
 		                    "G's pace allows, which differs across ranks, and every iteration is collective; use "
 		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
@@ -376,84 +350,23 @@ static int dstep_run(void *self, gf_ctx *ctx)
 	if ((rc = push_weights(s, ctx)))
 		return rc;
 	while (!(!s->async && run->steps > 0 && s->v >= run->steps) && !(s->async && gf_should_stop(ctx))) {
-		double loss = 0, dreal = 0, dfake = 0, images = 0, stale_sum = 0;
-		int64_t epoch = s->data_pos[0], pos = s->data_pos[1];
+		sums t = { 0 };
+		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			for (int micro = 0; micro < s->acc; micro++) {
-				gf_msg *real, *fake = NULL;
-				int64_t stale = 0;
-				if ((rc = gf_pop(ctx, IN_REAL, &real)))
+			for (int micro = 0; micro < s->acc; micro++)
+				if ((rc = micro_step(s, ctx, micro, &t, pos)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-				if (!s->checked && (rc = check_real(s, ctx, real))) {
-					gf_msg_release(real);
-					return rc;
-				}
-				if ((rc = get_fakes(s, ctx, &fake, &stale))) {
-					gf_msg_release(real);
-					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-				}
-				if (fake->t[0].shape[0] > s->max_batch) {
-					gf_msg_release(real);
-					return gf_fail(ctx, "fake batch of %lld exceeds max_batch = %d",
-					               (long long)fake->t[0].shape[0], s->max_batch);
-				}
-				if (stale > s->stale_max)
-					s->stale_max = stale;
-				if (fake->step + 1 > s->gseen)
-					s->gseen = fake->step + 1;
-				stale_sum += (double)stale;
-				unsigned a = micro ? GF_ACCUMULATE : 0;
-				if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], s->t_real, a, &loss, &dreal))) {
-					if (micro == s->acc - 1)
-						gf_dist_step_arm(s->dist, s->v); /* buckets leave during this backward */
-					rc = half_step(s, ctx, &fake->t[0], &fake->t[1], s->t_fake, GF_ACCUMULATE, &loss, &dfake);
-				}
-				images += (double)real->t[0].shape[0];
-				epoch = real->epoch;
-				pos = (int64_t)real->pos;
-				gf_msg_release(real);
-				if (!s->async)
-					gf_msg_release(fake);
-				if (rc)
-					return rc;
-			}
-			if ((rc = gf_dist_step_reduce(s->dist)))
+			if ((rc = gf_trainer_update(s->tr, s->v, NULL)))
 				return rc == GF_ESTOP ? 0 : rc;
-			if (s->warmup > 0)
-				gf_optim_set_lr(s->opt, s->base_lr * (float)fmin(1.0, (double)(s->v + 1) / (double)s->warmup));
-			float norm;
-			rc = gf_dist_step_update(s->dist, s->clip, &norm);
-			if (rc == GF_ENONFINITE)
-				return gf_fail(ctx, "iteration %lld: a gradient of network D is non-finite; the last good "
-				                    "checkpoint is kept",
-				               (long long)s->v);
-			if (rc == GF_ESTOP || rc == GF_EFAIL)
-				return rc == GF_ESTOP ? 0 : rc;
-			if (rc)
-				return gf_fail(ctx, "iteration %lld: D update: %s", (long long)s->v, gf_errmsg());
 		}
 		s->v++;
-		s->data_pos[0] = epoch;
-		s->data_pos[1] = pos;
+		s->data_pos[0] = pos[0];
+		s->data_pos[1] = pos[1];
 		/* sync: D's iterations are the run's steps; async: G's updates are
 		 * (g_step reports them), D only adds the images it consumed */
-		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)images);
-		int n = s->d_steps * s->acc;
-		if ((rc = push_metrics(s, ctx, loss / s->d_steps, dreal / s->d_steps, dfake / s->d_steps, images,
-		                       stale_sum / n)))
+		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)t.images);
+		if ((rc = push_metrics(s, ctx, &t)) || (rc = maybe_state(s, ctx)))
 			return rc;
-		int due = s->ckpt_every > 0 && (s->async ? s->gseen / s->ckpt_every > s->ckpt_basis / s->ckpt_every
-		                                         : s->v % s->ckpt_every == 0);
-		if (due) {
-			int64_t gseen = s->gseen;
-			if (s->async) /* the multiple of checkpoint_every G just crossed */
-				s->gseen = gseen / s->ckpt_every * s->ckpt_every;
-			rc = push_state(s, ctx);
-			s->gseen = gseen;
-			s->ckpt_basis = gseen;
-			if (rc)
-				return rc;
-		}
 		int last = !s->async && run->steps > 0 && s->v >= run->steps;
 		if (s->async ? s->v % s->staleness == 0 && !last : !last && !gf_should_stop(ctx)) {
 			if ((rc = push_weights(s, ctx)))
@@ -472,18 +385,12 @@ static int dstep_flush(void *self, gf_ctx *ctx)
 static void dstep_destroy(void *self)
 {
 	dstep *s = self;
-	gf_dist_step_destroy(s->dist);
 	for (int i = 0; i < s->ncache; i++)
 		gf_msg_release(s->cache[i]);
-	gf_state_destroy(s->state);
-	gf_optim_destroy(s->opt);
-	gf_net_destroy(s->d);
-	if (s->be) {
-		if (s->dpred)
-			s->be->ops->free(s->be, s->dpred);
-		gf_backend_close(s->be);
-	}
+	if (s->dpred)
+		s->be->ops->free(s->be, s->dpred);
 	free(s->out_host);
+	gf_trainer_destroy(s->tr);
 	free(s);
 }
 
@@ -502,25 +409,27 @@ static const gf_port_desc outputs[] = {
 
 static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "D's layer table (a backbone such as dcgan.D{})", NULL },
-	{ "opt", GF_PARAM_TABLE, "nil", "optimiser, e.g. gf.adam{lr = 2e-4, betas = {0.5, 0.999}} (that is the default)", NULL },
-	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge or ls; as g_step's", NULL },
-	{ "mode", GF_PARAM_STR, "sync", "sync (alternating G/D) or async (fake cache, bounded staleness)", NULL },
+	{ "opt", GF_PARAM_TABLE, "nil", "optimiser, e.g. gf.adam{lr = 2e-4, betas = {0.5, 0.999}} (that is the default)",
+	  NULL },
+	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge or ls; as g_step's", GF_GAN_LOSSES },
+	{ "mode", GF_PARAM_STR, "sync", "sync (alternating G/D) or async (fake cache, bounded staleness)", "sync|async" },
 	{ "staleness", GF_PARAM_INT, "4", "async: D weights are sent every this many iterations, and no fakes made "
-	                                  "with older D weights are used", NULL },
-	{ "cache", GF_PARAM_INT, "8", "async: fake batches kept for reuse", NULL },
-	{ "reuse", GF_PARAM_INT, "2", "async: D steps one fake batch may serve (1: every D step waits for new fakes)", NULL },
-	{ "d_steps", GF_PARAM_INT, "1", "D steps per G step", NULL },
-	{ "accumulate", GF_PARAM_INT, "1", "micro-batches whose gradients are summed per D step", NULL },
-	{ "clip", GF_PARAM_NUM, "0", "clip D's gradient to this global L2 norm (0 = no clipping)", NULL },
-	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see", NULL },
-	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)", NULL },
-	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns", NULL },
-	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)", NULL },
-	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
-	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)", NULL },
-	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)", NULL },
+	                                  "with older D weights are used", "1.." },
+	{ "cache", GF_PARAM_INT, "8", "async: fake batches kept for reuse", "1..64" },
+	{ "reuse", GF_PARAM_INT, "2", "async: D steps one fake batch may serve (1: every D step waits for new fakes)",
+	  "1.." },
+	{ "d_steps", GF_PARAM_INT, "1", "D steps per G step", "1..1024" },
+	{ "accumulate", GF_PARAM_INT, "1", "micro-batches whose gradients are summed per D step", "1..65536" },
+	{ "clip", GF_PARAM_NUM, "0", "clip D's gradient to this global L2 norm (0 = no clipping)", "0.." },
+	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see", "1..1048576" },
+	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)",
+	  NULL },
+	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns", "-1.." },
+	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)",
+	  "0.." },
+	GF_TRAIN_BACKEND_PARAMS,
 };
+
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,

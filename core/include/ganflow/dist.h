@@ -25,10 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ganflow/nn.h>
 #include <ganflow/rng.h>
 #include <ganflow/stage.h>
-#include <ganflow/train.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,7 +166,7 @@ void gf_dist_uniform_slice(gf_rng *r, float *out, size_t n, int rank, int world)
 
 /* ---- the exchange protocol ----
  *
- * g_step and d_step talk to an `exchange` stage (stages/exchange) through
+ * Step stages talk to an `exchange` stage (stages/exchange) through
  * two ports: output `grads` and input `reduced`, both of kind "grads". A
  * message on `grads` is a request: key = the operation (GF_XCHG_*), pos =
  * the offset (in floats) of t[0] in the network's block, step = the
@@ -221,66 +219,6 @@ typedef enum {
 /* "none", "allreduce", "zero1", "gossip". */
 const char *gf_dist_mode_name(gf_dist_mode m);
 int gf_dist_mode_parse(const char *s, gf_dist_mode *out);
-
-/* ---- the step side of the protocol (core/train/dist_step.c) ----
- *
- * What g_step and d_step call; with the ports unconnected every call does
- * exactly what a single-process step does (the same backend calls in the
- * same order), so results are bit-identical to a build without it. */
-typedef struct gf_dist_step gf_dist_step;
-
-/* Creates the helper of a step stage (create()): grads_port / reduced_port
- * are the stage's port indices; net the network it trains; *opt its
- * optimiser (the helper may replace it: ZeRO-1 keeps only the rank's
- * shard of the state); what names the network in messages ("G", "D").
- * Errors are set on ctx. */
-int gf_dist_step_create(gf_dist_step **out, gf_ctx *ctx, int grads_port, int reduced_port, gf_net *net,
-                        gf_optim **opt, const char *what);
-void gf_dist_step_destroy(gf_dist_step *d);
-
-/* Start of run(): the HELLO handshake (no-op without an exchange). */
-int gf_dist_step_start(gf_dist_step *d);
-
-/* The mode agreed with the exchange (GF_DIST_NONE before start or
- * without one), and the run's rank and world. */
-gf_dist_mode gf_dist_step_mode(const gf_dist_step *d);
-
-/* Right before the LAST backward with GF_NEED_DW of an update (the last
- * micro-batch; D: its fake half): all-reduce mode arms the network's
- * gradient hook, so buckets leave while the backward goes on. */
-void gf_dist_step_arm(gf_dist_step *d, int64_t step);
-
-/* After that backward: sends what is left, waits for every
- * acknowledgement (all-reduce), or reduce-scatters (ZeRO-1). */
-int gf_dist_step_reduce(gf_dist_step *d);
-
-/* Clip (max_norm > 0) and optimiser update as the mode requires:
- * none / all-reduce: gf_net_clip_grad_norm + gf_optim_step; ZeRO-1: clip
- * the shard with the global norm, update the shard, all-gather the
- * parameters; gossip: local clip and update, then the averaging rounds.
- * *norm receives the gradient norm before clipping. Returns 0,
- * GF_ENONFINITE (the caller reports it), GF_ESTOP, GF_EFAIL (already
- * reported through gf_fail), or another code with gf_errmsg() set. */
-int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm);
-
-/* Adds the network and its optimiser to a checkpoint state under prefix
- * (gf_state_add_net). ZeRO-1: the optimiser state is first gathered from
- * every rank's shard into a temporary full optimiser, so the checkpoint
- * looks like a single-process one: COLLECTIVE, every rank must call it at
- * the same steps; a rank that saves nothing passes s = NULL. Returns 0,
- * GF_EFAIL / GF_ESTOP (reported), or a code with gf_errmsg() set. */
-int gf_dist_step_state(gf_dist_step *d, gf_state *s, const char *prefix);
-
-/* Seconds the last update waited for the exchange after its own work was
- * done (exposed communication), and seconds the exchange spent on its
- * requests (communication, overlapped or not). */
-double gf_dist_step_wait(const gf_dist_step *d);
-double gf_dist_step_busy(const gf_dist_step *d);
-
-/* Data-parallel ranks draw different noise (slices of one world-sized
- * draw, gf_dist_normal_slice): 1 when this step should, i.e. a mode other
- * than none with world > 1. */
-int gf_dist_step_sliced(const gf_dist_step *d);
 
 #ifdef __cplusplus
 }

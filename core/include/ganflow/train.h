@@ -1,6 +1,13 @@
-/* ganflow training helpers: what the training stages (g_step, d_step,
- * sample_grid, evaluator, checkpoint) share.
+/* ganflow training: the trainer every step stage is built on, and what the
+ * training stages (g_step, d_step, classifier_step, sample_grid, evaluator,
+ * checkpoint) share.
  *
+ *  - the trainer (gf_trainer): one network a step stage trains, with its
+ *    backend, optimiser, update step (learning-rate warm-up, clipping, the
+ *    gradient exchange of data-parallel runs), its part of checkpoints and
+ *    its resume; a step stage is then its ports, its parameters and its
+ *    run loop;
+ *  - the GAN losses by role (gf_gan_loss_parse);
  *  - opening the compute backend a stage asked for (or the run's);
  *  - weights messages: a network's parameter and buffer blocks in a
  *    message, so D's weights can flow to G's replica, G's to the sample
@@ -17,6 +24,9 @@
  * own counters ("g.step", "g.rng"). Metadata keys are prefixed the same
  * way ("g.role" = "generator", "g.table" = the network's layer table as
  * Lua text, so `ganflow sample` can rebuild the network).
+ *
+ * Threads: a trainer is created in a stage's create() and used from its
+ * run() and flush(), one thread at a time.
  */
 #ifndef GANFLOW_TRAIN_H
 #define GANFLOW_TRAIN_H
@@ -32,6 +42,15 @@ extern "C" {
 #endif
 
 /* ---- backends ---- */
+
+/* The parameters gf_train_backend reads, for a stage's parameter table:
+ *   static const gf_param_desc params[] = { ..., GF_TRAIN_BACKEND_PARAMS }; */
+#define GF_TRAIN_BACKEND_PARAMS                                                                             \
+	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },                  \
+	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", "0.." },          \
+	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)", \
+	  "fp32|bf16|fp16" },                                                                                     \
+	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)", "auto|nchw|nhwc" }
 
 /* Opens the compute backend a stage's parameters ask for: "backend"
  * ("cpu", "cuda", "auto"; "" = the run's backend, itself "auto" by
@@ -52,6 +71,141 @@ int gf_train_net(gf_ctx *ctx, gf_backend *be, const gf_value *table, int max_bat
  * FNV-1a of "<instance>/<purpose>". */
 uint64_t gf_train_stream(gf_ctx *ctx, const char *purpose);
 
+/* ---- the trainer ---- */
+
+typedef struct gf_trainer gf_trainer;
+typedef struct gf_state gf_state; /* a checkpoint part (below) */
+
+/* What a step stage tells gf_trainer_create besides its parameters. */
+typedef struct gf_trainer_conf {
+	const char *what;   /* the network in messages: "G", "D", "classifier" */
+	const char *tag;    /* suffix of its metrics: "g" -> comm_wait_g */
+	const char *role;   /* "<instance>.role" in checkpoints: generator, discriminator, classifier */
+	const char *unit;   /* one update in messages: "step", "iteration" */
+	int max_batch;      /* largest batch the network will see */
+	gf_optim_conf opt;  /* the optimiser when parameter "opt" is left out; the
+	                     * defaults of the fields a given "opt" table omits */
+	int grads_port;     /* output port of kind "grads" to an exchange, -1 = none */
+	int reduced_port;   /* its input port of acknowledgements, -1 = none */
+	int state_port;     /* output port of checkpoint parts, -1 = none */
+	int cls;            /* the class of a per-class pair, -1 otherwise */
+} gf_trainer_conf;
+
+/* Builds the trainer of a step stage (its create()): the backend the
+ * parameters ask for (gf_train_backend), the network from parameter "net"
+ * (initialised from the run's seed and the stage's "init" stream), its
+ * optimiser (parameter "opt", else conf->opt), the learning-rate warm-up
+ * and clipping of parameters "lr_warmup" and "clip" when the stage
+ * declares them (absent: none), and the exchange client of conf's ports.
+ * conf is copied; its strings must outlive the trainer (literals). On
+ * failure *out may hold a partly built trainer (gf_trainer_destroy frees
+ * it) and the message is set on ctx (gf_fail). */
+int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *params, const gf_trainer_conf *conf);
+void gf_trainer_destroy(gf_trainer *t);
+
+/* The network, its backend and its optimiser: owned by the trainer, valid
+ * until gf_trainer_destroy (the optimiser until the next gf_trainer_start,
+ * which may replace it for ZeRO-1). */
+gf_net *gf_trainer_net(const gf_trainer *t);
+gf_backend *gf_trainer_backend(const gf_trainer *t);
+gf_optim *gf_trainer_optim(const gf_trainer *t);
+
+/* The network's layer table as Lua text (what checkpoints record as
+ * "<instance>.table"); owned by the trainer. */
+const char *gf_trainer_table(const gf_trainer *t);
+
+/* On a resumed run, restores the network, its optimiser and the step
+ * counter "<instance>.step" into *step (gf_train_resume), and remembers
+ * that the part of that step is already saved. Does nothing otherwise.
+ * Errors are set on ctx. */
+int gf_trainer_resume(gf_trainer *t, int64_t *step);
+
+/* Start of run(): the handshake with the exchange stage, if connected.
+ * Returns 0, GF_ESTOP or an error set on ctx. */
+int gf_trainer_start(gf_trainer *t);
+
+/* 1 when gradients go through an exchange stage (any mode but none). */
+int gf_trainer_exchanging(const gf_trainer *t);
+
+/* 1 when this rank should draw its slice of a world-sized noise draw
+ * (gf_dist_normal_slice): data parallel with more than one rank. */
+int gf_trainer_sliced(const gf_trainer *t);
+
+/* Right before the LAST backward with GF_NEED_DW of an update: lets
+ * gradient buckets leave for the exchange while that backward goes on. */
+void gf_trainer_arm(gf_trainer *t, int64_t step);
+
+/* The update of step `step` (0-based) once its gradients are in the
+ * network: the exchange's reduction, the warm-up learning rate
+ * lr * min(1, (step + 1) / lr_warmup), clipping, the optimiser step (and
+ * the gossip or all-gather after it). *norm (may be NULL) receives the
+ * gradient norm before clipping. Returns 0, GF_ESTOP, or GF_EFAIL with the
+ * message set on ctx (a non-finite gradient names the network and step:
+ * "step 30: a gradient of network D is non-finite; ..."). */
+int gf_trainer_update(gf_trainer *t, int64_t step, float *norm);
+
+/* Loss of kind on pred, the network's output or another network's (G's
+ * loss on D's output), with its gradient times scale into dpred (device
+ * memory of pred's size): gf_loss. A non-finite loss fails naming the
+ * network and step: "iteration 30: the D loss is nan (non-finite) in
+ * network D; the last good checkpoint is kept". Returns 0 or GF_EFAIL (set
+ * on ctx). */
+int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred,
+                    const gf_tensor *labels, float target, float scale, float *dpred, float *loss);
+
+/* A weights message of the network (gf_weights_pack) taken from output
+ * port `port`, with version, step = version and label = the pair's class:
+ * the caller adds scalars if it wants and pushes it (gf_push). Returns 0,
+ * GF_ESTOP, or an error set on ctx. */
+int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out);
+
+/* A metrics message from output port `port` with step and source set, or
+ * *out = NULL when the port is not connected (nothing to do). With an
+ * exchange, it carries "comm_wait_<tag>" and "comm_busy_<tag>" (seconds
+ * of the last update spent waiting for, and in, communication). Returns 0,
+ * GF_ESTOP or an error. */
+int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out);
+
+/* Begins the trainer's checkpoint part of step `step`: *s receives the
+ * state, holding the network and optimiser under "<instance>.net", the
+ * step counter "<instance>.step" and the description (gf_state_describe),
+ * to which the stage adds its own entries before gf_trainer_state_push;
+ * *s = NULL when there is nothing to push (state port unconnected, or the
+ * part of this step already pushed). ZeRO-1 gathers the optimiser shards:
+ * COLLECTIVE, every rank calls it at the same steps, also a rank that
+ * saves nothing. Returns 0, GF_ESTOP or an error set on ctx. */
+int gf_trainer_state_begin(gf_trainer *t, int64_t step, gf_state **s);
+
+/* Pushes the part begun by gf_trainer_state_begin, filed under step
+ * `filed` (the run step whose checkpoint it joins). rc is the result of
+ * adding the stage's own entries: non-zero drops the part and reports
+ * "checkpoint state: ...". Returns 0, GF_ESTOP, or an error set on ctx. */
+int gf_trainer_state_push(gf_trainer *t, int rc, int64_t filed);
+
+/* Forgets that the current step's part was pushed, so the next
+ * gf_trainer_state_begin of that step builds it again (a stage that has
+ * new entries for it, such as a final test accuracy). */
+void gf_trainer_state_renew(gf_trainer *t);
+
+/* ---- GAN losses ---- */
+
+/* A GAN loss as a pipeline names it (parameter "loss" of g_step and
+ * d_step) and what each network trains with. */
+typedef struct gf_gan_loss {
+	gf_loss_kind g;         /* G's loss on D's output for its fakes */
+	gf_loss_kind d;         /* D's loss, applied to real and fake outputs */
+	float real, fake;       /* D's targets for real and fake outputs */
+} gf_gan_loss;
+
+/* Parses name: "bce" (D ends in a sigmoid; G non-saturating), "bce_logits"
+ * (the same on logits), "hinge", "ls". Returns 0 or GF_EPARAM with a
+ * message listing the names (gf_errmsg()). */
+int gf_gan_loss_parse(const char *name, gf_gan_loss *out);
+
+/* The names gf_gan_loss_parse accepts, as parameter choices
+ * ("bce|bce_logits|hinge|ls"). */
+#define GF_GAN_LOSSES "bce|bce_logits|hinge|ls"
+
 /* ---- weights messages ---- */
 
 /* Fills m with net's parameters (t[0], f32 (P)) and buffers (t[1], f32
@@ -64,8 +218,6 @@ int gf_weights_pack(gf_msg *m, gf_net *net, int64_t version);
 int gf_weights_unpack(gf_net *net, const gf_msg *m);
 
 /* ---- state messages ---- */
-
-typedef struct gf_state gf_state;
 
 /* A state under construction: the entries and metadata a stage adds before
  * pushing it. Reusable: gf_state_push clears it. */
@@ -83,9 +235,6 @@ int gf_state_add_i64(gf_state *s, const char *name, const int64_t *v, int n);
 
 /* Adds a generator state as an i64 [3] tensor (seed, stream, offset). */
 int gf_state_add_rng(gf_state *s, const char *name, const gf_rng *r);
-
-/* Adds n floats as a 1-d tensor `name` (copied). */
-int gf_state_add_f32(gf_state *s, const char *name, const float *v, size_t n);
 
 /* Sets a metadata key (copied). */
 int gf_state_meta(gf_state *s, const char *key, const char *value);
@@ -126,9 +275,6 @@ int gf_state_load_net(const char *path, const char *prefix, gf_net *net, gf_opti
 
 /* Reads tensor name (i64, n values) from an open checkpoint. */
 int gf_state_read_i64(const char *path, const char *name, int64_t *v, int n);
-
-/* Reads a generator state written by gf_state_add_rng. */
-int gf_state_read_rng(const char *path, const char *name, gf_rng *r);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* The step side of the gradient exchange: what g_step and d_step do to
  * train one network across data-parallel ranks with an `exchange` stage.
- * See <ganflow/dist.h> for the protocol.
+ * See <ganflow/dist.h> for the protocol and exchange_client.h for the calls.
  *
  * All-reduce: the network's gradient hook reports each layer's gradients
  * as the backward pass completes them (from the end of the block towards
@@ -30,12 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ganflow/dist.h>
+#include "exchange_client.h"
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 #include <ganflow/train.h>
 
-struct gf_dist_step {
+struct gf_exchange_client {
 	gf_ctx *ctx;
 	int gport, rport;       /* grads (out) and reduced (in) ports; -1 unconnected */
 	gf_net *net;
@@ -61,7 +61,7 @@ struct gf_dist_step {
 
 /* Sends request op for [off, off + count) of base (a block of the net on
  * dev) and counts it as pending. */
-static int request(gf_dist_step *d, int op, float *base, size_t off, size_t count, gf_device dev)
+static int request(gf_exchange_client *d, int op, float *base, size_t off, size_t count, gf_device dev)
 {
 	gf_backend *be = gf_net_backend(d->net);
 	int rc;
@@ -90,7 +90,7 @@ static int request(gf_dist_step *d, int op, float *base, size_t off, size_t coun
 
 /* Waits for every pending acknowledgement; the time spent here is the
  * communication the step could not hide. */
-static int wait_acks(gf_dist_step *d)
+static int wait_acks(gf_exchange_client *d)
 {
 	double t0 = gf_now();
 	while (d->pending > 0) {
@@ -115,7 +115,7 @@ static int wait_acks(gf_dist_step *d)
 
 static int on_grads(void *ud, size_t off, size_t count)
 {
-	gf_dist_step *d = ud;
+	gf_exchange_client *d = ud;
 	if (d->broken)
 		return 0;
 	if (off + count != d->lo) {
@@ -133,17 +133,18 @@ static int on_grads(void *ud, size_t off, size_t count)
 
 /* ---- life ---- */
 
-int gf_dist_step_create(gf_dist_step **out, gf_ctx *ctx, int grads_port, int reduced_port, gf_net *net,
+int gf_exchange_client_create(gf_exchange_client **out, gf_ctx *ctx, int grads_port, int reduced_port, gf_net *net,
                         gf_optim **opt, const char *what)
 {
 	*out = NULL;
-	int g = gf_port_edges(ctx, 1, grads_port), r = gf_port_edges(ctx, 0, reduced_port);
+	int g = grads_port >= 0 ? gf_port_edges(ctx, 1, grads_port) : 0;
+	int r = reduced_port >= 0 ? gf_port_edges(ctx, 0, reduced_port) : 0;
 	if ((g > 0) != (r > 0))
 		return gf_fail(ctx, "connect both 'grads' and 'reduced' of this stage to one exchange stage (only %s is)",
 		               g ? "grads" : "reduced");
 	if (g > 1)
 		return gf_fail(ctx, "'grads' goes to %d stages: connect it to one exchange stage", g);
-	gf_dist_step *d = calloc(1, sizeof(*d));
+	gf_exchange_client *d = calloc(1, sizeof(*d));
 	if (!d)
 		return gf_fail(ctx, "out of memory");
 	d->ctx = ctx;
@@ -161,14 +162,14 @@ int gf_dist_step_create(gf_dist_step **out, gf_ctx *ctx, int grads_port, int red
 	return 0;
 }
 
-void gf_dist_step_destroy(gf_dist_step *d)
+void gf_exchange_client_destroy(gf_exchange_client *d)
 {
 	free(d);
 }
 
 /* ZeRO-1: the optimiser keeps only this rank's shard of its state. The
  * full one (fresh, or restored from a checkpoint) hands its slices over. */
-static int to_shard(gf_dist_step *d)
+static int to_shard(gf_exchange_client *d)
 {
 	gf_backend *be = gf_net_backend(d->net);
 	gf_optim *full = *d->opt, *part;
@@ -191,7 +192,7 @@ static int to_shard(gf_dist_step *d)
 	return 0;
 }
 
-int gf_dist_step_start(gf_dist_step *d)
+int gf_exchange_client_start(gf_exchange_client *d)
 {
 	if (d->gport < 0)
 		return 0;
@@ -219,7 +220,7 @@ int gf_dist_step_start(gf_dist_step *d)
 		d->bucket = 1;
 	if (d->mode == GF_DIST_ZERO1 && (rc = to_shard(d)))
 		return rc;
-	if (gf_dist_step_sliced(d)) {
+	if (gf_exchange_client_sliced(d)) {
 		/* dropout masks differ across ranks, as the samples do; rank 0
 		 * keeps the stream a checkpoint records */
 		gf_rng *r = gf_net_rng(d->net);
@@ -228,19 +229,19 @@ int gf_dist_step_start(gf_dist_step *d)
 	return 0;
 }
 
-gf_dist_mode gf_dist_step_mode(const gf_dist_step *d)
+gf_dist_mode gf_exchange_client_mode(const gf_exchange_client *d)
 {
 	return d->mode;
 }
 
-int gf_dist_step_sliced(const gf_dist_step *d)
+int gf_exchange_client_sliced(const gf_exchange_client *d)
 {
 	return d->mode != GF_DIST_NONE && d->world > 1;
 }
 
 /* ---- one update ---- */
 
-void gf_dist_step_arm(gf_dist_step *d, int64_t step)
+void gf_exchange_client_arm(gf_exchange_client *d, int64_t step)
 {
 	d->step = step;
 	d->wait = d->busy = 0;
@@ -251,7 +252,7 @@ void gf_dist_step_arm(gf_dist_step *d, int64_t step)
 	gf_net_set_grad_hook(d->net, on_grads, d);
 }
 
-int gf_dist_step_reduce(gf_dist_step *d)
+int gf_exchange_client_reduce(gf_exchange_client *d)
 {
 	float *g = gf_net_block(d->net, GF_GRADS, NULL);
 	gf_device dev = gf_net_backend(d->net)->device;
@@ -283,7 +284,7 @@ static int loss_scaled(gf_backend *be)
 	return GF_BACKEND_HAS(be, stats) && be->ops->stats(be, &st) == 0 && st.precision == GF_PREC_FP16;
 }
 
-int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm)
+int gf_exchange_client_update(gf_exchange_client *d, float max_norm, float *norm)
 {
 	gf_backend *be = gf_net_backend(d->net);
 	int rc;
@@ -318,12 +319,12 @@ int gf_dist_step_update(gf_dist_step *d, float max_norm, float *norm)
 	return wait_acks(d);
 }
 
-double gf_dist_step_wait(const gf_dist_step *d)
+double gf_exchange_client_wait(const gf_exchange_client *d)
 {
 	return d->wait;
 }
 
-double gf_dist_step_busy(const gf_dist_step *d)
+double gf_exchange_client_busy(const gf_exchange_client *d)
 {
 	return d->busy;
 }
@@ -332,7 +333,7 @@ double gf_dist_step_busy(const gf_dist_step *d)
 
 /* ZeRO-1: a full optimiser whose every slot is all-gathered from the
  * shards (through a host buffer). Collective. */
-static int gather_optim(gf_dist_step *d, gf_optim **out)
+static int gather_optim(gf_exchange_client *d, gf_optim **out)
 {
 	gf_backend *be = gf_net_backend(d->net);
 	gf_optim *part = *d->opt, *full = NULL;
@@ -367,7 +368,7 @@ static int gather_optim(gf_dist_step *d, gf_optim **out)
 	return 0;
 }
 
-int gf_dist_step_state(gf_dist_step *d, gf_state *s, const char *prefix)
+int gf_exchange_client_state(gf_exchange_client *d, gf_state *s, const char *prefix)
 {
 	if (d->mode != GF_DIST_ZERO1)
 		return s ? gf_state_add_net(s, prefix, d->net, *d->opt) : 0;

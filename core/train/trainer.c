@@ -1,0 +1,294 @@
+/* The trainer: the one skeleton under every step stage (g_step, d_step,
+ * classifier_step). It owns a network, its backend and optimiser, the
+ * update step (warm-up, clipping, the exchange hand-off of data-parallel
+ * runs), the stage's part of checkpoints and its resume, so that a step
+ * stage is its ports, its parameters and its run loop. See
+ * <ganflow/train.h>.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+#include <ganflow/train.h>
+
+#include "exchange_client.h"
+
+struct gf_trainer {
+	gf_ctx *ctx;
+	gf_trainer_conf conf;
+	gf_backend *be;
+	gf_net *net;
+	gf_optim *opt;          /* the exchange client may replace it (ZeRO-1) */
+	gf_exchange_client *xc; /* no-op without an exchange stage */
+	gf_state *state;
+	char *table;            /* the layer table as Lua text, for checkpoints */
+	float base_lr, clip;
+	int64_t warmup;         /* lr_warmup updates, 0 = none */
+	int64_t last_state;     /* step of the last part pushed, -1 = none */
+	int64_t begun;          /* step of the part being built */
+};
+
+/* ---- set-up ---- */
+
+int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf_trainer_conf *conf)
+{
+	const gf_run_info *run = gf_ctx_run(ctx);
+	gf_trainer *t = calloc(1, sizeof(*t));
+	*out = t;
+	if (!t)
+		return gf_fail(ctx, "out of memory");
+	t->ctx = ctx;
+	t->conf = *conf;
+	t->last_state = -1;
+	/* optional switches: a stage that does not declare them has none */
+	t->clip = (float)gf_value_as_num(gf_value_get(p, "clip"), 0, NULL);
+	t->warmup = gf_value_as_int(gf_value_get(p, "lr_warmup"), 0, NULL);
+
+	int rc = gf_train_backend(ctx, p, &t->be);
+	if (rc)
+		return rc;
+	const gf_value *table = gf_value_get(p, "net");
+	char what[64];
+	snprintf(what, sizeof(what), "%s (net)", conf->what);
+	if ((rc = gf_train_net(ctx, t->be, table, conf->max_batch, what, run->seed, gf_train_stream(ctx, "init"),
+	                       &t->net)))
+		return rc;
+	size_t n = (size_t)gf_value_format(table, NULL, 0) + 1;
+	if (!(t->table = malloc(n)) || gf_state_create(&t->state))
+		return gf_fail(ctx, "out of memory");
+	gf_value_format(table, t->table, n);
+
+	gf_optim_conf oc = conf->opt;
+	const gf_value *ov = gf_value_get(p, "opt");
+	if (ov && ov->type != GF_VNIL && gf_optim_conf_parse(&oc, ov))
+		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
+	if ((rc = gf_optim_create(&t->opt, t->net, &oc)))
+		return gf_fail(ctx, "%s optimiser: %s", conf->what, gf_errmsg());
+	t->base_lr = oc.lr;
+	return gf_exchange_client_create(&t->xc, ctx, conf->grads_port, conf->reduced_port, t->net, &t->opt,
+	                                 conf->what);
+}
+
+void gf_trainer_destroy(gf_trainer *t)
+{
+	if (!t)
+		return;
+	gf_exchange_client_destroy(t->xc);
+	gf_state_destroy(t->state);
+	gf_optim_destroy(t->opt);
+	gf_net_destroy(t->net);
+	if (t->be)
+		gf_backend_close(t->be);
+	free(t->table);
+	free(t);
+}
+
+gf_net *gf_trainer_net(const gf_trainer *t)
+{
+	return t->net;
+}
+
+gf_backend *gf_trainer_backend(const gf_trainer *t)
+{
+	return t->be;
+}
+
+gf_optim *gf_trainer_optim(const gf_trainer *t)
+{
+	return t->opt;
+}
+
+const char *gf_trainer_table(const gf_trainer *t)
+{
+	return t->table;
+}
+
+int gf_trainer_resume(gf_trainer *t, int64_t *step)
+{
+	int rc = gf_train_resume(t->ctx, t->net, t->opt, step);
+	if (rc)
+		return rc;
+	if (gf_ctx_run(t->ctx)->resume)
+		t->last_state = *step; /* that part is the checkpoint we came from */
+	return 0;
+}
+
+/* ---- the update ---- */
+
+int gf_trainer_start(gf_trainer *t)
+{
+	return gf_exchange_client_start(t->xc);
+}
+
+int gf_trainer_exchanging(const gf_trainer *t)
+{
+	return gf_exchange_client_mode(t->xc) != GF_DIST_NONE;
+}
+
+int gf_trainer_sliced(const gf_trainer *t)
+{
+	return gf_exchange_client_sliced(t->xc);
+}
+
+void gf_trainer_arm(gf_trainer *t, int64_t step)
+{
+	gf_exchange_client_arm(t->xc, step);
+}
+
+int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
+{
+	const gf_trainer_conf *c = &t->conf;
+	int rc = gf_exchange_client_reduce(t->xc);
+	if (rc)
+		return rc;
+	if (t->warmup > 0)
+		gf_optim_set_lr(t->opt, t->base_lr * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup));
+	float n = 0;
+	rc = gf_exchange_client_update(t->xc, t->clip, &n);
+	if (norm)
+		*norm = n;
+	if (rc == GF_ENONFINITE)
+		return gf_fail(t->ctx, "%s %lld: a gradient of network %s is non-finite; the last good checkpoint is kept",
+		               c->unit, (long long)step, c->what);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	if (rc)
+		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	return 0;
+}
+
+int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred, const gf_tensor *labels,
+                    float target, float scale, float *dpred, float *loss)
+{
+	const gf_trainer_conf *c = &t->conf;
+	float l;
+	int rc = gf_loss(t->be, kind, &l, dpred, pred, labels, target, scale);
+	if (rc == GF_ENONFINITE)
+		return gf_fail(t->ctx, "%s %lld: the %s loss is non-finite in network %s (%s); the last good checkpoint "
+		                       "is kept",
+		               c->unit, (long long)step, c->what, c->what, gf_errmsg());
+	if (rc)
+		return gf_fail(t->ctx, "%s %lld: %s loss: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	if (!isfinite(l))
+		return gf_fail(t->ctx, "%s %lld: the %s loss is %g (non-finite) in network %s; the last good checkpoint "
+		                       "is kept",
+		               c->unit, (long long)step, c->what, (double)l, c->what);
+	*loss = l;
+	return 0;
+}
+
+/* ---- messages ---- */
+
+int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out)
+{
+	gf_msg *m;
+	int rc = gf_msg_get(t->ctx, port, &m);
+	if (rc)
+		return rc;
+	if ((rc = gf_weights_pack(m, t->net, version))) {
+		gf_msg_release(m);
+		return gf_fail(t->ctx, "%s weights: %s", t->conf.what, gf_errmsg());
+	}
+	m->step = version;
+	m->label = t->conf.cls;
+	*out = m;
+	return 0;
+}
+
+int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out)
+{
+	*out = NULL;
+	if (!gf_port_edges(t->ctx, 1, port))
+		return 0;
+	gf_msg *m;
+	int rc = gf_msg_get(t->ctx, port, &m);
+	if (rc)
+		return rc;
+	m->step = step;
+	m->source = gf_ctx_name(t->ctx);
+	if (gf_trainer_exchanging(t)) {
+		char k[GF_MSG_SCALAR_NAME];
+		snprintf(k, sizeof(k), "comm_wait_%s", t->conf.tag);
+		gf_msg_set_scalar(m, k, gf_exchange_client_wait(t->xc));
+		snprintf(k, sizeof(k), "comm_busy_%s", t->conf.tag);
+		gf_msg_set_scalar(m, k, gf_exchange_client_busy(t->xc));
+	}
+	*out = m;
+	return 0;
+}
+
+/* ---- checkpoint parts ---- */
+
+int gf_trainer_state_begin(gf_trainer *t, int64_t step, gf_state **s)
+{
+	gf_ctx *ctx = t->ctx;
+	*s = NULL;
+	int save = t->conf.state_port >= 0 && gf_port_edges(ctx, 1, t->conf.state_port) > 0;
+	/* ZeRO-1 checkpoints gather the optimiser shards: every rank takes
+	 * part, also those that save nothing */
+	if ((!save && gf_exchange_client_mode(t->xc) != GF_DIST_ZERO1) || t->last_state == step)
+		return 0;
+	char name[160];
+	int rc = gf_exchange_client_state(t->xc, save ? t->state : NULL, gf_train_key(ctx, "net", name, sizeof(name)));
+	if (rc == GF_EFAIL || rc == GF_ESTOP)
+		return rc;
+	if (!save) {
+		t->last_state = step;
+		return rc ? gf_fail(ctx, "checkpoint state: %s", gf_errmsg()) : 0;
+	}
+	if (!rc)
+		rc = gf_state_add_i64(t->state, gf_train_key(ctx, "step", name, sizeof(name)), &step, 1);
+	if (!rc)
+		rc = gf_state_describe(t->state, ctx, t->conf.role, t->table, t->conf.cls);
+	if (rc) {
+		gf_state_clear(t->state);
+		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());
+	}
+	t->begun = step;
+	*s = t->state;
+	return 0;
+}
+
+int gf_trainer_state_push(gf_trainer *t, int rc, int64_t filed)
+{
+	if (rc) {
+		gf_state_clear(t->state);
+		return gf_fail(t->ctx, "checkpoint state: %s", gf_errmsg());
+	}
+	t->last_state = t->begun;
+	return gf_state_push(t->state, t->ctx, t->conf.state_port, filed);
+}
+
+void gf_trainer_state_renew(gf_trainer *t)
+{
+	t->last_state = -1;
+}
+
+/* ---- GAN losses ---- */
+
+static const struct {
+	const char *name, *g, *d; /* pipeline name, G's and D's gf_loss_parse names */
+	float fake;               /* D's target for fakes */
+} gan_losses[] = {
+	{ "bce", "nonsat", "bce", 0.0f },
+	{ "bce_logits", "nonsat_logits", "bce_logits", 0.0f },
+	{ "hinge", "hinge_g", "hinge_d", -1.0f },
+	{ "ls", "ls", "ls", 0.0f },
+};
+
+int gf_gan_loss_parse(const char *name, gf_gan_loss *out)
+{
+	for (size_t i = 0; name && i < sizeof(gan_losses) / sizeof(gan_losses[0]); i++) {
+		if (strcmp(name, gan_losses[i].name))
+			continue;
+		out->real = 1.0f;
+		out->fake = gan_losses[i].fake;
+		if (gf_loss_parse(gan_losses[i].g, &out->g) || gf_loss_parse(gan_losses[i].d, &out->d))
+			return GF_EPARAM;
+		return 0;
+	}
+	return gf_seterr(GF_EPARAM, "unknown GAN loss '%s' (%s)", name ? name : "(null)", GF_GAN_LOSSES);
+}
