@@ -14,12 +14,29 @@ return function(gf)
   -- line (`ganflow run p.lua key=value`), converted to the default's type
   -- (number, boolean or string), exactly like gf.arg(key, default).
   --   local opt = gf.args { n = 1000, lr = 2e-4, shuffle = true }
+  -- Defaults that gf.variant lays over the next pipeline's gf.args.
+  local variant = {}
   function gf.args(defaults)
     local out = {}
     for k, v in pairs(defaults) do
+      if variant[k] ~= nil then v = variant[k] end
       out[k] = gf.arg(k, v)
     end
     return out
+  end
+
+  --- gf.variant(file, defaults) -> what the pipeline returns
+  -- Runs the pipeline `file` (relative to the folder of the pipeline that
+  -- `ganflow run` started)
+  -- with `defaults` laid over the defaults its gf.args declares; the
+  -- command line still wins. A named variant of a pipeline is then two
+  -- lines (pipelines/zero_fashion.lua):
+  --   local gf = require "ganflow"
+  --   gf.variant("dp_fashion.lua", { mode = "zero1" })
+  function gf.variant(file, defaults)
+    local dir = (arg and arg[0] or ""):match("^(.*/)") or ""
+    for k, v in pairs(defaults or {}) do variant[k] = v end
+    return dofile(dir .. file)
   end
 
   --- gf.merge(base, over, ...) -> table

@@ -7,6 +7,16 @@
 -- by the world size (rule=linear|sqrt|none, with lr_warmup steps of
 -- warm-up). Rank 0 keeps the books: sample grids, metrics, checkpoints.
 --
+-- mode=zero1 (pipelines/zero_fashion.lua): ZeRO-1 optimiser-state sharding
+-- (the Colossal-AI study). Each rank keeps the Adam state (m, v) of its
+-- 1/world shard of each network's parameters only; the exchange
+-- reduce-scatters the gradients (each rank gets the mean gradient of its
+-- shard and the global norm for clipping), each rank updates its shard and
+-- the exchange all-gathers the parameters. Results equal all-reduce + Adam
+-- (tests/dist/test_equal.sh zero1). Checkpoints gather the shards into one
+-- ordinary checkpoint (every rank takes part; rank 0 writes it), and a
+-- resume re-shards it.
+--
 --   reader -> decode -> batch -> d_step <-> g_step        (every rank)
 --                                  |  ^        |  ^
 --                                  v  |        v  |
@@ -14,7 +24,7 @@
 --
 --   mpirun --allow-run-as-root --oversubscribe -np 2 ./build/ganflow run pipelines/dp_fashion.lua steps=500
 --   ... resume=runs/<dir>                 (every rank resumes; each reader its own part)
---   ... mode=zero1 | mode=gossip          (see zero_fashion.lua, gossip_dposg.lua)
+--   ... mode=zero1 clip=1.0               (= pipelines/zero_fashion.lua; gossip: gossip_dposg.lua)
 -- Without mpirun it runs as one rank (the exchange acknowledges without communicating).
 local gf = require "ganflow"
 local dcgan = require "backbones.dcgan"
@@ -27,7 +37,8 @@ local opt = gf.args {
   lr = 2e-4,           -- Adam learning rate tuned for one rank
   rule = "sqrt",       -- lr scaling with the world size: linear, sqrt or none
   warmup = 100,        -- steps of learning-rate warm-up
-  mode = "allreduce",  -- exchange mode: allreduce, zero1 (see zero_fashion.lua)
+  mode = "allreduce",  -- exchange mode: allreduce, zero1
+  clip = 0.0,          -- global gradient-norm clipping (0: none); with zero1 the norm is summed across shards
   bucket_mb = 4,       -- all-reduce bucket size
   timeout = 60,        -- seconds a collective may stall before the ranks are probed
   size = 32,
@@ -44,9 +55,9 @@ local adam = gf.adam { lr = sc.lr, betas = { 0.5, 0.999 } }
 
 local batch = gan.data { path = opt.data, size = opt.size, batch = sc.batch }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = sc.batch,
-                              lr_warmup = sc.warmup }
+                              lr_warmup = sc.warmup, clip = opt.clip }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = sc.batch, opt = adam, loss = "bce",
-                              publish_every = opt.samples, lr_warmup = sc.warmup }
+                              publish_every = opt.samples, lr_warmup = sc.warmup, clip = opt.clip }
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = 1 })
 gf.connect(d.weights, g.d_weights, { depth = 1 })

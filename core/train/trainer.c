@@ -116,6 +116,28 @@ int gf_trainer_resume(gf_trainer *t, int64_t *step)
 	return 0;
 }
 
+int gf_trainer_check_batch(gf_trainer *t, const gf_msg *m, const char *what, int labels)
+{
+	gf_tensor in, out;
+	gf_net_shapes(t->net, &in, &out);
+	const gf_tensor *x = &m->t[0];
+	int ok = m->ntensors >= 1 && x->dtype == GF_F32 && x->ndim == in.ndim;
+	for (int i = 1; ok && i < in.ndim; i++)
+		ok = x->shape[i] == in.shape[i];
+	if (!ok) {
+		char a[96], b[96];
+		return gf_fail(t->ctx, "the %s are %s but %s (net) takes %s: make the data's size and channels match the "
+		                       "backbone (jpeg_decode size/channels, backbone size/channels)",
+		               what, m->ntensors ? gf_tensor_shape_str(x, a, 96) : "empty", t->conf.what,
+		               gf_tensor_shape_str(&in, b, 96));
+	}
+	if (x->shape[0] > t->conf.max_batch)
+		return gf_fail(t->ctx, "%s of %lld exceed max_batch = %d", what, (long long)x->shape[0], t->conf.max_batch);
+	if ((labels || gf_net_classes(t->net)) && (m->ntensors < 2 || m->t[1].dtype != GF_I32))
+		return gf_fail(t->ctx, "%s (net) needs labels but the %s carry none", t->conf.what, what);
+	return 0;
+}
+
 /* ---- the update ---- */
 
 int gf_trainer_start(gf_trainer *t)
@@ -267,7 +289,7 @@ void gf_trainer_state_renew(gf_trainer *t)
 	t->last_state = -1;
 }
 
-/* ---- GAN losses ---- */
+/* ---- GANs ---- */
 
 static const struct {
 	const char *name, *g, *d; /* pipeline name, G's and D's gf_loss_parse names */
@@ -278,6 +300,13 @@ static const struct {
 	{ "hinge", "hinge_g", "hinge_d", -1.0f },
 	{ "ls", "ls", "ls", 0.0f },
 };
+
+void gf_gan_optim_defaults(gf_optim_conf *c)
+{
+	gf_optim_defaults(c, GF_OPT_ADAM);
+	c->lr = 2e-4f;
+	c->beta1 = 0.5f;
+}
 
 int gf_gan_loss_parse(const char *name, gf_gan_loss *out)
 {

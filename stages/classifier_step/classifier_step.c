@@ -117,12 +117,9 @@ static int clf_run(void *self, gf_ctx *ctx)
 		if (rc)
 			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 		const gf_tensor *x = &m->t[0];
-		if (m->ntensors < 2 || x->ndim != 4 || x->shape[0] > s->max_batch || x->shape[1] != s->channels ||
-		    x->shape[2] != s->size || x->shape[3] != s->size) {
-			char a[96];
+		if ((rc = gf_trainer_check_batch(s->tr, m, "batches", 1))) {
 			gf_msg_release(m);
-			return gf_fail(ctx, "batches of %s do not fit the classifier (%dx%dx%d images, max_batch %d, labels)",
-			               gf_tensor_shape_str(x, a, sizeof(a)), s->channels, s->size, s->size, s->max_batch);
+			return rc;
 		}
 		int n = (int)x->shape[0];
 		gf_tensor logits;

@@ -41,8 +41,6 @@
 enum { IN_REAL, IN_FAKES, IN_REDUCED };
 enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
-#define MAX_CACHE 64 /* the top of parameter cache's range */
-
 typedef struct dstep {
 	gf_trainer *tr;         /* D, its optimiser, update, state */
 	gf_net *d;              /* the trainer's */
@@ -50,7 +48,7 @@ typedef struct dstep {
 	gf_gan_loss loss;
 	int async;
 	int64_t staleness;      /* async bound, and the weights interval */
-	int d_steps, acc, max_batch, ncache_max, cls;
+	int d_steps, acc, max_batch, cls;
 	int64_t ckpt_every;
 	int64_t v;              /* iterations done (version of D's weights) */
 	int64_t data_pos[2];    /* epoch, position of the last real batch used */
@@ -60,10 +58,7 @@ typedef struct dstep {
 	int checked;            /* real batch shape checked against D */
 	float *dpred;           /* (max_batch, D outputs) device */
 	float *out_host;        /* (max_batch, D outputs) */
-	int reuse;              /* async: D steps one fake batch may serve */
-	int ncache;
-	gf_msg *cache[MAX_CACHE]; /* async: fakes, oldest first */
-	int uses[MAX_CACHE];      /* D steps each cached batch served */
+	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* parameter reader (valid as long as the parameters) */
 } dstep;
 
@@ -81,8 +76,6 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->d_steps = (int)gf_param_int(p, "d_steps");
 	s->acc = (int)gf_param_int(p, "accumulate");
 	s->max_batch = (int)gf_param_int(p, "max_batch");
-	s->ncache_max = (int)gf_param_int(p, "cache");
-	s->reuse = (int)gf_param_int(p, "reuse");
 	s->cls = (int)gf_param_int(p, "class");
 	s->reader = gf_param_str(p, "reader");
 	s->ckpt_every = run->checkpoint_every;
@@ -92,9 +85,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
 	                       .state_port = OUT_STATE, .cls = s->cls };
-	gf_optim_defaults(&tc.opt, GF_OPT_ADAM);
-	tc.opt.lr = 2e-4f;
-	tc.opt.beta1 = 0.5f;
+	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
@@ -104,7 +95,9 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_net_shapes(s->d, &din, &dout);
 	size_t nout = (size_t)gf_tensor_numel(&dout);
 	s->out_host = malloc(nout * sizeof(float));
-	if (!s->out_host || s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)))
+	if (!s->out_host || s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)) ||
+	    (s->async && gf_fake_cache_create(&s->cache, (int)gf_param_int(p, "cache"), (int)gf_param_int(p, "reuse"),
+	                                      s->staleness)))
 		return gf_fail(ctx, "out of memory");
 	s->data_pos[0] = s->data_pos[1] = -1;
 	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
@@ -113,29 +106,6 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 }
 
 /* ---- fakes ---- */
-
-static void cache_add(dstep *s, gf_msg *m)
-{
-	if (s->ncache == s->ncache_max) {
-		gf_msg_release(s->cache[0]);
-		memmove(s->cache, s->cache + 1, (size_t)(s->ncache - 1) * sizeof(s->cache[0]));
-		memmove(s->uses, s->uses + 1, (size_t)(s->ncache - 1) * sizeof(s->uses[0]));
-		s->ncache--;
-	}
-	s->uses[s->ncache] = 0;
-	s->cache[s->ncache++] = m;
-}
-
-/* Newest cached fakes that may still serve a D step: used fewer than
- * `reuse` times and made with D weights at most `staleness` iterations
- * old. -1 when none. */
-static int cache_pick(const dstep *s)
-{
-	for (int i = s->ncache - 1; i >= 0; i--)
-		if (s->uses[i] < s->reuse && s->v - s->cache[i]->version <= s->staleness)
-			return i;
-	return -1;
-}
 
 /* The fakes of this D micro-step. Sync: the next message, of version v.
  * Async: the newest cached fakes whose D weights are at most `staleness`
@@ -160,20 +130,16 @@ static int get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale)
 		return 0;
 	}
 	while ((rc = gf_try_pop(ctx, IN_FAKES, &m)) == 0)
-		cache_add(s, m);
-	if (rc != -EAGAIN && rc != GF_EEOF)
-		return rc;
-	if (rc == GF_EEOF)
-		return GF_EEOF; /* G has finished: so does D */
-	int i;
-	while ((i = cache_pick(s)) < 0) {
+		gf_fake_cache_add(s->cache, m);
+	if (rc != -EAGAIN)
+		return rc; /* GF_EEOF: G has finished, so does D */
+	while (!(m = gf_fake_cache_pick(s->cache, s->v))) {
 		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
 			return rc;
-		cache_add(s, m);
+		gf_fake_cache_add(s->cache, m);
 	}
-	s->uses[i]++;
-	*out = s->cache[i];
-	*stale = s->v - (*out)->version;
+	*out = m;
+	*stale = s->v - m->version;
 	return 0;
 }
 
@@ -201,29 +167,6 @@ static int push_state(dstep *s, gf_ctx *ctx)
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
 	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
-}
-
-/* The real batch must be what D takes: the data's size and channels. */
-static int check_real(dstep *s, gf_ctx *ctx, const gf_msg *m)
-{
-	gf_tensor din, dout;
-	gf_net_shapes(s->d, &din, &dout);
-	const gf_tensor *x = &m->t[0];
-	int ok = m->ntensors >= 1 && x->dtype == GF_F32 && x->ndim == din.ndim;
-	for (int i = 1; ok && i < din.ndim; i++)
-		ok = x->shape[i] == din.shape[i];
-	if (!ok) {
-		char a[96], b[96];
-		return gf_fail(ctx, "the real batches are %s but D (net) takes %s: make the data's size and channels "
-		                    "match the backbone (jpeg_decode size/channels, backbone size/channels)",
-		               gf_tensor_shape_str(x, a, 96), gf_tensor_shape_str(&din, b, 96));
-	}
-	if (x->shape[0] > s->max_batch)
-		return gf_fail(ctx, "real batch of %lld exceeds max_batch = %d", (long long)x->shape[0], s->max_batch);
-	if (gf_net_classes(s->d) && (m->ntensors < 2 || m->t[1].dtype != GF_I32))
-		return gf_fail(ctx, "D is conditional but the real batches carry no labels");
-	s->checked = 1;
-	return 0;
 }
 
 /* D forward + loss + backward on one batch; adds the mean output to *mean. */
@@ -284,10 +227,11 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
 	int rc = gf_pop(ctx, IN_REAL, &real);
 	if (rc)
 		return rc;
-	if (!s->checked && (rc = check_real(s, ctx, real))) {
+	if (!s->checked && (rc = gf_trainer_check_batch(s->tr, real, "real batches", 0))) {
 		gf_msg_release(real);
 		return rc;
 	}
+	s->checked = 1;
 	if ((rc = get_fakes(s, ctx, &fake, &stale))) {
 		gf_msg_release(real);
 		return rc;
@@ -385,8 +329,7 @@ static int dstep_flush(void *self, gf_ctx *ctx)
 static void dstep_destroy(void *self)
 {
 	dstep *s = self;
-	for (int i = 0; i < s->ncache; i++)
-		gf_msg_release(s->cache[i]);
+	gf_fake_cache_destroy(s->cache);
 	if (s->dpred)
 		s->be->ops->free(s->be, s->dpred);
 	free(s->out_host);

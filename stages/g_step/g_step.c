@@ -35,7 +35,6 @@
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 #include <ganflow/params.h>
-#include <ganflow/shard.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
@@ -57,44 +56,13 @@ typedef struct gstep {
 	int64_t step;           /* G updates done */
 	int64_t dver;           /* version of the replica's weights, -1 = none yet */
 	int64_t fakes_per_step; /* what d_step consumes per G step */
-	double *cdf;            /* (classes) label distribution, NULL = uniform */
+	gf_labels *draw;        /* labels of the fakes */
 	float *z;               /* (batch, zdim) */
 	int32_t *labels;        /* (batch) */
-	float *u;               /* (batch) label uniforms */
 	float *dpred;           /* (batch, outputs of D) device */
 } gstep;
 
 /* ---- setup ---- */
-
-/* Label distribution proportional to the class counts of a dataset. */
-static int load_cdf(gstep *s, gf_ctx *ctx, const char *path)
-{
-	gf_dataset *ds;
-	int rc = gf_dataset_open(path, &ds);
-	if (rc)
-		return gf_fail(ctx, "labels = \"data\": cannot open dataset '%s': %s", path, gf_errmsg());
-	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	if ((int)m->nclasses != s->classes) {
-		gf_dataset_close(ds);
-		return gf_fail(ctx, "labels = \"data\": dataset '%s' has %u classes, G has %d", path, m->nclasses,
-		               s->classes);
-	}
-	s->cdf = calloc((size_t)s->classes, sizeof(double));
-	if (!s->cdf) {
-		gf_dataset_close(ds);
-		return -ENOMEM;
-	}
-	double total = 0;
-	for (int c = 0; c < s->classes; c++)
-		total += (double)m->class_count[c];
-	double acc = 0;
-	for (int c = 0; c < s->classes; c++) {
-		acc += (double)m->class_count[c] / (total > 0 ? total : 1);
-		s->cdf[c] = acc;
-	}
-	gf_dataset_close(ds);
-	return 0;
-}
 
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -117,9 +85,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_trainer_conf tc = { .what = "G", .tag = "g", .role = "generator", .unit = "step", .max_batch = s->batch,
 	                       .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED, .state_port = OUT_STATE,
 	                       .cls = s->cls };
-	gf_optim_defaults(&tc.opt, GF_OPT_ADAM);
-	tc.opt.lr = 2e-4f;
-	tc.opt.beta1 = 0.5f;
+	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
@@ -145,20 +111,18 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (gf_net_classes(s->d) != s->classes)
 		return gf_fail(ctx, "G is conditioned on %d classes but D (d_net) on %d", s->classes,
 		               gf_net_classes(s->d));
-	if (s->classes && !strcmp(gf_param_str(p, "labels"), "data")) {
-		const char *ds = gf_param_str(p, "dataset");
-		if (!ds[0])
-			return gf_fail(ctx, "labels = \"data\" needs the dataset path in parameter 'dataset'");
-		if ((rc = load_cdf(s, ctx, ds)))
-			return rc;
-	}
+	const char *ds = gf_param_str(p, "dataset");
+	if (s->classes && !strcmp(gf_param_str(p, "labels"), "data") && !ds[0])
+		return gf_fail(ctx, "labels = \"data\" needs the dataset path in parameter 'dataset'");
+	if ((rc = gf_labels_create(&s->draw, s->classes, s->cls, s->batch,
+	                           strcmp(gf_param_str(p, "labels"), "data") ? NULL : ds)))
+		return gf_fail(ctx, "labels = \"data\": %s", gf_errmsg());
 	gf_rng_init(&s->noise, run->seed, gf_train_stream(ctx, "noise"));
 
 	size_t nd = (size_t)gf_tensor_numel(&dout);
 	s->z = malloc((size_t)s->batch * (size_t)s->zdim * sizeof(float));
 	s->labels = malloc((size_t)s->batch * sizeof(int32_t));
-	s->u = malloc((size_t)s->batch * sizeof(float));
-	if (!s->z || !s->labels || !s->u || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)))
+	if (!s->z || !s->labels || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)))
 		return gf_fail(ctx, "out of memory");
 	s->dver = -1;
 	s->fakes_per_step = 1;
@@ -170,46 +134,17 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* ---- the loop ---- */
 
-/* Labels of n fakes: the pair's class, or classes drawn uniformly or by
- * the data's histogram (a data-parallel rank draws its slice of one
- * world-sized draw). */
-static void draw_labels(gstep *s, int n)
-{
-	if (!s->classes) {
-		for (int i = 0; i < n; i++)
-			s->labels[i] = s->cls;
-		return;
-	}
-	if (gf_trainer_sliced(s->tr)) {
-		const gf_run_info *run = gf_ctx_run(s->ctx);
-		gf_dist_uniform_slice(&s->noise, s->u, (size_t)n, run->rank, run->world);
-	} else {
-		/* in draws of 64, as the sequence has always been drawn */
-		for (int i = 0; i < n; i += 64)
-			gf_rng_uniform(&s->noise, s->u + i, (size_t)(n - i < 64 ? n - i : 64), 0.0f, 1.0f);
-	}
-	for (int j = 0; j < n; j++) {
-		int c = (int)(s->u[j] * (float)s->classes);
-		if (s->cdf) {
-			c = 0;
-			while (c < s->classes - 1 && (double)s->u[j] >= s->cdf[c])
-				c++;
-		}
-		s->labels[j] = c < s->classes ? c : s->classes - 1;
-	}
-}
-
 /* G forward on fresh noise (training mode). */
 static int generate(gstep *s, gf_ctx *ctx)
 {
 	int64_t zs[2] = { s->batch, s->zdim }, ls[1] = { s->batch };
-	if (gf_trainer_sliced(s->tr)) {
-		const gf_run_info *run = gf_ctx_run(ctx);
-		gf_dist_normal_slice(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, run->rank, run->world);
-	} else {
+	const gf_run_info *run = gf_ctx_run(ctx);
+	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
+	if (sliced)
+		gf_dist_normal_slice(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, rank, world);
+	else
 		gf_rng_normal(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, 0.0f, 1.0f);
-	}
-	draw_labels(s, s->batch);
+	gf_labels_draw(s->draw, &s->noise, s->labels, s->batch, rank, world);
 	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs);
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
 	int rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
@@ -404,10 +339,9 @@ static void gstep_destroy(void *self)
 		s->be->ops->free(s->be, s->dpred);
 	gf_net_destroy(s->d);
 	gf_trainer_destroy(s->tr);
-	free(s->cdf);
+	gf_labels_destroy(s->draw);
 	free(s->z);
 	free(s->labels);
-	free(s->u);
 	free(s);
 }
 

@@ -120,6 +120,14 @@ const char *gf_trainer_table(const gf_trainer *t);
  * Errors are set on ctx. */
 int gf_trainer_resume(gf_trainer *t, int64_t *step);
 
+/* Checks a batch message against the network (a stage's first batch):
+ * t[0] f32 of the network's input shape but for the batch dimension,
+ * which must not exceed conf.max_batch, and labels in t[1] (i32) when
+ * `labels` is set or the network is conditional. `what` names the batches
+ * ("real batches"). Returns 0 or GF_EFAIL with a message naming both
+ * shapes and what to change. */
+int gf_trainer_check_batch(gf_trainer *t, const gf_msg *m, const char *what, int labels);
+
 /* Start of run(): the handshake with the exchange stage, if connected.
  * Returns 0, GF_ESTOP or an error set on ctx. */
 int gf_trainer_start(gf_trainer *t);
@@ -187,7 +195,11 @@ int gf_trainer_state_push(gf_trainer *t, int rc, int64_t filed);
  * new entries for it, such as a final test accuracy). */
 void gf_trainer_state_renew(gf_trainer *t);
 
-/* ---- GAN losses ---- */
+/* ---- GANs ---- */
+
+/* The optimiser of the DC-GAN papers, the default of g_step and d_step:
+ * Adam, lr 2e-4, betas (0.5, 0.999). */
+void gf_gan_optim_defaults(gf_optim_conf *c);
 
 /* A GAN loss as a pipeline names it (parameter "loss" of g_step and
  * d_step) and what each network trains with. */
@@ -205,6 +217,46 @@ int gf_gan_loss_parse(const char *name, gf_gan_loss *out);
 /* The names gf_gan_loss_parse accepts, as parameter choices
  * ("bce|bce_logits|hinge|ls"). */
 #define GF_GAN_LOSSES "bce|bce_logits|hinge|ls"
+
+/* ---- labels of generated batches ---- */
+
+typedef struct gf_labels gf_labels;
+
+/* A label sampler for batches of at most max: with classes == 0 (an
+ * unconditional generator) every label is cls (a per-class pair's class,
+ * or -1); otherwise classes drawn uniformly, or following the class
+ * histogram of dataset when it is given (non-empty). Returns 0, -ENOMEM,
+ * or an error naming the dataset in gf_errmsg() (cannot open it; its
+ * class count differs from classes). *out may be set on failure:
+ * gf_labels_destroy frees it. */
+int gf_labels_create(gf_labels **out, int classes, int cls, int max, const char *dataset);
+void gf_labels_destroy(gf_labels *l);
+
+/* Draws n (<= max) labels into out from r. With world > 1 this rank takes
+ * elements [rank n, (rank + 1) n) of one draw of world * n uniforms
+ * (gf_dist_uniform_slice), so data-parallel ranks draw what one process
+ * with the whole batch draws. */
+void gf_labels_draw(gf_labels *l, gf_rng *r, int32_t *out, int n, int rank, int world);
+
+/* ---- the fake cache of asynchronous D steps ---- */
+
+typedef struct gf_fake_cache gf_fake_cache;
+
+/* A cache of up to capacity fakes messages; each may serve `reuse` D
+ * steps, and only while made with D weights at most `staleness` versions
+ * old. Returns 0, -ENOMEM or GF_EPARAM (capacity < 1). */
+int gf_fake_cache_create(gf_fake_cache **out, int capacity, int reuse, int64_t staleness);
+
+/* Releases every message still cached. */
+void gf_fake_cache_destroy(gf_fake_cache *c);
+
+/* Takes ownership of m (its version: the D weights G used), dropping the
+ * oldest batch when full. */
+void gf_fake_cache_add(gf_fake_cache *c, gf_msg *m);
+
+/* The newest batch that may serve D at version `version` (counted as one
+ * more use), or NULL when none may. The message stays the cache's. */
+gf_msg *gf_fake_cache_pick(gf_fake_cache *c, int64_t version);
 
 /* ---- weights messages ---- */
 
