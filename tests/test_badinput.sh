@@ -53,6 +53,13 @@ printf 'local gf = require "ganflow"\nlocal s = gf.stage "count_source" { nn = 3
 check "unknown parameter suggests the closest" 1 "param.lua:2: stage 'count_source' (count_source): unknown parameter 'nn'; did you mean 'n'?" "$gf" run param.lua
 printf 'local gf = require "ganflow"\nlocal s = gf.stage "count_source" { n = "ten" }\n' >type.lua
 check "parameter of the wrong type" 1 "parameter 'n' must be an integer, got string \"ten\"" "$gf" run type.lua
+# ranges and choices the stages declare, refused before anything runs
+# (no dataset is opened: the path need not exist)
+printf 'local gf = require "ganflow"\nlocal r = gf.stage "lmdb_reader" { name = "reader", path = "nowhere", readahead = 0 }\n' >range.lua
+check "value outside a stage's declared range" 1 "range.lua:2: stage 'reader' (lmdb_reader): parameter 'readahead' is 0, outside its range 1..65536" "$gf" run range.lua
+printf 'local gf = require "ganflow"\nlocal d = gf.stage "jpeg_decode" { name = "decode", crop = "centr" }\n' >choice.lua
+check "string not among a stage's declared choices" 1 "choice.lua:2: stage 'decode' (jpeg_decode): parameter 'crop' is \"centr\", not one of center|random|none|centre; did you mean 'center'?" "$gf" run choice.lua
+check "stages prints a stage's ranges and choices" 0 "[one of center|random|none|centre]" "$gf" stages jpeg_decode
 printf '%s\ngf.connect(src.stats, sink.inp)\n' "$head" >kind.lua
 check "ports of different kinds" 1 "kind.lua:4: cannot connect 'src.stats' to 'sink.inp': stage 'src' sends \"metrics\" messages, stage 'sink' expects \"items\"" "$gf" run kind.lua
 printf '%s\ngf.run {}\n' "$head" >unconn.lua

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -321,16 +322,57 @@ static void test_failure_mid_run(void **state)
 	}
 }
 
+/* A source whose create() fails after allocating its state, as a stage
+ * does when what a parameter names cannot be used (a missing file):
+ * nothing a declared range could have caught. destroy() must still run. */
+static const gf_port_desc refuse_out[] = { { "out", "items", 0, "" } };
+
+static int refuse_create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	(void)p;
+	*self = malloc(64);
+	return gf_fail(ctx, "cannot open 'nowhere.dat': No such file or directory");
+}
+
+static int refuse_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	return gf_fail(ctx, "run() called after create() failed");
+}
+
+static void refuse_destroy(void *self)
+{
+	free(self);
+}
+
+static const gf_stage_desc refuse = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "refuse", .doc = "",
+	.outputs = refuse_out, .noutputs = 1, .create = refuse_create, .run = refuse_run, .destroy = refuse_destroy,
+};
+
 static void test_failure_in_create(void **state)
 {
 	(void)state;
 	gf_graph *g;
 	assert_int_equal(gf_graph_create(&g), 0);
-	int src = add(g, "count_source", "src", "{ n = -5 }", 1);
+	int src = -1;
+	assert_int_equal(gf_graph_add_desc(g, &refuse, "src", NULL, 1, &src), 0);
 	int sink = add(g, "check_sink", "sink", NULL, 1);
 	link_(g, src, "out", sink, "inp", NULL);
+	double t0 = gf_now();
 	assert_int_equal(run(g, 0), GF_EFAIL);
-	assert_string_equal(gf_graph_error(g), "stage 'src' failed: n must be >= 0, not -5");
+	assert_true(gf_now() - t0 < 10.0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_FAILURE);
+	assert_string_equal(gf_graph_error(g), "stage 'src' failed: cannot open 'nowhere.dat': No such file or directory");
+	gf_graph_destroy(g);
+
+	/* a value outside a declared range never reaches create(): the
+	 * runtime refuses it when the stage is added (count_source: n 0..) */
+	assert_int_equal(gf_graph_create(&g), 0);
+	gf_value bad = lua_params("{ n = -5 }");
+	assert_int_equal(gf_graph_add(g, "count_source", "src", &bad, 1, NULL), GF_EPARAM);
+	assert_string_equal(gf_graph_error(g), "stage 'src' (count_source): parameter 'n' is -5, outside its range 0..");
+	gf_value_free(&bad);
 	gf_graph_destroy(g);
 }
 

@@ -1,7 +1,9 @@
 /* Tests of parameter checking (<ganflow/params.h>) and descriptor checks
  * (<ganflow/loader.h>): defaults parsed per type, unknown keys with the
- * closest suggestion, wrong types, required parameters, conversions, and
- * malformed descriptors. Messages are checked, not just return codes. */
+ * closest suggestion, wrong types, required parameters, conversions,
+ * malformed descriptors, and the ranges and choices the shipped stages
+ * declare (lmdb_reader, jpeg_decode, ...). Messages are checked, not just
+ * return codes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -355,6 +357,116 @@ static void test_ranges_and_choices(void **state)
 	gf_value_free(&given);
 }
 
+/* ---- the stages' own declarations ----
+ *
+ * The shipped stages declare their ranges and choices, so the runtime
+ * refuses what they used to check by hand, with its own message, before
+ * create() runs: the real .so files, loaded from the build. */
+
+/* Checks `given` (key/value pairs, NULL-terminated; required parameters
+ * left out get a placeholder: 1, "/d" or an empty table) against stage's
+ * descriptor as instance `inst`: returns the gf_params_check code, the
+ * message in err and the checked map in *out. */
+static int check_stage(const char *stage, const char *inst, gf_value *out, char *err, size_t errsize, ...)
+{
+	const gf_stage_desc *d;
+	char lerr[1024];
+	if (gf_stage_load(stage, &d, NULL, lerr, sizeof(lerr)))
+		fail_msg("cannot load %s: %s", stage, lerr);
+	gf_value given = gf_value_map();
+	va_list ap;
+	va_start(ap, errsize);
+	for (const char *k; (k = va_arg(ap, const char *));)
+		assert_int_equal(gf_value_set(&given, k, va_arg(ap, gf_value)), 0);
+	va_end(ap);
+	for (uint32_t i = 0; i < d->nparams; i++) {
+		const gf_param_desc *p = &d->params[i];
+		if (p->def || gf_value_get(&given, p->name))
+			continue;
+		gf_value v = p->type == GF_PARAM_INT   ? gf_value_int(1)
+		             : p->type == GF_PARAM_NUM ? gf_value_num(1)
+		             : p->type == GF_PARAM_STR ? gf_value_str("/d")
+		                                       : gf_value_map();
+		assert_int_equal(gf_value_set(&given, p->name, v), 0);
+	}
+	int rc = gf_params_check(d, inst, &given, out, err, errsize);
+	gf_value_free(&given);
+	return rc;
+}
+
+static void expect_stage_error(const char *stage, const char *inst, const char *key, gf_value v, const char *want)
+{
+	char err[1024];
+	gf_value out;
+	assert_int_equal(check_stage(stage, inst, &out, err, sizeof(err), key, v, (const char *)NULL), GF_EPARAM);
+	assert_int_equal(out.type, GF_VNIL);
+	if (strcmp(err, want))
+		fail_msg("got \"%s\", want \"%s\"", err, want);
+}
+
+static void test_stage_declarations(void **state)
+{
+	(void)state;
+	/* lmdb_reader: its own get_int(..., lo, hi) and the 0..1 fraction check are gone */
+	expect_stage_error("lmdb_reader", "reader", "readahead", gf_value_int(0),
+	                   "stage 'reader' (lmdb_reader): parameter 'readahead' is 0, outside its range 1..65536");
+	expect_stage_error("lmdb_reader", "reader", "readahead", gf_value_int(65537),
+	                   "stage 'reader' (lmdb_reader): parameter 'readahead' is 65537, outside its range 1..65536");
+	expect_stage_error("lmdb_reader", "reader", "max_bad_fraction", gf_value_num(1.5),
+	                   "stage 'reader' (lmdb_reader): parameter 'max_bad_fraction' is 1.5, outside its range 0..1");
+	expect_stage_error("lmdb_reader", "reader", "parts", gf_value_int(0),
+	                   "stage 'reader' (lmdb_reader): parameter 'parts' is 0, outside its range 1..1048576");
+	expect_stage_error("lmdb_reader", "reader", "part", gf_value_int(-1),
+	                   "stage 'reader' (lmdb_reader): parameter 'part' is -1, outside its range 0..");
+	/* jpeg_decode: the choices of resize and crop, the range of channels */
+	expect_stage_error("jpeg_decode", "decode", "crop", gf_value_str("centr"),
+	                   "stage 'decode' (jpeg_decode): parameter 'crop' is \"centr\", not one of "
+	                   "center|random|none|centre; did you mean 'center'?");
+	expect_stage_error("jpeg_decode", "decode", "resize", gf_value_str("bicubic"),
+	                   "stage 'decode' (jpeg_decode): parameter 'resize' is \"bicubic\", not one of area|bilinear");
+	expect_stage_error("jpeg_decode", "decode", "channels", gf_value_int(4),
+	                   "stage 'decode' (jpeg_decode): parameter 'channels' is 4, outside its range 0..3");
+	expect_stage_error("jpeg_decode", "decode", "size", gf_value_int(65536),
+	                   "stage 'decode' (jpeg_decode): parameter 'size' is 65536, outside its range 0..65535");
+	/* a few more stages that used to check by hand */
+	expect_stage_error("checkpoint", "ckpt", "keep", gf_value_int(0),
+	                   "stage 'ckpt' (checkpoint): parameter 'keep' is 0, outside its range 1..1024");
+	expect_stage_error("exchange", "xd", "mode", gf_value_str("allreduse"),
+	                   "stage 'xd' (exchange): parameter 'mode' is \"allreduse\", not one of "
+	                   "allreduce|zero1|gossip|none; did you mean 'allreduce'?");
+	expect_stage_error("exchange", "xd", "rounds", gf_value_int(65),
+	                   "stage 'xd' (exchange): parameter 'rounds' is 65, outside its range 1..64");
+	expect_stage_error("metrics", "metrics", "every", gf_value_int(0),
+	                   "stage 'metrics' (metrics): parameter 'every' is 0, outside its range 1..");
+	expect_stage_error("transport_send", "_tx1", "tag", gf_value_int(8001),
+	                   "stage '_tx1' (transport_send): parameter 'tag' is 8001, outside its range 1..8000");
+	expect_stage_error("transport_recv", "_rx1", "latency", gf_value_str("fast"),
+	                   "stage '_rx1' (transport_recv): parameter 'latency' is \"fast\", not one of low|relaxed");
+
+	/* the bounds themselves pass, and what was not given reads as the
+	 * declared default (or absent, for run-dependent defaults) */
+	char err[1024];
+	gf_value out;
+	assert_int_equal(check_stage("lmdb_reader", "reader", &out, err, sizeof(err), "readahead", gf_value_int(65536),
+	                             "max_bad_fraction", gf_value_int(1), (const char *)NULL),
+	                 0);
+	assert_int_equal(gf_param_int(&out, "readahead"), 65536);
+	assert_true(gf_param_num(&out, "max_bad_fraction") == 1.0);
+	assert_int_equal(gf_param_int(&out, "window"), 65536);
+	assert_int_equal(gf_param_int(&out, "min_records"), 100);
+	assert_int_equal(gf_param_given(&out, "seed"), 0);
+	assert_int_equal(gf_param_given(&out, "parts"), 0);
+	gf_value_free(&out);
+	assert_int_equal(check_stage("jpeg_decode", "decode", &out, err, sizeof(err), "crop", gf_value_str("none"),
+	                             "channels", gf_value_int(3), (const char *)NULL),
+	                 0);
+	assert_string_equal(gf_param_str(&out, "crop"), "none");
+	assert_string_equal(gf_param_str(&out, "resize"), "area");
+	assert_int_equal(gf_param_int(&out, "channels"), 3);
+	assert_int_equal(gf_param_given(&out, "size"), 0);
+	gf_value_free(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_descriptor_checks),
 		cmocka_unit_test(test_ranges_and_choices),
+		cmocka_unit_test(test_stage_declarations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

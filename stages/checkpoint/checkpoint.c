@@ -27,6 +27,7 @@
 
 #include <ganflow/err.h>
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/stage.h>
 
@@ -34,6 +35,8 @@ enum { IN_STATE };
 
 #define MAX_PRODUCERS 256
 #define MAX_KEEP 1024
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a bound as text for the descriptor's `allowed` */
 
 typedef struct part {
 	char producer[96];
@@ -76,10 +79,8 @@ static int ckpt_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!c)
 		return -ENOMEM;
 	*self = c;
-	c->keep = (int)gf_value_as_int(gf_value_get(p, "keep"), 3, NULL);
-	if (c->keep < 1 || c->keep > MAX_KEEP)
-		return gf_fail(ctx, "parameter 'keep' must be between 1 and %d, got %d", MAX_KEEP, c->keep);
-	const char *dir = gf_value_as_str(gf_value_get(p, "dir"), "checkpoints", NULL);
+	c->keep = (int)gf_param_int(p, "keep");
+	const char *dir = gf_param_str(p, "dir");
 	if (dir[0] == '/' || !run->run_dir)
 		snprintf(c->dir, sizeof(c->dir), "%s", dir);
 	else
@@ -262,7 +263,7 @@ static const gf_port_desc inputs[] = {
 
 static const gf_param_desc params[] = {
 	{ "dir", GF_PARAM_STR, "checkpoints", "directory for the files, relative to the run directory", NULL },
-	{ "keep", GF_PARAM_INT, "3", "number of checkpoint files kept (oldest removed)", NULL },
+	{ "keep", GF_PARAM_INT, "3", "number of checkpoint files kept (oldest removed)", "1.." STR(MAX_KEEP) },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

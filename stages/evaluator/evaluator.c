@@ -19,6 +19,7 @@
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
@@ -52,27 +53,22 @@ static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
-	s->table = gf_value_get(p, "net");
-	s->every = gf_value_as_int(gf_value_get(p, "every"), 1000, NULL);
-	s->n = gf_value_as_int(gf_value_get(p, "n"), 5000, NULL);
-	s->batch = (int)gf_value_as_int(gf_value_get(p, "batch"), 250, NULL);
-	if (s->every < 1 || s->n < 1 || s->batch < 1)
-		return gf_fail(ctx, "parameters 'every', 'n' and 'batch' must be >= 1");
-	const char *bn = gf_value_as_str(gf_value_get(p, "bn"), "eval", NULL);
-	if (strcmp(bn, "eval") && strcmp(bn, "batch"))
-		return gf_fail(ctx, "parameter 'bn' must be \"eval\" or \"batch\", got \"%s\"", bn);
-	s->mode = !strcmp(bn, "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS;
-	snprintf(s->classifier, sizeof(s->classifier), "%s", gf_value_as_str(gf_value_get(p, "classifier"), "", NULL));
-	snprintf(s->real, sizeof(s->real), "%s", gf_value_as_str(gf_value_get(p, "real"), "", NULL));
+	s->table = gf_param(p, "net");
+	s->every = gf_param_int(p, "every");
+	s->n = gf_param_int(p, "n");
+	s->batch = (int)gf_param_int(p, "batch");
+	s->mode = !strcmp(gf_param_str(p, "bn"), "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS;
+	snprintf(s->classifier, sizeof(s->classifier), "%s", gf_param_str(p, "classifier"));
+	snprintf(s->real, sizeof(s->real), "%s", gf_param_str(p, "real"));
 	s->o = gf_evaluator_defaults();
 	s->o.classifier = s->classifier;
 	s->o.real = s->real;
-	s->o.real_n = gf_value_as_int(gf_value_get(p, "real_n"), 0, NULL);
-	s->o.threads = (int)gf_value_as_int(gf_value_get(p, "threads"), 0, NULL);
+	s->o.real_n = gf_param_int(p, "real_n");
+	s->o.threads = (int)gf_param_int(p, "threads");
 	s->o.batch = s->batch;
-	if (!gf_value_as_bool(gf_value_get(p, "kid"), 1, NULL))
+	if (!gf_param_bool(p, "kid"))
 		s->o.stats.kid_subsets = 0;
-	if (!gf_value_as_bool(gf_value_get(p, "pr"), 0, NULL))
+	if (!gf_param_bool(p, "pr"))
 		s->o.stats.pr_k = 0;
 	/* the classifier and the real statistics now, so a mistake shows before training starts */
 	int rc = gf_evaluator_open(&s->ev, &s->o);
@@ -237,15 +233,15 @@ static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)", NULL },
 	{ "classifier", GF_PARAM_STR, "data/fashion-mnist/classifier.safetensors", "classifier checkpoint (pipelines/classifier_fashion.lua)", NULL },
 	{ "real", GF_PARAM_STR, "data/fashion-mnist/train", "real split the statistics come from (cached beside it)", NULL },
-	{ "real_n", GF_PARAM_INT, "0", "real images used (0: the whole split)", NULL },
-	{ "n", GF_PARAM_INT, "5000", "generated images per evaluation (more than the feature dimension)", NULL },
-	{ "every", GF_PARAM_INT, "1000", "evaluate every this many steps (and at the end); g_step's publish_every must divide it", NULL },
-	{ "batch", GF_PARAM_INT, "250", "images per generator / classifier forward", NULL },
+	{ "real_n", GF_PARAM_INT, "0", "real images used (0: the whole split)", "0.." },
+	{ "n", GF_PARAM_INT, "5000", "generated images per evaluation (more than the feature dimension)", "1.." },
+	{ "every", GF_PARAM_INT, "1000", "evaluate every this many steps (and at the end); g_step's publish_every must divide it", "1.." },
+	{ "batch", GF_PARAM_INT, "250", "images per generator / classifier forward", "1.." },
 	{ "kid", GF_PARAM_BOOL, "true", "compute KID", NULL },
 	{ "pr", GF_PARAM_BOOL, "false", "compute precision and recall (k = 3)", NULL },
-	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch", NULL },
+	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch", "eval|batch" },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (0: the run's threads setting)", "0.." },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

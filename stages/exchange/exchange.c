@@ -40,6 +40,7 @@
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 #include "comm.h"
@@ -88,19 +89,18 @@ static int xc_create(gf_ctx *ctx, const gf_value *p, void **self)
 	x->rank = run->rank;
 	x->world = run->world;
 	x->device = -1;
-	const char *mode = gf_value_as_str(gf_value_get(p, "mode"), "allreduce", NULL);
-	if (gf_dist_mode_parse(mode, &x->mode))
+	const char *mode = gf_param_str(p, "mode");
+	if (gf_dist_mode_parse(mode, &x->mode)) /* the descriptor's choices are the modes it knows */
 		return gf_fail(ctx, "parameter 'mode': %s", gf_errmsg());
-	double mb = gf_value_as_num(gf_value_get(p, "bucket_mb"), 4, NULL);
-	x->rounds = (int)gf_value_as_int(gf_value_get(p, "rounds"), 1, NULL);
-	x->timeout = gf_value_as_num(gf_value_get(p, "timeout"), 60, NULL);
-	x->measure = gf_value_as_bool(gf_value_get(p, "measure"), 0, NULL);
-	if (!(mb > 0) || mb > 4096)
-		return gf_fail(ctx, "parameter 'bucket_mb' must be in (0, 4096], got %g", mb);
-	if (x->rounds < 1 || x->rounds > 64)
-		return gf_fail(ctx, "parameter 'rounds' must be 1..64, got %d", x->rounds);
-	if (!(x->timeout > 0))
-		return gf_fail(ctx, "parameter 'timeout' must be > 0 seconds");
+	double mb = gf_param_num(p, "bucket_mb");
+	x->rounds = (int)gf_param_int(p, "rounds");
+	x->timeout = gf_param_num(p, "timeout");
+	x->measure = gf_param_bool(p, "measure");
+	/* open bounds, which a range lo..hi cannot say */
+	if (mb == 0)
+		return gf_fail(ctx, "parameter 'bucket_mb' is 0: a bucket must hold something (above 0, at most 4096)");
+	if (x->timeout == 0)
+		return gf_fail(ctx, "parameter 'timeout' is 0: the seconds a collective may stall must be above 0");
 	x->bucket = (size_t)(mb * 1048576.0 / sizeof(float));
 	if (x->bucket < 1)
 		x->bucket = 1;
@@ -576,11 +576,11 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "mode", GF_PARAM_STR, "allreduce", "allreduce, zero1, gossip or none", NULL },
-	{ "bucket_mb", GF_PARAM_NUM, "4", "allreduce: gradient bucket size in MiB (communication starts per bucket)", NULL },
-	{ "rounds", GF_PARAM_INT, "1", "gossip: averaging rounds with the ring neighbours per step", NULL },
+	{ "mode", GF_PARAM_STR, "allreduce", "allreduce, zero1, gossip or none", "allreduce|zero1|gossip|none" },
+	{ "bucket_mb", GF_PARAM_NUM, "4", "allreduce: gradient bucket size in MiB, above 0 (communication starts per bucket)", "0..4096" },
+	{ "rounds", GF_PARAM_INT, "1", "gossip: averaging rounds with the ring neighbours per step", "1..64" },
 	{ "measure", GF_PARAM_BOOL, "false", "gossip: measure and log the distance to the mean each round (costly)", NULL },
-	{ "timeout", GF_PARAM_NUM, "60", "seconds a collective may stall before the ranks are probed (a dead one fails the run)", NULL },
+	{ "timeout", GF_PARAM_NUM, "60", "seconds (above 0) a collective may stall before the ranks are probed (a dead one fails the run)", "0.." },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

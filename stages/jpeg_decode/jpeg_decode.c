@@ -20,6 +20,7 @@
 
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
+#include <ganflow/params.h>
 #include <ganflow/shard.h>
 #include <ganflow/stage.h>
 
@@ -98,18 +99,20 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "size", GF_PARAM_INT, "nil", "output height = width (or give height and width; none: the record's size)", NULL },
-	{ "height", GF_PARAM_INT, "nil", "output height", NULL },
-	{ "width", GF_PARAM_INT, "nil", "output width", NULL },
-	{ "channels", GF_PARAM_INT, "0", "1 (gray) or 3 (RGB); 0: the record's own", NULL },
-	{ "resize", GF_PARAM_STR, "area", "resize filter: area or bilinear", NULL },
-	{ "crop", GF_PARAM_STR, "center", "center, random (keep aspect, crop the rest) or none (stretch)", NULL },
+	{ "size", GF_PARAM_INT, "nil", "output height = width (or give height and width; none or 0: the record's size)",
+	  "0..65535" },
+	{ "height", GF_PARAM_INT, "nil", "output height (default: size)", "0..65535" },
+	{ "width", GF_PARAM_INT, "nil", "output width (default: size)", "0..65535" },
+	{ "channels", GF_PARAM_INT, "0", "1 (gray) or 3 (RGB); 0: the record's own", "0..3" },
+	{ "resize", GF_PARAM_STR, "area", "resize filter: area or bilinear", "area|bilinear" },
+	{ "crop", GF_PARAM_STR, "center", "center, random (keep aspect, crop the rest) or none (stretch)",
+	  "center|random|none|centre" },
 	{ "flip", GF_PARAM_BOOL, "false", "random horizontal flip (p = 1/2), from (seed, key, epoch)", NULL },
 	{ "seed", GF_PARAM_INT, "nil", "seed of crops and flips (default: the run seed)", NULL },
 	{ "fast", GF_PARAM_BOOL, "false", "fast (less accurate) IDCT and upsampling", NULL },
 	{ "lenient", GF_PARAM_BOOL, "false", "accept JPEGs that decode with warnings (e.g. truncated)", NULL },
-	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", NULL },
-	{ "min_records", GF_PARAM_INT, "100", "records seen before max_bad_fraction is enforced", NULL },
+	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", "0..1" },
+	{ "min_records", GF_PARAM_INT, "100", "records seen before max_bad_fraction is enforced", "0.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -122,43 +125,29 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "%s", gf_errmsg());
 	if (!(d->all = counts_get(ctx)))
 		return gf_fail(ctx, "out of memory");
-	int64_t size = gf_value_as_int(gf_value_get(p, "size"), 0, NULL);
-	int64_t h = gf_value_as_int(gf_value_get(p, "height"), size, NULL);
-	int64_t w = gf_value_as_int(gf_value_get(p, "width"), size, NULL);
-	int64_t c = gf_value_as_int(gf_value_get(p, "channels"), 0, NULL);
-	if (h < 0 || w < 0 || h > 65535 || w > 65535 || (!h) != (!w))
-		return gf_fail(ctx, "output size %lldx%lld: give size, or height and width, each 1..65535", (long long)h,
-		               (long long)w);
-	if (c != 0 && c != 1 && c != 3)
-		return gf_fail(ctx, "parameter 'channels' = %lld: expected 1 or 3", (long long)c);
+	/* ranges and choices are the runtime's (the descriptor); left here:
+	 * what a range cannot say */
+	int64_t size = gf_param_given(p, "size") ? gf_param_int(p, "size") : 0;
+	int64_t h = gf_param_given(p, "height") ? gf_param_int(p, "height") : size;
+	int64_t w = gf_param_given(p, "width") ? gf_param_int(p, "width") : size;
+	int64_t c = gf_param_int(p, "channels");
+	if ((!h) != (!w))
+		return gf_fail(ctx, "parameters 'height' = %lld and 'width' = %lld: give both (or size), or neither",
+		               (long long)h, (long long)w);
+	if (c == 2)
+		return gf_fail(ctx, "parameter 'channels' is 2: expected 1 (gray), 3 (RGB) or 0 (the record's own)");
 	d->t.height = (int)h;
 	d->t.width = (int)w;
 	d->t.channels = (int)c;
-	const char *rs = gf_value_as_str(gf_value_get(p, "resize"), "area", NULL);
-	if (!strcmp(rs, "area"))
-		d->t.resize = GF_RESIZE_AREA;
-	else if (!strcmp(rs, "bilinear"))
-		d->t.resize = GF_RESIZE_BILINEAR;
-	else
-		return gf_fail(ctx, "parameter 'resize' = '%s': expected area or bilinear", rs);
-	const char *cr = gf_value_as_str(gf_value_get(p, "crop"), "center", NULL);
-	if (!strcmp(cr, "center") || !strcmp(cr, "centre"))
-		d->t.crop = GF_CROP_CENTER;
-	else if (!strcmp(cr, "random"))
-		d->t.crop = GF_CROP_RANDOM;
-	else if (!strcmp(cr, "none"))
-		d->t.crop = GF_CROP_NONE;
-	else
-		return gf_fail(ctx, "parameter 'crop' = '%s': expected center, random or none", cr);
-	d->t.flip = gf_value_as_bool(gf_value_get(p, "flip"), 0, NULL);
-	d->t.fast = gf_value_as_bool(gf_value_get(p, "fast"), 0, NULL);
-	d->t.lenient = gf_value_as_bool(gf_value_get(p, "lenient"), 0, NULL);
-	d->seed = (uint64_t)gf_value_as_int(gf_value_get(p, "seed"), (int64_t)gf_ctx_run(ctx)->seed, NULL);
-	d->max_bad = gf_value_as_num(gf_value_get(p, "max_bad_fraction"), 0.01, NULL);
-	if (d->max_bad < 0 || d->max_bad > 1)
-		return gf_fail(ctx, "parameter 'max_bad_fraction' = %g outside 0..1", d->max_bad);
-	int64_t mr = gf_value_as_int(gf_value_get(p, "min_records"), 100, NULL);
-	d->min_seen = mr < 1 ? 1 : (uint64_t)mr;
+	d->t.resize = !strcmp(gf_param_str(p, "resize"), "bilinear") ? GF_RESIZE_BILINEAR : GF_RESIZE_AREA;
+	const char *cr = gf_param_str(p, "crop");
+	d->t.crop = !strcmp(cr, "random") ? GF_CROP_RANDOM : !strcmp(cr, "none") ? GF_CROP_NONE : GF_CROP_CENTER;
+	d->t.flip = gf_param_bool(p, "flip");
+	d->t.fast = gf_param_bool(p, "fast");
+	d->t.lenient = gf_param_bool(p, "lenient");
+	d->seed = gf_param_given(p, "seed") ? (uint64_t)gf_param_int(p, "seed") : gf_ctx_run(ctx)->seed;
+	d->max_bad = gf_param_num(p, "max_bad_fraction");
+	d->min_seen = (uint64_t)gf_param_int(p, "min_records"); /* 0 and 1 alike: nothing is judged before a record */
 	return 0;
 }
 

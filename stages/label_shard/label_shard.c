@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <ganflow/err.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 typedef struct label_shard {
@@ -34,8 +35,9 @@ static const gf_port_desc outputs[] = {
 
 static const gf_param_desc params[] = {
 	{ "classes", GF_PARAM_LIST, "nil", "class labels to keep (default: c % parts == part)", NULL },
-	{ "part", GF_PARAM_INT, "nil", "this shard's index for the round-robin (default: the run's rank % parts)", NULL },
-	{ "parts", GF_PARAM_INT, "nil", "shards in the round-robin (default: the run's world)", NULL },
+	{ "part", GF_PARAM_INT, "nil", "this shard's index for the round-robin, below parts (default: the run's rank % parts)",
+	  "0.." },
+	{ "parts", GF_PARAM_INT, "nil", "shards in the round-robin (default: the run's world)", "1.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -45,10 +47,9 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "out of memory");
 	*self = s;
 	const gf_run_info *run = gf_ctx_run(ctx);
-	const gf_value *cl = gf_value_get(p, "classes");
-	if (cl && cl->type == GF_VLIST) {
-		const gf_value *r = gf_value_get(p, "part"), *w = gf_value_get(p, "parts");
-		if ((r && r->type != GF_VNIL) || (w && w->type != GF_VNIL))
+	const gf_value *cl = gf_param(p, "classes");
+	if (cl) {
+		if (gf_param_given(p, "part") || gf_param_given(p, "parts"))
 			return gf_fail(ctx, "give either 'classes' or 'part'/'parts', not both");
 		s->nlist = gf_value_len(cl);
 		if (!s->nlist)
@@ -63,13 +64,11 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		}
 		return 0;
 	}
-	s->world = gf_value_as_int(gf_value_get(p, "parts"), run->world, NULL);
-	if (s->world < 1)
-		return gf_fail(ctx, "parameter 'parts' = %lld: need at least 1", (long long)s->world);
-	s->rank = gf_value_as_int(gf_value_get(p, "part"), run->rank % s->world, NULL);
-	if (s->rank < 0 || s->rank >= s->world)
-		return gf_fail(ctx, "part %lld of %lld parts: need 0 <= part < parts", (long long)s->rank,
-		               (long long)s->world);
+	s->world = gf_param_given(p, "parts") ? gf_param_int(p, "parts") : run->world;
+	s->rank = gf_param_given(p, "part") ? gf_param_int(p, "part") : run->rank % s->world;
+	if (s->rank >= s->world)
+		return gf_fail(ctx, "part %lld of %lld parts%s: parameter 'part' must be below 'parts'", (long long)s->rank,
+		               (long long)s->world, gf_param_given(p, "parts") ? "" : " (parts: the run's world)");
 	return 0;
 }
 

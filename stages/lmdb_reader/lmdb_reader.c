@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <ganflow/err.h>
+#include <ganflow/params.h>
 #include <ganflow/shard.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/stage.h>
@@ -41,32 +42,23 @@ static const gf_port_desc outputs[] = {
 static const gf_param_desc params[] = {
 	{ "path", GF_PARAM_STR, NULL, "dataset directory (shard-NNNNN/ shards) or one shard directory", NULL },
 	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle: shard order permuted per epoch + shuffle window", NULL },
-	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole set)", NULL },
+	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole set)", "0.." },
 	{ "seed", GF_PARAM_INT, "nil", "shuffle seed (default: the run seed)", NULL },
-	{ "epochs", GF_PARAM_INT, "0", "epochs to read, counted from epoch 0 (0: forever)", NULL },
-	{ "part", GF_PARAM_INT, "nil", "which part of the records to read (default: the run's rank % parts)", NULL },
-	{ "parts", GF_PARAM_INT, "nil", "number of equal parts (default: the run's world; 1: no partition)", NULL },
+	{ "epochs", GF_PARAM_INT, "0", "epochs to read, counted from epoch 0 (0: forever)", "0.." },
+	{ "part", GF_PARAM_INT, "nil", "which part of the records to read, below parts (default: the run's rank % parts)",
+	  "0.." },
+	{ "parts", GF_PARAM_INT, "nil", "number of equal parts (default: the run's world; 1: no partition)", "1..1048576" },
 	{ "classes", GF_PARAM_LIST, "nil", "read only these classes (labels), through the meta index", NULL },
 	{ "class_shard", GF_PARAM_BOOL, "false",
 	  "read the classes c with c % parts == part (every record of them) instead of a record part", NULL },
-	{ "start_epoch", GF_PARAM_INT, "0", "resume: epoch to start in", NULL },
-	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)", NULL },
-	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer", NULL },
+	{ "start_epoch", GF_PARAM_INT, "0", "resume: epoch to start in", "0.." },
+	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)", "0.." },
+	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer", "1..65536" },
 	{ "direct", GF_PARAM_BOOL, "false", "O_DIRECT reads through io_uring (data sets larger than memory)", NULL },
 	{ "uring", GF_PARAM_BOOL, "true", "use io_uring (false: posix_fadvise / pread)", NULL },
-	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", NULL },
-	{ "min_records", GF_PARAM_INT, "100", "records read before max_bad_fraction is enforced mid-epoch", NULL },
+	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", "0..1" },
+	{ "min_records", GF_PARAM_INT, "100", "records read before max_bad_fraction is enforced mid-epoch", "1.." },
 };
-
-static int get_int(gf_ctx *ctx, const gf_value *p, const char *key, int64_t def, int64_t lo, int64_t hi,
-                   int64_t *out)
-{
-	*out = gf_value_as_int(gf_value_get(p, key), def, NULL);
-	if (*out < lo || *out > hi)
-		return gf_fail(ctx, "parameter '%s' = %lld outside %lld..%lld", key, (long long)*out, (long long)lo,
-		               (long long)hi);
-	return 0;
-}
 
 /* Resume: the position of the last real batch a d_step used, recorded in
  * the checkpoint under "<d>.data_pos" with metadata "<d>.reader" naming
@@ -110,39 +102,35 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!r)
 		return gf_fail(ctx, "out of memory");
 	*self = r;
+	/* ranges are the runtime's (the descriptor); what is left here are the
+	 * defaults that come from the run and the rules between parameters */
 	const gf_run_info *run = gf_ctx_run(ctx);
-	const char *path = gf_value_as_str(gf_value_get(p, "path"), NULL, NULL);
-	int64_t window, seed, epochs, rank, world, start_epoch, start_pos, readahead, min_records;
-	if (get_int(ctx, p, "window", 65536, 0, INT64_MAX, &window) ||
-	    get_int(ctx, p, "seed", (int64_t)run->seed, INT64_MIN, INT64_MAX, &seed) ||
-	    get_int(ctx, p, "epochs", 0, 0, INT64_MAX, &epochs) ||
-	    get_int(ctx, p, "parts", run->world, 1, 1 << 20, &world) ||
-	    get_int(ctx, p, "part", run->rank % world, 0, world - 1, &rank) ||
-	    get_int(ctx, p, "start_epoch", 0, 0, INT64_MAX, &start_epoch) ||
-	    get_int(ctx, p, "start_pos", 0, 0, INT64_MAX, &start_pos) ||
-	    get_int(ctx, p, "readahead", 64, 1, 65536, &readahead) ||
-	    get_int(ctx, p, "min_records", 100, 1, INT64_MAX, &min_records))
-		return GF_EFAIL;
+	const char *path = gf_param_str(p, "path");
+	int64_t seed = gf_param_given(p, "seed") ? gf_param_int(p, "seed") : (int64_t)run->seed;
+	int64_t world = gf_param_given(p, "parts") ? gf_param_int(p, "parts") : run->world;
+	int64_t rank = gf_param_given(p, "part") ? gf_param_int(p, "part") : run->rank % world;
+	if (rank >= world)
+		return gf_fail(ctx, "part %lld of %lld parts%s: parameter 'part' must be below 'parts'", (long long)rank,
+		               (long long)world, gf_param_given(p, "parts") ? "" : " (parts: the run's world)");
+	int64_t start_epoch = gf_param_int(p, "start_epoch"), start_pos = gf_param_int(p, "start_pos");
 	if (run->resume && resume_position(ctx, run->resume, &start_epoch, &start_pos))
 		return GF_EFAIL;
-	r->max_bad = gf_value_as_num(gf_value_get(p, "max_bad_fraction"), 0.01, NULL);
-	if (r->max_bad < 0 || r->max_bad > 1)
-		return gf_fail(ctx, "parameter 'max_bad_fraction' = %g outside 0..1", r->max_bad);
-	r->min_seen = (uint64_t)min_records;
-	r->direct = gf_value_as_bool(gf_value_get(p, "direct"), 0, NULL);
-	int class_shard = gf_value_as_bool(gf_value_get(p, "class_shard"), 0, NULL);
-	const gf_value *cl = gf_value_get(p, "classes");
-	if (cl && cl->type == GF_VLIST && class_shard)
+	r->max_bad = gf_param_num(p, "max_bad_fraction");
+	r->min_seen = (uint64_t)gf_param_int(p, "min_records");
+	r->direct = gf_param_bool(p, "direct");
+	int class_shard = gf_param_bool(p, "class_shard");
+	const gf_value *cl = gf_param(p, "classes");
+	if (cl && class_shard)
 		return gf_fail(ctx, "give either 'classes' or 'class_shard', not both");
 
 	int rc = gf_dataset_open(path, &r->ds);
 	if (rc)
 		return gf_fail(ctx, "%s", gf_errmsg());
 	const gf_dataset_meta *m = gf_dataset_metadata(r->ds);
-	size_t cap = (cl && cl->type == GF_VLIST ? gf_value_len(cl) : 0) + m->nclasses + 1;
+	size_t cap = (cl ? gf_value_len(cl) : 0) + m->nclasses + 1;
 	if (!(r->classes = calloc(cap, sizeof(int64_t))))
 		return gf_fail(ctx, "out of memory");
-	if (cl && cl->type == GF_VLIST) {
+	if (cl) {
 		if (gf_value_len(cl) == 0)
 			return gf_fail(ctx, "parameter 'classes': give at least one class label");
 		for (size_t i = 0; i < gf_value_len(cl); i++) {
@@ -163,19 +151,19 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		world = 1;
 	}
 	gf_stream_opts so = {
-		.order = { .shuffle = gf_value_as_bool(gf_value_get(p, "shuffle"), 1, NULL),
-		           .window = (uint64_t)window,
+		.order = { .shuffle = gf_param_bool(p, "shuffle"),
+		           .window = (uint64_t)gf_param_int(p, "window"),
 		           .seed = (uint64_t)seed,
 		           .rank = (uint32_t)rank,
 		           .world = (uint32_t)world,
 		           .classes = r->nclasses ? r->classes : NULL,
 		           .nclasses = r->nclasses },
-		.epochs = (uint64_t)epochs,
+		.epochs = (uint64_t)gf_param_int(p, "epochs"),
 		.start_epoch = (uint64_t)start_epoch,
 		.start_pos = (uint64_t)start_pos,
-		.readahead = (uint32_t)readahead,
+		.readahead = (uint32_t)gf_param_int(p, "readahead"),
 		.direct = r->direct,
-		.no_uring = !gf_value_as_bool(gf_value_get(p, "uring"), 1, NULL),
+		.no_uring = !gf_param_bool(p, "uring"),
 	};
 	if ((rc = gf_stream_open(r->ds, &so, &r->s)))
 		return gf_fail(ctx, "%s", gf_errmsg());

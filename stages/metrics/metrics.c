@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 #define MAX_NAMES 48
@@ -200,14 +201,12 @@ static int write_evaluation(metrics *m, gf_ctx *ctx, const gf_msg *msg)
 static int metrics_create(gf_ctx *ctx, const gf_value *params, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
-	int64_t every = gf_value_as_int(gf_value_get(params, "every"), 50, NULL);
-	if (every < 1)
-		return gf_fail(ctx, "parameter 'every' must be >= 1, got %lld", (long long)every);
+	int64_t every = gf_param_int(params, "every");
 	metrics *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->every = every;
-	const char *file = gf_value_as_str(gf_value_get(params, "file"), "metrics.jsonl", NULL);
+	const char *file = gf_param_str(params, "file");
 	if (file[0] == '/' || !run->run_dir)
 		snprintf(m->path, sizeof(m->path), "%s", file);
 	else
@@ -298,7 +297,7 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "every", GF_PARAM_INT, "50", "write one line every this many steps", NULL },
+	{ "every", GF_PARAM_INT, "50", "write one line every this many steps", "1.." },
 	{ "file", GF_PARAM_STR, "metrics.jsonl", "output file, relative to the run directory", NULL },
 };
 

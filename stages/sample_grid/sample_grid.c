@@ -21,6 +21,7 @@
 #include <ganflow/err.h>
 #include <ganflow/image.h>
 #include <ganflow/nn.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
@@ -59,17 +60,12 @@ static int grid_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
-	s->table = gf_value_get(p, "net");
-	s->every = gf_value_as_int(gf_value_get(p, "every"), 500, NULL);
-	s->cols = (int)gf_value_as_int(gf_value_get(p, "cols"), 8, NULL);
-	s->rows = (int)gf_value_as_int(gf_value_get(p, "rows"), 0, NULL);
-	const char *bn = gf_value_as_str(gf_value_get(p, "bn"), "eval", NULL);
-	if (strcmp(bn, "eval") && strcmp(bn, "batch"))
-		return gf_fail(ctx, "parameter 'bn' must be \"eval\" (running statistics) or \"batch\", got \"%s\"", bn);
-	s->mode = !strcmp(bn, "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS;
-	if (s->every < 1 || s->cols < 1 || s->rows < 0)
-		return gf_fail(ctx, "parameters 'every' and 'cols' must be >= 1, 'rows' >= 0");
-	const char *dir = gf_value_as_str(gf_value_get(p, "dir"), "samples", NULL);
+	s->table = gf_param(p, "net");
+	s->every = gf_param_int(p, "every");
+	s->cols = (int)gf_param_int(p, "cols");
+	s->rows = (int)gf_param_int(p, "rows");
+	s->mode = !strcmp(gf_param_str(p, "bn"), "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS;
+	const char *dir = gf_param_str(p, "dir");
 	if (dir[0] == '/' || !run->run_dir)
 		snprintf(s->dir, sizeof(s->dir), "%s", dir);
 	else
@@ -237,13 +233,13 @@ static const gf_port_desc inputs[] = {
 
 static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)", NULL },
-	{ "every", GF_PARAM_INT, "500", "write a grid every this many steps (and at the end)", NULL },
-	{ "cols", GF_PARAM_INT, "8", "images per row", NULL },
-	{ "rows", GF_PARAM_INT, "0", "rows (default: one per class, else 8)", NULL },
-	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch (the grid's statistics)", NULL },
+	{ "every", GF_PARAM_INT, "500", "write a grid every this many steps (and at the end)", "1.." },
+	{ "cols", GF_PARAM_INT, "8", "images per row", "1.." },
+	{ "rows", GF_PARAM_INT, "0", "rows (0: one per class, else 8)", "0.." },
+	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch (the grid's statistics)", "eval|batch" },
 	{ "dir", GF_PARAM_STR, "samples", "directory for the PNG files, relative to the run directory", NULL },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
-	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", NULL },
+	{ "threads", GF_PARAM_INT, "0", "compute threads (0: the run's threads setting)", "0.." },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {

@@ -19,6 +19,7 @@
 
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 #include "wire.h"
@@ -50,7 +51,7 @@ static int rx_create(gf_ctx *ctx, const gf_value *p, void **self)
 	*self = r;
 	r->w.fd = r->w.lfd = -1;
 	r->edge_index = -1;
-	snprintf(r->kind, sizeof(r->kind), "%s", gf_value_as_str(gf_value_get(p, "kind"), "any", NULL));
+	snprintf(r->kind, sizeof(r->kind), "%s", gf_param_str(p, "kind"));
 	r->stats = calloc(MAX_EDGES, sizeof(*r->stats));
 	if (!r->stats)
 		return gf_fail(ctx, "out of memory");

@@ -114,14 +114,16 @@ int wire_unpack(const wire_hdr *h, gf_msg *m, char *err, size_t errsize);
 
 /* The parameters both stages declare. */
 #define WIRE_PARAMS                                                                                     \
-	{ "peer", GF_PARAM_INT, NULL, "rank at the other end of the edge", NULL },                            \
-	{ "tag", GF_PARAM_INT, NULL, "edge number, the same on both ranks (1, 2, ... in declaration order)", NULL }, \
+	{ "peer", GF_PARAM_INT, NULL, "rank at the other end of the edge (another rank of the world)", "0.." }, \
+	{ "tag", GF_PARAM_INT, NULL, "edge number, the same on both ranks (1, 2, ... in declaration order)", "1..8000" }, \
 	{ "edge", GF_PARAM_STR, "", "the edge as declared (\"g.fakes -> d.fakes\"), checked at both ends", NULL }, \
-	{ "transport", GF_PARAM_STR, "mpi", "mpi (point-to-point on the edge communicator) or tcp", NULL },     \
+	{ "transport", GF_PARAM_STR, "mpi", "mpi (point-to-point on the edge communicator) or tcp; nccl is refused " \
+	  "with the reason (these edges carry host messages)", "mpi|tcp|nccl" },                            \
 	{ "address", GF_PARAM_STR, "", "tcp: host:port the receiving rank listens on", NULL },                  \
-	{ "timeout", GF_PARAM_NUM, "60", "seconds without a message before the peer is probed (a dead peer fails the run)", NULL }, \
+	{ "timeout", GF_PARAM_NUM, "60", "seconds (above 0) without a message before the peer is probed (a dead peer " \
+	  "fails the run)", "0.." },                                                                        \
 	{ "latency", GF_PARAM_STR, "low", "MPI waits: low (naps of at most 1 ms while a message is due: data edges) or " \
 	  "relaxed (naps of a quarter of the time waited, up to 20 ms: metrics and checkpoint edges, where a few ms " \
-	  "cost nothing and every wake-up costs the rank's cores)", NULL }
+	  "cost nothing and every wake-up costs the rank's cores)", "low|relaxed" }
 
 #endif

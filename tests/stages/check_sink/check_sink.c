@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 typedef struct check_sink {
@@ -29,10 +30,10 @@ typedef struct check_sink {
 static const gf_port_desc inputs[] = { { "inp", "items", 0, "items to check" } };
 
 static const gf_param_desc params[] = {
-	{ "expect", GF_PARAM_INT, "-1", "number of items expected at the end of the data (-1: any)", NULL },
+	{ "expect", GF_PARAM_INT, "-1", "number of items expected at the end of the data (-1: any)", "-1.." },
 	{ "start", GF_PARAM_INT, "0", "key of the first item", NULL },
-	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing", NULL },
-	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", NULL },
+	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing", "0.." },
+	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", "0.." },
 	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)", NULL },
 };
 
@@ -42,14 +43,12 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return gf_fail(ctx, "out of memory");
 	*self = s;
-	s->expect = gf_value_as_int(gf_value_get(p, "expect"), -1, NULL);
-	s->start = gf_value_as_int(gf_value_get(p, "start"), 0, NULL);
-	s->drop_every = gf_value_as_int(gf_value_get(p, "drop_every"), 0, NULL);
-	s->service = gf_value_as_num(gf_value_get(p, "service_us"), 0, NULL) * 1e-6;
-	s->report = gf_value_as_bool(gf_value_get(p, "report"), 1, NULL);
+	s->expect = gf_param_int(p, "expect");
+	s->start = gf_param_int(p, "start");
+	s->drop_every = gf_param_int(p, "drop_every");
+	s->service = gf_param_num(p, "service_us") * 1e-6;
+	s->report = gf_param_bool(p, "report");
 	s->last_seq = -1;
-	if (s->service < 0 || s->drop_every < 0)
-		return gf_fail(ctx, "service_us and drop_every must be >= 0");
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 typedef struct collect {
@@ -25,7 +26,7 @@ static const gf_port_desc inputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "expect", GF_PARAM_INT, "-1", "number of messages expected (-1: any)", NULL },
+	{ "expect", GF_PARAM_INT, "-1", "number of messages expected (-1: any)", "-1.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -33,7 +34,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	collect *c = calloc(1, sizeof(*c));
 	if (!c)
 		return gf_fail(ctx, "out of memory");
-	c->expect = gf_value_as_int(gf_value_get(p, "expect"), -1, NULL);
+	c->expect = gf_param_int(p, "expect");
 	*self = c;
 	return 0;
 }

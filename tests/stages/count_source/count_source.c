@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 enum { OUT_ITEMS, OUT_STATS };
@@ -32,10 +33,10 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "n", GF_PARAM_INT, "1000", "number of items (0: until the graph stops)", NULL },
+	{ "n", GF_PARAM_INT, "1000", "number of items (0: until the graph stops)", "0.." },
 	{ "start", GF_PARAM_INT, "0", "key of the first item", NULL },
-	{ "rate", GF_PARAM_NUM, "0", "items per second (0: as fast as the graph takes them)", NULL },
-	{ "width", GF_PARAM_INT, "0", "f32 elements per item, each equal to the key (0: no tensor)", NULL },
+	{ "rate", GF_PARAM_NUM, "0", "items per second (0: as fast as the graph takes them)", "0.." },
+	{ "width", GF_PARAM_INT, "0", "f32 elements per item, each equal to the key (0: no tensor)", "0..16777216" },
 	{ "fail_at", GF_PARAM_INT, "-1", "fail when about to emit this key (-1: never)", NULL },
 	{ "ignore_stop", GF_PARAM_BOOL, "false", "keep emitting after a graceful stop (tests the grace period)", NULL },
 };
@@ -46,18 +47,12 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return gf_fail(ctx, "out of memory");
 	*self = s; /* destroy() frees it, also when create fails below */
-	s->n = gf_value_as_int(gf_value_get(p, "n"), 0, NULL);
-	s->start = gf_value_as_int(gf_value_get(p, "start"), 0, NULL);
-	s->rate = gf_value_as_num(gf_value_get(p, "rate"), 0, NULL);
-	s->width = gf_value_as_int(gf_value_get(p, "width"), 0, NULL);
-	s->fail_at = gf_value_as_int(gf_value_get(p, "fail_at"), -1, NULL);
-	s->ignore_stop = gf_value_as_bool(gf_value_get(p, "ignore_stop"), 0, NULL);
-	if (s->n < 0)
-		return gf_fail(ctx, "n must be >= 0, not %lld", (long long)s->n);
-	if (s->width < 0 || s->width > (1 << 24))
-		return gf_fail(ctx, "width must be 0 .. 16777216, not %lld", (long long)s->width);
-	if (s->rate < 0)
-		return gf_fail(ctx, "rate must be >= 0");
+	s->n = gf_param_int(p, "n");
+	s->start = gf_param_int(p, "start");
+	s->rate = gf_param_num(p, "rate");
+	s->width = gf_param_int(p, "width");
+	s->fail_at = gf_param_int(p, "fail_at");
+	s->ignore_stop = gf_param_bool(p, "ignore_stop");
 	return 0;
 }
 

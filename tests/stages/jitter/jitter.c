@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include <ganflow/log.h>
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 enum { DIST_NONE, DIST_UNIFORM, DIST_EXP, DIST_BURSTY };
@@ -38,12 +39,12 @@ static const gf_port_desc inputs[] = { { "inp", "items", 0, "items to delay" } }
 static const gf_port_desc outputs[] = { { "out", "items", 0, "the same items, later, in order" } };
 
 static const gf_param_desc params[] = {
-	{ "dist", GF_PARAM_STR, "none", "delay distribution: none, uniform, exponential or bursty", NULL },
-	{ "mean_us", GF_PARAM_NUM, "0", "mean delay per item, microseconds", NULL },
-	{ "burst_every", GF_PARAM_INT, "0", "bursty: pause before every burst_every-th item", NULL },
-	{ "burst_us", GF_PARAM_NUM, "0", "bursty: length of the pause, microseconds", NULL },
+	{ "dist", GF_PARAM_STR, "none", "delay distribution: none, uniform, exponential or bursty", "none|uniform|exponential|bursty" },
+	{ "mean_us", GF_PARAM_NUM, "0", "mean delay per item, microseconds", "0.." },
+	{ "burst_every", GF_PARAM_INT, "0", "bursty: pause before every burst_every-th item", "0.." },
+	{ "burst_us", GF_PARAM_NUM, "0", "bursty: length of the pause, microseconds", "0.." },
 	{ "seed", GF_PARAM_INT, "1", "random seed (each worker adds its index)", NULL },
-	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder", NULL },
+	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder", "0.." },
 	{ "fail_at", GF_PARAM_INT, "-1", "fail on the item with this key (-1: never)", NULL },
 };
 
@@ -67,25 +68,17 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!j)
 		return gf_fail(ctx, "out of memory");
 	*self = j;
-	const char *dist = gf_value_as_str(gf_value_get(p, "dist"), "none", NULL);
-	if (!strcmp(dist, "none"))
-		j->dist = DIST_NONE;
-	else if (!strcmp(dist, "uniform"))
-		j->dist = DIST_UNIFORM;
-	else if (!strcmp(dist, "exponential"))
-		j->dist = DIST_EXP;
-	else if (!strcmp(dist, "bursty"))
-		j->dist = DIST_BURSTY;
-	else
-		return gf_fail(ctx, "dist must be none, uniform, exponential or bursty, not \"%s\"", dist);
-	j->mean = gf_value_as_num(gf_value_get(p, "mean_us"), 0, NULL) * 1e-6;
-	j->burst = gf_value_as_num(gf_value_get(p, "burst_us"), 0, NULL) * 1e-6;
-	j->burst_every = gf_value_as_int(gf_value_get(p, "burst_every"), 0, NULL);
-	j->drop_every = gf_value_as_int(gf_value_get(p, "drop_every"), 0, NULL);
-	j->fail_at = gf_value_as_int(gf_value_get(p, "fail_at"), -1, NULL);
-	if (j->mean < 0 || j->burst < 0 || j->burst_every < 0 || j->drop_every < 0)
-		return gf_fail(ctx, "mean_us, burst_us, burst_every and drop_every must be >= 0");
-	j->rng = (uint64_t)gf_value_as_int(gf_value_get(p, "seed"), 1, NULL) + (uint64_t)gf_ctx_worker(ctx);
+	const char *dist = gf_param_str(p, "dist");
+	j->dist = !strcmp(dist, "uniform")       ? DIST_UNIFORM
+	          : !strcmp(dist, "exponential") ? DIST_EXP
+	          : !strcmp(dist, "bursty")      ? DIST_BURSTY
+	                                         : DIST_NONE;
+	j->mean = gf_param_num(p, "mean_us") * 1e-6;
+	j->burst = gf_param_num(p, "burst_us") * 1e-6;
+	j->burst_every = gf_param_int(p, "burst_every");
+	j->drop_every = gf_param_int(p, "drop_every");
+	j->fail_at = gf_param_int(p, "fail_at");
+	j->rng = (uint64_t)gf_param_int(p, "seed") + (uint64_t)gf_ctx_worker(ctx);
 	return 0;
 }
 

@@ -2,6 +2,7 @@
  * batch number `at` with NaN, to test the training stages' NaN guard. */
 #include <math.h>
 
+#include <ganflow/params.h>
 #include <ganflow/stage.h>
 
 enum { IN_BATCH };
@@ -15,7 +16,7 @@ static int nb_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	static nb s;
 	(void)ctx;
-	s.at = gf_value_as_int(gf_value_get(p, "at"), 10, NULL);
+	s.at = gf_param_int(p, "at");
 	s.seen = 0;
 	*self = &s;
 	return 0;
@@ -59,7 +60,7 @@ static int nb_run(void *self, gf_ctx *ctx)
 
 static const gf_port_desc inputs[] = { { "batch", "batch", 0, "batches" } };
 static const gf_port_desc outputs[] = { { "batch", "batch", 0, "the same batches, one poisoned with NaN" } };
-static const gf_param_desc params[] = { { "at", GF_PARAM_INT, "10", "index of the batch to poison", NULL } };
+static const gf_param_desc params[] = { { "at", GF_PARAM_INT, "10", "index of the batch to poison", "0.." } };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,
