@@ -32,21 +32,25 @@ function M.data(o)
   return batch
 end
 
---- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols, rank } -> table
+--- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols, rank, books } -> table
 -- The stages that watch training: sample_grid (a grid every `samples`
 -- steps), metrics (a JSONL line every `log` steps), checkpoint (every
 -- checkpoint_every steps and at the end) and, when eval > 0, the evaluator
 -- (FID/IS/KID every `eval` steps against the real split `data`). The
 -- table's `publish` is how often g_step must send its weights. Under MPI,
 -- rank is the rank that keeps these books (rank 0 in the MPI pipelines).
+-- books = false leaves out the grid, the metrics and the evaluator (only
+-- checkpoints: benchmarks).
 function M.outputs(o)
   local function gcd(a, b) while b ~= 0 do a, b = b, a % b end return a end
   local out = {}
   out.publish = (o.eval or 0) > 0 and gcd(o.samples, o.eval) or o.samples
-  out.grid = gf.stage "sample_grid" { net = o.G, every = o.samples, rows = o.rows, cols = o.cols, rank = o.rank }
-  out.metrics = gf.stage "metrics" { every = o.log, rank = o.rank }
+  if o.books ~= false then
+    out.grid = gf.stage "sample_grid" { net = o.G, every = o.samples, rows = o.rows, cols = o.cols, rank = o.rank }
+    out.metrics = gf.stage "metrics" { every = o.log, rank = o.rank }
+  end
   out.ckpt = gf.stage "checkpoint" { keep = 3, rank = o.rank }
-  if (o.eval or 0) > 0 then
+  if o.books ~= false and (o.eval or 0) > 0 then
     out.eval = gf.stage "evaluator" { net = o.G, every = o.eval, n = o.eval_n, classifier = o.classifier,
                                       real = o.data, real_n = o.eval_real_n, rank = o.rank }
     gf.connect(out.eval.metrics, out.metrics.inp)
@@ -58,10 +62,12 @@ end
 -- to the grid (and the evaluator), both stages' metrics and checkpoint
 -- state.
 function M.attach(out, g, d)
-  gf.connect(g.weights, out.grid.weights)
+  if out.grid then
+    gf.connect(g.weights, out.grid.weights)
+    gf.connect(g.metrics, out.metrics.inp)
+    gf.connect(d.metrics, out.metrics.inp)
+  end
   if out.eval then gf.connect(g.weights, out.eval.weights) end
-  gf.connect(g.metrics, out.metrics.inp)
-  gf.connect(d.metrics, out.metrics.inp)
   gf.connect(g.state, out.ckpt.state)
   gf.connect(d.state, out.ckpt.state)
 end
