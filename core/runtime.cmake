@@ -9,6 +9,9 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/params.c
   ${CMAKE_CURRENT_LIST_DIR}/loader.c
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_stats.c
+  ${CMAKE_CURRENT_LIST_DIR}/stage_api.c
   ${CMAKE_CURRENT_LIST_DIR}/lua.c
   ${CMAKE_CURRENT_LIST_DIR}/dist.c)
 find_package(MPI REQUIRED COMPONENTS C)
