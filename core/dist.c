@@ -137,12 +137,6 @@ int gf_dist_world(void)
 	return W.world;
 }
 
-gf_launch gf_dist_launch(void)
-{
-	detect_once();
-	return W.how;
-}
-
 int gf_dist_mpi(void)
 {
 	return W.mpi && !W.finalized;

@@ -68,7 +68,6 @@ void gf_dist_finalize(int ok);
  * what gf_dist_detect finds). */
 int gf_dist_rank(void);
 int gf_dist_world(void);
-gf_launch gf_dist_launch(void);
 
 /* 1 when MPI is initialised (world > 1 under a launcher), else 0. */
 int gf_dist_mpi(void);
