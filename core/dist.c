@@ -1,6 +1,7 @@
 /* The distributed world of a ganflow process: launcher detection, MPI
- * start and end, start-up consistency checks, liveness probes, traffic
- * counters, and the noise slices of data-parallel ranks.
+ * start and end, start-up consistency checks, liveness probes and the
+ * waits of stages on the network (gf_dist_wait, gf_dist_should_abort),
+ * traffic counters, and the noise slices of data-parallel ranks.
  * See <ganflow/dist.h>.
  *
  * MPI is only touched when a launcher started the process (the launcher's
@@ -27,6 +28,7 @@
 #include <ganflow/log.h>
 
 #include "atomics.h"
+#include "graph_internal.h"
 
 #define TAG_PING 1
 #define TAG_PONG 2
@@ -133,12 +135,6 @@ int gf_dist_world(void)
 {
 	detect_once();
 	return W.world;
-}
-
-gf_launch gf_dist_launch(void)
-{
-	detect_once();
-	return W.how;
 }
 
 int gf_dist_mpi(void)
@@ -518,6 +514,12 @@ int gf_dist_probe(double wait_s, int *lost, int max)
 	free(answered);
 	pthread_mutex_unlock(&W.probe_lock);
 	return nlost;
+}
+
+int gf_dist_should_abort(gf_ctx *ctx)
+{
+	/* only the hard stop: a graceful one lets collectives finish */
+	return gf_graph_is_hard(ctx->g);
 }
 
 int gf_dist_wait(gf_ctx *ctx, void *reqp, double timeout_s, const char *what)

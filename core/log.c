@@ -43,18 +43,6 @@ int gf_log_tty(void)
 	return tty;
 }
 
-void gf_log_set_level(int l)
-{
-	pthread_once(&once, init);
-	level = l;
-}
-
-int gf_log_level(void)
-{
-	pthread_once(&once, init);
-	return level;
-}
-
 /* Erases the live line; caller holds the lock. */
 static void erase_line(void)
 {

@@ -4,42 +4,31 @@
  * fresh Lua 5.4 state where `require "ganflow"` gives
  *
  *	gf.stage "name" { params..., name = "x", workers = n, rank = r }   a stage instance
- *	gf.connect(a.out, b.inp [, { depth =, capacity =, min =, transport =, address =, timeout = }])
+ *	gf.connect(a.out, b.inp [, { depth =, capacity =, min =, transport =, address =, timeout =, latency = }])
  *	gf.run { steps =, seed =, dir =, backend =, threads =, resume = }
  *	gf.arg("key", default)   command-line value converted to default's type
  *	gf.rank(), gf.world()
  *
  * plus whatever luaconf/ganflow_ext.lua adds. Every call checks its input
- * at once through the C graph API (<ganflow/graph.h>), so a mistake is a
- * Lua error pointing at the script line that made it. gf.run builds the
- * run directory and runs the graph; stage code never runs inside a Lua
- * call that could unwind through it, and only this file (and lua_value.c)
- * touch the Lua API.
+ * at once through the C placement and graph APIs (placement.h,
+ * <ganflow/graph.h>), so a mistake is a Lua error pointing at the script
+ * line that made it. This file only turns Lua into C values and C errors
+ * into Lua errors: stage code never runs inside a Lua call that could
+ * unwind through it, and only this file (and lua_value.c) touch the Lua
+ * API.
  *
- * Distributed runs (docs/dist.md): every rank runs the same script. Each
- * gf.stage is declared on every rank into a "shadow" graph that holds the
- * whole pipeline (it is only ever validated, never run: parameters, ports,
- * kinds and unconnected inputs are checked alike on every rank), and
- * instantiated in this rank's graph when it is placed here (no `rank`, or
- * rank = this rank). gf.connect of two stages on this rank is a ring; of a
- * stage here and one on another rank, a transport_send stage here (or a
- * transport_recv stage, on the receiving side) joined to it by a ring;
- * of stages on other ranks, nothing. A stage on every rank connected to a
- * stage placed on rank r is connected through its instance on rank r only
- * (data-parallel replicas are alike: the one beside the consumer speaks
- * for all). gf.run first checks that every rank declared the same stages
- * and cross-rank edges.
+ * Distributed runs (docs/dist.md): every rank runs the same script, and
+ * gf.stage / gf.connect declare the whole pipeline on each; placement.c
+ * decides what this rank runs (a stage's `rank`, transport stages for the
+ * edges between ranks). gf.run resolves `resume`, creates the run
+ * directory (rundir.c) and runs this rank's graph with the Ctrl-C handlers
+ * (signals.c).
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -49,48 +38,25 @@
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
-#include <ganflow/loader.h>
 #include <ganflow/lua.h>
 #include <ganflow/params.h>
 #include <ganflow/ring.h>
 
 #include "lua_value.h"
+#include "placement.h"
+#include "rundir.h"
+#include "signals.h"
 
 #define STAGE_MT "ganflow.stage"
 #define PORT_MT "ganflow.port"
-#define RUNNER_KEY "ganflow.runner"
-
-static const char *const run_keys[] = { "steps", "seed",  "dir",   "backend",         "threads",
-	                                 "resume", "grace", "quiet", "checkpoint_every" };
-#define NRUN_KEYS (sizeof(run_keys) / sizeof(run_keys[0]))
-
-struct arg {
-	char *key;
-	char *val;
-	int used;
-};
-
-/* A stage as the script declared it (on every rank). */
-struct decl {
-	int rank;             /* placed on this rank, -1 on every rank */
-	int node;             /* node in this rank's graph, -1 when not here */
-	int workers;
-	char stage[64];       /* stage (.so) name */
-};
 
 struct runner {
 	const char *script;
 	int nargs;
-	struct arg *args;
+	gf_run_arg *args;
 	int rank, world;      /* this process in the run's world */
-	gf_graph *g;          /* this rank's graph being declared, NULL before the first gf.stage */
-	gf_graph *shadow;     /* every declared stage and edge, for checks only (node = decl index) */
-	struct decl *decls;   /* (ndecls) by shadow node */
-	int ndecls, capdecls;
-	int nxedges;          /* cross-rank edges declared: their tags */
-	char *desc;           /* what every rank must agree on: stages and cross-rank edges */
-	size_t desc_len, desc_cap;
-	unsigned gen;         /* bumped for every new graph: stale stage objects are refused */
+	gf_placement *pl;     /* the pipeline being declared, NULL before the first gf.stage */
+	unsigned gen;         /* bumped for every new pipeline: stale stage objects are refused */
 	int runs;             /* gf.run calls so far */
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
@@ -98,42 +64,18 @@ struct runner {
 };
 
 struct stage_ref {
-	int node;             /* decl index (shadow node) */
+	int node;             /* placement id */
 	unsigned gen;
 	char name[64];
 	char stage[64];
 };
 
 struct port_ref {
-	int node;             /* decl index (shadow node) */
+	int node;             /* placement id */
 	unsigned gen;
 	char name[64];  /* instance */
 	char port[64];
 };
-
-/* ---- signals ---- */
-
-static _Atomic(gf_graph *) sig_graph;
-static atomic_int sig_count;
-static atomic_int sig_last;
-
-/* Handler of SIGINT and SIGTERM while a graph runs: the first asks for a
- * graceful stop, the second for a hard stop, the third exits at once.
- * Only lock-free atomics, gf_graph_request_stop (async-signal-safe) and
- * write/_exit. Default seq_cst atomics: signals are rare. */
-static void on_signal(int sig)
-{
-	int n = atomic_fetch_add(&sig_count, 1) + 1;
-	atomic_store(&sig_last, sig);
-	gf_graph *g = atomic_load(&sig_graph);
-	if (n >= 3 || !g) {
-		static const char msg[] = "\nganflow: interrupted\n";
-		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-		(void)w;
-		_exit(128 + sig);
-	}
-	gf_graph_request_stop(g, n >= 2);
-}
 
 /* ---- helpers ---- */
 
@@ -142,7 +84,7 @@ static struct runner *get_runner(lua_State *L)
 	return lua_touserdata(L, lua_upvalueindex(1));
 }
 
-static struct arg *find_arg(struct runner *r, const char *key)
+static gf_run_arg *find_arg(struct runner *r, const char *key)
 {
 	for (int i = 0; i < r->nargs; i++)
 		if (strcmp(r->args[i].key, key) == 0)
@@ -263,64 +205,6 @@ static int split_params(const char *stage, gf_value *all, gf_value *params, char
 	return 0;
 }
 
-/* Appends a line to the description every rank must agree on. Returns 0
- * or -ENOMEM. */
-static int desc_add(struct runner *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int desc_add(struct runner *r, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return -EINVAL;
-	size_t len = strlen(line);
-	if (r->desc_len + len + 2 > r->desc_cap) {
-		size_t cap = (r->desc_cap + len + 2) * 2;
-		char *d = realloc(r->desc, cap);
-		if (!d)
-			return -ENOMEM;
-		r->desc = d;
-		r->desc_cap = cap;
-	}
-	memcpy(r->desc + r->desc_len, line, len);
-	r->desc_len += len;
-	r->desc[r->desc_len++] = '\n';
-	r->desc[r->desc_len] = '\0';
-	return 0;
-}
-
-/* Forgets the declarations of a graph that ran (or never will). */
-static void forget_graph(struct runner *r)
-{
-	gf_graph_destroy(r->g);
-	gf_graph_destroy(r->shadow);
-	r->g = r->shadow = NULL;
-	r->ndecls = 0;
-	r->nxedges = 0;
-	r->desc_len = 0;
-	if (r->desc)
-		r->desc[0] = '\0';
-}
-
-/* Starts a new declaration (this rank's graph and the shadow) at the first
- * gf.stage after a gf.run. Returns 0 or -ENOMEM. */
-static int begin_graph(struct runner *r)
-{
-	if (r->shadow)
-		return 0;
-	if (gf_graph_create(&r->g))
-		return -ENOMEM;
-	if (gf_graph_create(&r->shadow)) {
-		gf_graph_destroy(r->g);
-		r->g = NULL;
-		return -ENOMEM;
-	}
-	r->gen++;
-	return 0;
-}
-
 /* gf.stage(name)(params) and gf.stage(name, params) */
 static int stage_make(lua_State *L, struct runner *r, const char *stage, int pidx)
 {
@@ -335,48 +219,19 @@ static int stage_make(lua_State *L, struct runner *r, const char *stage, int pid
 	gf_value_free(&all);
 	if (bad)
 		return luaL_error(L, "%s", err);
-	if (rank < -1 || rank >= r->world) {
-		gf_value_free(&params);
-		if (rank >= r->world)
-			return luaL_error(L, "gf.stage \"%s\": rank = %d, but the run has %d rank%s (start it with mpirun -np %d, "
-			                     "or place the stage with rank = r %% gf.world())",
-			                  stage, rank, r->world, r->world == 1 ? "" : "s", rank + 1);
-		return luaL_error(L, "gf.stage \"%s\": rank must be >= 0, not %d", stage, rank);
-	}
-	if (begin_graph(r) || r->ndecls == r->capdecls) {
-		int cap = r->capdecls ? 2 * r->capdecls : 16;
-		struct decl *d = r->shadow ? realloc(r->decls, (size_t)cap * sizeof(*d)) : NULL;
-		if (!d) {
+	if (!r->pl) {
+		if (gf_placement_create(&r->pl, r->rank, r->world)) {
 			gf_value_free(&params);
 			return luaL_error(L, "out of memory");
 		}
-		r->decls = d;
-		r->capdecls = cap;
+		r->gen++;
 	}
-	/* the shadow graph checks the parameters and names the instance the
-	 * same way on every rank, whether the stage lives here or not */
 	int node;
-	int rc = gf_graph_add(r->shadow, stage, name[0] ? name : NULL, &params, workers, &node);
-	if (rc) {
-		gf_value_free(&params);
-		return luaL_error(L, "%s", gf_graph_error(r->shadow));
-	}
-	const char *inst = gf_graph_node_name(r->shadow, node);
-	struct decl *d = &r->decls[r->ndecls++];
-	d->rank = rank;
-	d->node = -1;
-	d->workers = workers;
-	snprintf(d->stage, sizeof(d->stage), "%s", stage);
-	if (rank < 0 || rank == r->rank) {
-		rc = gf_graph_add(r->g, stage, inst, &params, workers, &d->node);
-		if (rc) {
-			gf_value_free(&params);
-			return luaL_error(L, "%s", gf_graph_error(r->g));
-		}
-	}
+	int rc = gf_placement_add(r->pl, stage, name[0] ? name : NULL, &params, workers, rank, &node);
 	gf_value_free(&params);
-	if (desc_add(r, "stage %s %s rank=%d", inst, stage, rank))
-		return luaL_error(L, "out of memory");
+	if (rc)
+		return luaL_error(L, "%s", gf_placement_error(r->pl));
+	const char *inst = gf_placement_name(r->pl, node);
 	struct stage_ref *s = lua_newuserdatauv(L, sizeof(*s), 0);
 	memset(s, 0, sizeof(*s));
 	s->node = node;
@@ -423,45 +278,6 @@ static uint32_t opt_u32(lua_State *L, int idx, const char *key, const char *what
 	return v;
 }
 
-/* Adds a transport stage to this rank's graph: the sending end (send = 1)
- * or the receiving end of cross-rank edge `tag`. Returns its node, or -1
- * with the message in err. */
-static int add_transport(struct runner *r, int send, int peer, int tag, const char *edge, const char *kind,
-                         const char *transport, const char *address, double timeout, const char *latency, int *node,
-                         char *err, size_t errsize)
-{
-	char name[64];
-	snprintf(name, sizeof(name), "_%s%d", send ? "tx" : "rx", tag);
-	gf_value p = gf_value_map();
-	int rc = gf_value_set(&p, "peer", gf_value_int(peer));
-	if (!rc)
-		rc = gf_value_set(&p, "tag", gf_value_int(tag));
-	if (!rc)
-		rc = gf_value_set(&p, "edge", gf_value_str(edge));
-	if (!rc)
-		rc = gf_value_set(&p, "transport", gf_value_str(transport));
-	if (!rc && address)
-		rc = gf_value_set(&p, "address", gf_value_str(address));
-	if (!rc && timeout > 0)
-		rc = gf_value_set(&p, "timeout", gf_value_num(timeout));
-	if (!rc)
-		rc = gf_value_set(&p, "latency", gf_value_str(latency));
-	if (!rc && !send)
-		rc = gf_value_set(&p, "kind", gf_value_str(kind));
-	if (rc) {
-		gf_value_free(&p);
-		snprintf(err, errsize, "out of memory");
-		return -1;
-	}
-	rc = gf_graph_add(r->g, send ? "transport_send" : "transport_recv", name, &p, 1, node);
-	gf_value_free(&p);
-	if (rc) {
-		snprintf(err, errsize, "%s: cannot add its transport stage: %s", edge, gf_graph_error(r->g));
-		return -1;
-	}
-	return 0;
-}
-
 static int l_connect(lua_State *L)
 {
 	struct runner *r = get_runner(L);
@@ -469,19 +285,18 @@ static int l_connect(lua_State *L)
 	struct port_ref *b = luaL_testudata(L, 2, PORT_MT);
 	if (!a || !b)
 		return luaL_error(L, "gf.connect(from, to): both arguments must be stage ports, such as src.out and sink.inp");
-	if (!r->shadow || a->gen != r->gen || b->gen != r->gen)
+	if (!r->pl || a->gen != r->gen || b->gen != r->gen)
 		return luaL_error(L, "gf.connect: port of a stage from a graph that has already run");
-	gf_edge_opts o = { 0 };
+	gf_place_opts o = { 0 };
 	char what[300], transport[16] = "mpi", address[256] = "", latency[16] = "";
-	double timeout = 0;
 	snprintf(what, sizeof(what), "gf.connect(%s.%s, %s.%s)", a->name, a->port, b->name, b->port);
 	if (!lua_isnoneornil(L, 3)) {
 		static const char *const known[] = { "depth", "capacity", "min", "transport", "address", "timeout", "latency" };
 		luaL_checktype(L, 3, LUA_TTABLE);
 		check_keys(L, 3, what, known, 7);
-		o.depth = opt_u32(L, 3, "depth", what);
-		o.capacity = opt_u32(L, 3, "capacity", what);
-		o.min_depth = opt_u32(L, 3, "min", what);
+		o.ring.depth = opt_u32(L, 3, "depth", what);
+		o.ring.capacity = opt_u32(L, 3, "capacity", what);
+		o.ring.min_depth = opt_u32(L, 3, "min", what);
 		lua_getfield(L, 3, "transport");
 		if (!lua_isnil(L, -1)) {
 			const char *t = lua_tostring(L, -1);
@@ -499,8 +314,8 @@ static int l_connect(lua_State *L)
 		lua_getfield(L, 3, "timeout");
 		if (!lua_isnil(L, -1)) {
 			int isnum;
-			timeout = lua_tonumberx(L, -1, &isnum);
-			if (!isnum || timeout <= 0)
+			o.timeout = lua_tonumberx(L, -1, &isnum);
+			if (!isnum || o.timeout <= 0)
 				return luaL_error(L, "%s: timeout must be a number of seconds > 0", what);
 		}
 		lua_getfield(L, 3, "latency");
@@ -512,55 +327,11 @@ static int l_connect(lua_State *L)
 		}
 		lua_pop(L, 4);
 	}
-	/* the whole pipeline's rules (ports, kinds, one edge per input) are
-	 * checked on the shadow graph, alike on every rank */
-	if (gf_graph_connect(r->shadow, a->node, a->port, b->node, b->port, &o))
-		return luaL_error(L, "%s", gf_graph_error(r->shadow));
-	const struct decl *da = &r->decls[a->node], *db = &r->decls[b->node];
-	int ra = da->rank, rb = db->rank, me = r->rank;
-	int cross = ra >= 0 && rb >= 0 && ra != rb;
-	if (!cross) {
-		/* a ring, on the rank(s) where both ends are: both on every rank;
-		 * or one placed on rank k and the other there too */
-		int here = (ra < 0 || ra == me) && (rb < 0 || rb == me);
-		if (here && gf_graph_connect(r->g, da->node, a->port, db->node, b->port, &o))
-			return luaL_error(L, "%s", gf_graph_error(r->g));
-		return 0;
-	}
-	if (!strcmp(transport, "tcp") && !address[0])
-		return luaL_error(L, "%s: transport = \"tcp\" needs address = \"host:port\" (where rank %d listens)", what, rb);
-	int tag = ++r->nxedges;
-	char edge[320], err[4200];
-	snprintf(edge, sizeof(edge), "%s.%s -> %s.%s", a->name, a->port, b->name, b->port);
-	if (desc_add(r, "edge %d %s rank %d -> %d %s", tag, edge, ra, rb, transport))
-		return luaL_error(L, "out of memory");
-	if (me != ra && me != rb)
-		return 0;
-	/* the kind the receiving end forwards: the producer's */
-	char kind[64] = "any";
-	const gf_stage_desc *sd;
-	if (gf_stage_load(da->stage, &sd, NULL, err, sizeof(err)) == 0)
-		for (uint32_t i = 0; i < sd->noutputs; i++)
-			if (!strcmp(sd->outputs[i].name, a->port))
-				snprintf(kind, sizeof(kind), "%s", sd->outputs[i].kind);
-	/* the books (metrics, checkpoint parts) need no haste: long naps */
-	if (!latency[0])
-		snprintf(latency, sizeof(latency), "%s",
-		         !strcmp(kind, "metrics") || !strcmp(kind, "state") ? "relaxed" : "low");
-	int node;
-	if (me == ra) {
-		if (add_transport(r, 1, rb, tag, edge, kind, transport, address[0] ? address : NULL, timeout, latency, &node,
-		                  err, sizeof(err)))
-			return luaL_error(L, "%s", err);
-		if (gf_graph_connect(r->g, da->node, a->port, node, "inp", &o))
-			return luaL_error(L, "%s", gf_graph_error(r->g));
-	} else {
-		if (add_transport(r, 0, ra, tag, edge, kind, transport, address[0] ? address : NULL, timeout, latency, &node,
-		                  err, sizeof(err)))
-			return luaL_error(L, "%s", err);
-		if (gf_graph_connect(r->g, node, "out", db->node, b->port, &o))
-			return luaL_error(L, "%s", gf_graph_error(r->g));
-	}
+	o.transport = transport;
+	o.address = address;
+	o.latency = latency;
+	if (gf_placement_connect(r->pl, a->node, a->port, b->node, b->port, &o))
+		return luaL_error(L, "%s", gf_placement_error(r->pl));
 	return 0;
 }
 
@@ -614,7 +385,7 @@ static int l_arg(lua_State *L)
 {
 	struct runner *r = get_runner(L);
 	const char *key = luaL_checkstring(L, 1);
-	struct arg *a = find_arg(r, key);
+	gf_run_arg *a = find_arg(r, key);
 	if (!a) {
 		lua_settop(L, 2);
 		return 1;
@@ -640,23 +411,11 @@ static int l_world(lua_State *L)
 
 /* ---- gf.run ---- */
 
-struct run_opts {
-	int64_t steps;
-	int64_t seed;
-	int64_t threads;
-	int64_t checkpoint_every;
-	double grace;
-	int quiet;
-	char dir[4096];
-	char backend[32];
-	char resume[4096];
-};
-
 /* Reads option key: from the command line if given there (it wins), else
  * from the table at idx. Pushes the value (nil when absent). */
 static void push_option(lua_State *L, struct runner *r, int idx, const char *key, int *from_cli)
 {
-	struct arg *a = find_arg(r, key);
+	gf_run_arg *a = find_arg(r, key);
 	*from_cli = a != NULL;
 	if (a) {
 		a->used = 1;
@@ -736,173 +495,23 @@ static int option_bool(lua_State *L, struct runner *r, int idx, const char *key,
 	return v;
 }
 
-/* mkdir -p; returns 0 or -errno with the failing prefix in failed. */
-static int mkdirs(const char *path, char *failed, size_t size)
-{
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", path);
-	size_t len = strlen(buf);
-	for (size_t i = 1; i <= len; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char c = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, 0777) && errno != EEXIST) {
-			int e = errno;
-			snprintf(failed, size, "%s", buf);
-			return -e;
-		}
-		struct stat st;
-		if (stat(buf, &st) || !S_ISDIR(st.st_mode)) {
-			snprintf(failed, size, "%s", buf);
-			return -ENOTDIR;
-		}
-		buf[i] = c;
-	}
-	if (access(path, W_OK)) {
-		int e = errno;
-		snprintf(failed, size, "%s", path);
-		return -e;
-	}
-	return 0;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	FILE *in = fopen(from, "rb");
-	if (!in)
-		return -errno;
-	FILE *out = fopen(to, "wb");
-	if (!out) {
-		int e = errno;
-		fclose(in);
-		return -e;
-	}
-	char buf[65536];
-	size_t n;
-	int rc = 0;
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		if (fwrite(buf, 1, n, out) != n) {
-			rc = -EIO;
-			break;
-		}
-	if (ferror(in))
-		rc = -EIO;
-	fclose(in);
-	if (fclose(out) && !rc)
-		rc = -errno;
-	return rc;
-}
-
-static void default_dir(const char *script, char *out, size_t size)
-{
-	const char *base = strrchr(script, '/');
-	base = base ? base + 1 : script;
-	char name[256];
-	snprintf(name, sizeof(name), "%s", base);
-	char *dot = strrchr(name, '.');
-	if (dot && !strcmp(dot, ".lua"))
-		*dot = '\0';
-	time_t now = time(NULL);
-	struct tm tm;
-	localtime_r(&now, &tm);
-	char stamp[32];
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	snprintf(out, size, "runs/%s-%s", name, stamp);
-}
-
-/* resume=PATH may name a checkpoint file, a run directory or its
- * checkpoints/ directory: the last two mean the newest checkpoint there
- * (the name in checkpoints/latest, written by the checkpoint stage).
- * Rewrites path to the file; raises a Lua error when there is none. */
-static void resolve_resume(lua_State *L, char *path, size_t size)
-{
-	struct stat st;
-	if (stat(path, &st))
-		luaL_error(L, "resume: '%s': %s", path, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return;
-	static const char *const where[] = { "%s/checkpoints/latest", "%s/latest" };
-	for (int i = 0; i < 2; i++) {
-		char latest[4200], name[512];
-		snprintf(latest, sizeof(latest), where[i], path);
-		FILE *f = fopen(latest, "r");
-		if (!f)
-			continue;
-		int ok = fgets(name, sizeof(name), f) != NULL;
-		fclose(f);
-		name[strcspn(name, "\r\n")] = '\0';
-		if (!ok || !name[0])
-			luaL_error(L, "resume: '%s' is empty", latest);
-		char file[4800];
-		snprintf(file, sizeof(file), "%.*s/%s", (int)(strrchr(latest, '/') - latest), latest, name);
-		if (stat(file, &st))
-			luaL_error(L, "resume: '%s' names '%s': %s", latest, file, strerror(errno));
-		if (strlen(file) >= size)
-			luaL_error(L, "resume: path too long: %s", file);
-		memcpy(path, file, strlen(file) + 1);
-		return;
-	}
-	luaL_error(L, "resume: '%s' is a directory without checkpoints/latest (give a checkpoint file)", path);
-}
-
-/* Creates the run directory with a copy of the script and the effective
- * arguments. Raises a Lua error naming the path on failure. */
-static void prepare_run_dir(lua_State *L, struct runner *r, const struct run_opts *o)
-{
-	char failed[4096], path[4200];
-	int rc = mkdirs(o->dir, failed, sizeof(failed));
-	if (rc)
-		luaL_error(L, "cannot create run directory '%s': %s (at '%s')", o->dir, strerror(-rc), failed);
-	if (r->rank != 0)
-		return; /* rank 0 records the script and the arguments */
-	if (r->script) {
-		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
-		if ((rc = copy_file(r->script, path)))
-			luaL_error(L, "cannot write '%s' into the run directory: %s", path, strerror(-rc));
-	}
-	snprintf(path, sizeof(path), "%s/args.txt", o->dir);
-	FILE *f = fopen(path, "w");
-	if (!f)
-		luaL_error(L, "cannot write '%s' into the run directory: %s", path, strerror(errno));
-	fprintf(f, "# effective arguments of this run: ganflow run %s followed by these lines\n",
-	        r->script ? r->script : "-");
-	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\ncheckpoint_every=%lld\n",
-	        (long long)o->steps, (long long)o->seed, o->dir, o->backend, (long long)o->threads,
-	        (long long)o->checkpoint_every);
-	if (o->resume[0])
-		fprintf(f, "resume=%s\n", o->resume);
-	for (int i = 0; i < r->nargs; i++) {
-		size_t k;
-		for (k = 0; k < NRUN_KEYS; k++)
-			if (!strcmp(r->args[i].key, run_keys[k]))
-				break;
-		if (k == NRUN_KEYS)
-			fprintf(f, "%s=%s\n", r->args[i].key, r->args[i].val);
-	}
-	if (fclose(f))
-		luaL_error(L, "cannot write '%s': %s", path, strerror(errno));
-}
-
 static int l_run(lua_State *L)
 {
 	struct runner *r = get_runner(L);
 	int idx = 0;
 	if (!lua_isnoneornil(L, 1)) {
 		luaL_checktype(L, 1, LUA_TTABLE);
-		check_keys(L, 1, "gf.run", run_keys, NRUN_KEYS);
+		check_keys(L, 1, "gf.run", gf_run_keys, GF_NRUN_KEYS);
 		idx = 1;
 	}
-	if (!r->shadow || gf_graph_nodes(r->shadow) == 0)
+	if (!r->pl || gf_placement_stages(r->pl) == 0)
 		return luaL_error(L, "gf.run: the pipeline declares no stages");
 	/* every rank must have declared the same stages and cross-rank edges
 	 * (their tags pair the transport stages) before anything runs */
-	if (r->world > 1) {
-		char err[2048];
-		if (gf_dist_check_same("pipeline", r->desc ? r->desc : "", err, sizeof(err)))
-			return luaL_error(L, "%s", err);
-	}
-	struct run_opts o;
+	if (gf_placement_check_ranks(r->pl))
+		return luaL_error(L, "%s", gf_placement_error(r->pl));
+	char err[10000];
+	gf_run_opts o;
 	memset(&o, 0, sizeof(o));
 	snprintf(o.backend, sizeof(o.backend), "auto");
 	o.steps = option_int(L, r, idx, "steps", 0, 0);
@@ -914,29 +523,31 @@ static int l_run(lua_State *L)
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
-	if (o.resume[0])
-		resolve_resume(L, o.resume, sizeof(o.resume));
+	if (o.resume[0] && gf_rundir_resolve_resume(o.resume, sizeof(o.resume), err, sizeof(err)))
+		return luaL_error(L, "%s", err);
 	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
 		return luaL_error(L, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o.backend);
 	/* a graph that cannot run leaves no run directory behind: the whole
 	 * pipeline first, then what runs on this rank */
-	if (gf_graph_validate(r->shadow))
-		return luaL_error(L, "%s", gf_graph_error(r->shadow));
-	int empty = gf_graph_nodes(r->g) == 0;
-	if (!empty && gf_graph_validate(r->g))
-		return luaL_error(L, "rank %d: %s", r->rank, gf_graph_error(r->g));
+	if (gf_placement_validate(r->pl))
+		return luaL_error(L, "%s", gf_placement_error(r->pl));
 	if (!o.dir[0]) {
 		/* one run directory for all ranks: rank 0's name */
-		default_dir(r->script ? r->script : "pipeline", o.dir, sizeof(o.dir));
+		gf_rundir_default(r->script ? r->script : "pipeline", o.dir, sizeof(o.dir));
 		if (r->world > 1 && gf_dist_bcast_str(o.dir, sizeof(o.dir), 0))
 			return luaL_error(L, "%s", gf_errmsg());
 	}
-	prepare_run_dir(L, r, &o);
-	if (empty) {
+	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, err, sizeof(err)))
+		return luaL_error(L, "%s", err);
+	/* stage objects of this pipeline are stale from here on */
+	gf_graph *g = gf_placement_take_graph(r->pl);
+	gf_placement_destroy(r->pl);
+	r->pl = NULL;
+	r->runs++;
+	if (gf_graph_nodes(g) == 0) {
 		gf_log(GF_LOG_WARN, "rank %d of %d: no stage of the pipeline is placed on this rank; it has nothing to run",
 		       r->rank, r->world);
-		forget_graph(r);
-		r->runs++;
+		gf_graph_destroy(g);
 		lua_createtable(L, 0, 4);
 		lua_pushinteger(L, 0);
 		lua_setfield(L, -2, "step");
@@ -963,25 +574,9 @@ static int l_run(lua_State *L)
 		.threads = (int)o.threads,
 		.checkpoint_every = o.checkpoint_every,
 	};
-	gf_graph *g = r->g;
-	r->g = NULL; /* stage objects of this graph are now stale */
-	forget_graph(r);
-	r->runs++;
 	gf_graph_set_grace(g, o.grace);
-
-	struct sigaction sa, old_int, old_term;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	atomic_store(&sig_count, 0);
-	atomic_store(&sig_last, 0);
-	atomic_store(&sig_graph, g);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	int rc = gf_graph_run(g, &info, o.quiet ? GF_GRAPH_QUIET : 0);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	atomic_store(&sig_graph, NULL);
+	int sig;
+	int rc = gf_signals_run_graph(g, &info, o.quiet ? GF_GRAPH_QUIET : 0, &sig);
 
 	gf_stop_reason why = gf_graph_stop_reason(g);
 	if (rc == GF_EGRAPH) {
@@ -992,7 +587,7 @@ static int l_run(lua_State *L)
 	}
 	if (rc || why == GF_STOP_REQUEST) {
 		if (why == GF_STOP_REQUEST || why == GF_STOP_HARD)
-			r->interrupted = atomic_load(&sig_last) ? atomic_load(&sig_last) : SIGINT;
+			r->interrupted = sig ? sig : SIGINT;
 		else
 			r->failed = 1;
 		snprintf(r->err, sizeof(r->err), "%s", rc ? gf_graph_error(g) : "interrupted");
@@ -1112,14 +707,14 @@ static int parse_args(struct runner *r, int nargs, char *const *args, char *err,
 			free(val);
 			return -ENOMEM;
 		}
-		struct arg *dup = find_arg(r, key);
+		gf_run_arg *dup = find_arg(r, key);
 		if (dup) { /* the last one wins, as on most command lines */
 			free(dup->val);
 			dup->val = val;
 			free(key);
 			continue;
 		}
-		r->args[r->nargs++] = (struct arg){ key, val, 0 };
+		r->args[r->nargs++] = (gf_run_arg){ key, val, 0 };
 	}
 	return 0;
 }
@@ -1176,7 +771,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 		}
 		goto out;
 	}
-	if (r.shadow && gf_graph_nodes(r.shadow) > 0) {
+	if (r.pl && gf_placement_stages(r.pl) > 0) {
 		snprintf(err, errsize, "%s: stages were declared but gf.run{} was never called", script);
 		rc = GF_ELUA;
 		goto out;
@@ -1189,10 +784,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 	for (int i = 0; i < r.nargs; i++) {
 		if (r.args[i].used)
 			continue;
-		const char *names[NRUN_KEYS];
-		for (size_t k = 0; k < NRUN_KEYS; k++)
-			names[k] = run_keys[k];
-		const char *best = gf_closest(r.args[i].key, names, NRUN_KEYS);
+		const char *best = gf_closest(r.args[i].key, gf_run_keys, GF_NRUN_KEYS);
 		gf_log(GF_LOG_WARN, "argument '%s' was not used by the pipeline (neither a gf.run option nor read with gf.arg)%s%s%s",
 		       r.args[i].key, best && gf_edit_distance(best, r.args[i].key) <= 2 ? "; did you mean '" : "",
 		       best && gf_edit_distance(best, r.args[i].key) <= 2 ? best : "",
@@ -1205,9 +797,7 @@ out:
 		snprintf(err, errsize, "out of memory");
 	if (L)
 		lua_close(L);
-	forget_graph(&r);
-	free(r.decls);
-	free(r.desc);
+	gf_placement_destroy(r.pl);
 	for (int i = 0; i < r.nargs; i++) {
 		free(r.args[i].key);
 		free(r.args[i].val);

@@ -66,7 +66,6 @@ void gf_dist_finalize(int ok);
  * what gf_dist_detect finds). */
 int gf_dist_rank(void);
 int gf_dist_world(void);
-gf_launch gf_dist_launch(void);
 
 /* 1 when MPI is initialised (world > 1 under a launcher), else 0. */
 int gf_dist_mpi(void);
@@ -123,8 +122,7 @@ int gf_dist_wait(gf_ctx *ctx, void *req, double timeout_s, const char *what);
 /* For stages that wait outside the runtime (MPI requests, sockets): 1 once
  * the graph is stopping HARD (a stage failed, second Ctrl-C, grace period
  * over): leave at once. A graceful stop (gf_should_stop) is not a reason
- * to abandon a collective the other ranks are in. Implemented by the graph
- * runtime (core/graph.c). */
+ * to abandon a collective the other ranks are in. */
 int gf_dist_should_abort(gf_ctx *ctx);
 
 /* ---- traffic counters ---- */

@@ -20,13 +20,10 @@ enum { GF_LOG_ERROR = 0, GF_LOG_WARN, GF_LOG_INFO, GF_LOG_DEBUG };
 
 /* Prints one line to stderr ("ganflow: warning: ..." style prefixes for
  * errors and warnings), above the live progress line if one is shown.
- * Lines above the level set by gf_log_set_level (default GF_LOG_INFO, or
- * the GANFLOW_LOG environment variable: error, warn, info, debug) are
- * dropped. A trailing newline in fmt is optional. */
+ * Lines above the level the GANFLOW_LOG environment variable names
+ * (error, warn, info, debug; default info) are dropped. A trailing newline
+ * in fmt is optional. */
 void gf_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-void gf_log_set_level(int level);
-int gf_log_level(void);
 
 /* 1 when stderr is a terminal (live progress lines), else 0. */
 int gf_log_tty(void);

@@ -1,0 +1,186 @@
+/* The run directory of a pipeline run and the checkpoint a run resumes
+ * from. See rundir.h.
+ *
+ * A run directory holds what the stages write (checkpoints/, metrics,
+ * samples) and, from rank 0, a copy of the script (pipeline.lua) and the
+ * effective arguments (args.txt): `ganflow run DIR/pipeline.lua` with the
+ * lines of args.txt repeats the run.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rundir.h"
+
+const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "backend",         "threads",
+	                                        "resume", "grace", "quiet", "checkpoint_every" };
+
+/* ---- resume ---- */
+
+int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
+{
+	struct stat st;
+	if (stat(path, &st)) {
+		snprintf(err, errsize, "resume: '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	static const char *const where[] = { "%s/checkpoints/latest", "%s/latest" };
+	for (int i = 0; i < 2; i++) {
+		char latest[4200], name[512];
+		snprintf(latest, sizeof(latest), where[i], path);
+		FILE *f = fopen(latest, "r");
+		if (!f)
+			continue;
+		int ok = fgets(name, sizeof(name), f) != NULL;
+		fclose(f);
+		name[strcspn(name, "\r\n")] = '\0';
+		if (!ok || !name[0]) {
+			snprintf(err, errsize, "resume: '%s' is empty", latest);
+			return -1;
+		}
+		char file[4800];
+		snprintf(file, sizeof(file), "%.*s/%s", (int)(strrchr(latest, '/') - latest), latest, name);
+		if (stat(file, &st)) {
+			snprintf(err, errsize, "resume: '%s' names '%s': %s", latest, file, strerror(errno));
+			return -1;
+		}
+		if (strlen(file) >= size) {
+			snprintf(err, errsize, "resume: path too long: %s", file);
+			return -1;
+		}
+		memcpy(path, file, strlen(file) + 1);
+		return 0;
+	}
+	snprintf(err, errsize, "resume: '%s' is a directory without checkpoints/latest (give a checkpoint file)", path);
+	return -1;
+}
+
+/* ---- the directory ---- */
+
+void gf_rundir_default(const char *script, char *out, size_t size)
+{
+	const char *base = strrchr(script, '/');
+	base = base ? base + 1 : script;
+	char name[256];
+	snprintf(name, sizeof(name), "%s", base);
+	char *dot = strrchr(name, '.');
+	if (dot && !strcmp(dot, ".lua"))
+		*dot = '\0';
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	char stamp[32];
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	snprintf(out, size, "runs/%s-%s", name, stamp);
+}
+
+/* mkdir -p; returns 0 or -errno with the failing prefix in failed. */
+static int mkdirs(const char *path, char *failed, size_t size)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", path);
+	size_t len = strlen(buf);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, 0777) && errno != EEXIST) {
+			int e = errno;
+			snprintf(failed, size, "%s", buf);
+			return -e;
+		}
+		struct stat st;
+		if (stat(buf, &st) || !S_ISDIR(st.st_mode)) {
+			snprintf(failed, size, "%s", buf);
+			return -ENOTDIR;
+		}
+		buf[i] = c;
+	}
+	if (access(path, W_OK)) {
+		int e = errno;
+		snprintf(failed, size, "%s", path);
+		return -e;
+	}
+	return 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb");
+	if (!in)
+		return -errno;
+	FILE *out = fopen(to, "wb");
+	if (!out) {
+		int e = errno;
+		fclose(in);
+		return -e;
+	}
+	char buf[65536];
+	size_t n;
+	int rc = 0;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n) {
+			rc = -EIO;
+			break;
+		}
+	if (ferror(in))
+		rc = -EIO;
+	fclose(in);
+	if (fclose(out) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+static int is_run_key(const char *key)
+{
+	for (size_t k = 0; k < GF_NRUN_KEYS; k++)
+		if (!strcmp(key, gf_run_keys[k]))
+			return 1;
+	return 0;
+}
+
+int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
+                      char *err, size_t errsize)
+{
+	char failed[4096], path[4200];
+	int rc = mkdirs(o->dir, failed, sizeof(failed));
+	if (rc) {
+		snprintf(err, errsize, "cannot create run directory '%s': %s (at '%s')", o->dir, strerror(-rc), failed);
+		return -1;
+	}
+	if (rank != 0)
+		return 0; /* rank 0 records the script and the arguments */
+	if (script) {
+		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
+		if ((rc = copy_file(script, path))) {
+			snprintf(err, errsize, "cannot write '%s' into the run directory: %s", path, strerror(-rc));
+			return -1;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/args.txt", o->dir);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		snprintf(err, errsize, "cannot write '%s' into the run directory: %s", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "# effective arguments of this run: ganflow run %s followed by these lines\n", script ? script : "-");
+	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\ncheckpoint_every=%lld\n",
+	        (long long)o->steps, (long long)o->seed, o->dir, o->backend, (long long)o->threads,
+	        (long long)o->checkpoint_every);
+	if (o->resume[0])
+		fprintf(f, "resume=%s\n", o->resume);
+	for (int i = 0; i < nargs; i++)
+		if (!is_run_key(args[i].key))
+			fprintf(f, "%s=%s\n", args[i].key, args[i].val);
+	if (fclose(f)) {
+		snprintf(err, errsize, "cannot write '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,58 @@
+/* Internal: the options of a pipeline run and the directory it writes into.
+ *
+ * gf.run (core/lua.c) reads the options from the script and the command
+ * line; this file names them, resolves `resume` to a checkpoint file, and
+ * creates the run directory with a copy of the script and the effective
+ * arguments, so a run can be repeated from its directory alone. Nothing
+ * here touches Lua: every failure comes back as a message naming the path.
+ */
+#ifndef GF_RUNDIR_H
+#define GF_RUNDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The options of one run (gf.run { ... }, command-line key=value wins). */
+typedef struct gf_run_opts {
+	int64_t steps;
+	int64_t seed;
+	int64_t threads;
+	int64_t checkpoint_every;
+	double grace;
+	int quiet;
+	char dir[4096];
+	char backend[32];
+	char resume[4096];
+} gf_run_opts;
+
+/* Their names, as gf.run and the command line spell them. */
+#define GF_NRUN_KEYS 9
+extern const char *const gf_run_keys[GF_NRUN_KEYS];
+
+/* A command-line argument key=value; used: read by the pipeline (gf.arg,
+ * or a run option). */
+typedef struct gf_run_arg {
+	char *key;
+	char *val;
+	int used;
+} gf_run_arg;
+
+/* resume=PATH may name a checkpoint file, a run directory or its
+ * checkpoints/ directory: the last two mean the newest checkpoint there
+ * (the name in checkpoints/latest, written by the checkpoint stage).
+ * Rewrites path (size bytes) to the file. Returns 0, or -1 with err set
+ * ("resume: '...': No such file or directory") when there is none. */
+int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize);
+
+/* Writes the default run directory of script into out:
+ * "runs/<script name without .lua>-<YYYYmmdd-HHMMSS>" (local time). */
+void gf_rundir_default(const char *script, char *out, size_t size);
+
+/* Creates o->dir (and its parents); rank 0 then copies script (may be
+ * NULL) into it as pipeline.lua and writes args.txt: the effective run
+ * options, then the arguments args[0..nargs) that are not run options.
+ * Returns 0, or -1 with err naming the path that failed. */
+int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
+                      char *err, size_t errsize);
+
+#endif
