@@ -127,7 +127,6 @@ struct gf_graph {
 	gf_run_info info;
 	char *run_dir, *backend, *resume, *pipeline;
 	int ran;
-	int creating;         /* gf_port_set_allocator allowed */
 	unsigned flags;
 	double grace;
 

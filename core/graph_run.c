@@ -419,7 +419,6 @@ static void drain(gf_graph *g)
 
 static int create_instances(gf_graph *g)
 {
-	g->creating = 1;
 	for (int i = 0; i < g->ninst; i++) {
 		gf_ctx *c = g->inst[i];
 		void *self = NULL;
@@ -433,17 +432,14 @@ static int create_instances(gf_graph *g)
 				         gf_strerror(rc));
 				gf_graph_record_failure(g, c->name, msg);
 			}
-			g->creating = 0;
 			return GF_EFAIL;
 		}
 		c->self = self;
 		c->created = 1;
 		if (gf_load_relaxed_int(&g->failed)) {
-			g->creating = 0;
 			return GF_EFAIL;
 		}
 	}
-	g->creating = 0;
 	return 0;
 }
 

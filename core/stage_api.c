@@ -247,24 +247,6 @@ int gf_port_edges(gf_ctx *c, int dir, int port)
 	return port >= 0 && (uint32_t)port < d->noutputs ? c->node->out_links[port] : 0;
 }
 
-int gf_port_set_allocator(gf_ctx *c, int port, const gf_allocator *alloc)
-{
-	if (!c->g->creating || port < 0 || (uint32_t)port >= c->node->desc->noutputs || !alloc)
-		return -EINVAL;
-	struct out_port *op = &c->out[port];
-	uint32_t n = gf_msg_pool_size(op->pool);
-	if (gf_msg_pool_free_count(op->pool) != n)
-		return -EINVAL;
-	gf_msg_pool *pool;
-	int rc = gf_msg_pool_create(n, alloc, &pool);
-	if (rc)
-		return rc;
-	gf_msg_pool_destroy(op->pool);
-	op->pool = pool;
-	gf_msg_pool_on_release(pool, gf_graph_on_release, &op->pool_ev);
-	return 0;
-}
-
 /* ---- the stage ABI: errors, reporting, identity ---- */
 
 int gf_fail(gf_ctx *c, const char *fmt, ...)

@@ -180,10 +180,6 @@ int gf_push(gf_ctx *ctx, int port, gf_msg *m);
 /* Number of edges connected to an input (dir 0) or output (dir 1) port. */
 int gf_port_edges(gf_ctx *ctx, int dir, int port);
 
-/* Sets the allocator of an output port's pool; call from create() only.
- * Returns 0 or -EINVAL. */
-int gf_port_set_allocator(gf_ctx *ctx, int port, const gf_allocator *alloc);
-
 /* ---- errors and reporting ---- */
 
 /* Records why the stage fails (printf-style; the runtime prefixes the stage
