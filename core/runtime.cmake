@@ -3,6 +3,7 @@
 # privately: <mpi.h> never reaches a public header, and a process only
 # initialises MPI when a launcher started it (core/dist.c).
 target_sources(ganflow PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/atomics.c
   ${CMAKE_CURRENT_LIST_DIR}/ring.c
   ${CMAKE_CURRENT_LIST_DIR}/msg.c
   ${CMAKE_CURRENT_LIST_DIR}/depth.c
