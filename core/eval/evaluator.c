@@ -10,13 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
 #include <ganflow/safetensors.h>
-#include <ganflow/shard.h>
 #include <ganflow/train.h>
 
 struct gf_evaluator {

@@ -19,7 +19,7 @@
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 #include <ganflow/nn.h>
-#include <ganflow/shard.h>
+#include <ganflow/dataset.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 

@@ -36,7 +36,7 @@
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
-#include <ganflow/shard.h>
+#include <ganflow/dataset.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 

@@ -29,9 +29,9 @@
 
 #include <liburing.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
-#include <ganflow/shard.h>
 
 #include "dataset_int.h"
 
