@@ -14,7 +14,7 @@ target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/net.c
   ${GF_NN_DIR}/loss.c
   ${GF_NN_DIR}/optim.c
-  ${GF_NN_DIR}/checkpoint.c
+  ${GF_NN_DIR}/net_ckpt.c
   ${GF_NN_CPU_SOURCES})
 
 # The CPU kernels are written to be auto-vectorised (and cloned per ISA with

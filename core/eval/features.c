@@ -1,6 +1,8 @@
-/* The evaluator: a classifier's features and class probabilities of
- * generated images against cached statistics of a real split.
- * See <ganflow/evaluate.h>; the metrics are <ganflow/evalstats.h>'s. */
+/* Classifier features for evaluation (gf_evaluator): the features and
+ * class probabilities of generated images, and the cached statistics of a
+ * real split they are compared with. See <ganflow/evaluate.h>; the scores
+ * themselves are <ganflow/evalstats.h>'s (scores.c). Not to be confused
+ * with the evaluator stage, which drives this during training. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
