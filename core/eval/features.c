@@ -191,7 +191,7 @@ out:
 }
 
 /* KID's cubic kernel k(x, y) = (x.y / d + 1)^3 assumes features whose
- * products x.y / d are of order 1, as Inception's pool features are. A
+ * products x.y / d are of order 1, as Inception's pool3 features are. A
  * classifier's ReLU features can be far larger (norms of ~40 for 128
  * values), which makes the kernel's values, and KID's variance, explode.
  * KID is therefore computed on features divided by one fixed scale, the
