@@ -539,11 +539,6 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 	return 0;
 }
 
-uint64_t gf_stream_len(const gf_stream *s)
-{
-	return s->len;
-}
-
 int gf_stream_uring(const gf_stream *s)
 {
 	return s->uring;

@@ -331,7 +331,6 @@ int gf_evaluator_dim(const gf_evaluator *e) { return e->d; }
 int gf_evaluator_classes(const gf_evaluator *e) { return e->classes; }
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e) { return &e->real; }
 int gf_evaluator_real_cached(const gf_evaluator *e) { return e->cached; }
-int64_t gf_evaluator_count(const gf_evaluator *e) { return e->n; }
 double gf_evaluator_feature_seconds(const gf_evaluator *e) { return e->feat_sec; }
 
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w)

@@ -376,9 +376,6 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out);
  * last epoch; -errno for an I/O failure (fatal, file named in gf_errmsg()). */
 int gf_stream_next(gf_stream *s, gf_stream_item *it);
 
-/* Records per epoch. */
-uint64_t gf_stream_len(const gf_stream *s);
-
 /* 1 when io_uring is in use. */
 int gf_stream_uring(const gf_stream *s);
 
