@@ -247,7 +247,7 @@ static inline void gf_fence_seq_cst(void)
  * push (the same pairing as liburcu's sys_membarrier and folly's
  * asymmetric fences). Where membarrier is not available (old kernel,
  * seccomp) and under ThreadSanitizer, both sides use full fences. */
-extern atomic_int gf_asym_fences; /* 1 when membarrier is registered (ring.c) */
+extern atomic_int gf_asym_fences; /* 1 when membarrier is registered (atomics.c) */
 
 /* Fast side: orders an earlier store before a later load, given that the
  * other side uses gf_fence_heavy. */
@@ -265,7 +265,7 @@ static inline void gf_fence_light(void)
 }
 
 /* Slow side: a full barrier on this thread and every running thread of the
- * process (ring.c). */
+ * process (atomics.c). */
 void gf_fence_heavy(void);
 
 static inline void gf_cpu_relax(void)

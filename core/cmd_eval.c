@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
-#include <ganflow/shard.h>
 
 #include "cmd.h"
 

@@ -253,8 +253,3 @@ double gf_depth_interarrival_mean(const gf_depth *d)
 {
 	return gf_load_relaxed_f64(&d->ia_mean);
 }
-
-double gf_depth_interarrival_std(const gf_depth *d)
-{
-	return sqrt(gf_load_relaxed_f64(&d->ia_var));
-}

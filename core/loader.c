@@ -13,7 +13,7 @@
 #include <ganflow/loader.h>
 #include <ganflow/params.h>
 
-#define MAX_DIRS 32
+#include "plugin_path.h"
 
 /* ---- loaded libraries (never unloaded) ---- */
 
@@ -28,75 +28,24 @@ static struct lib *libs;
 
 /* ---- search path ---- */
 
-/* Directory of the libganflow.so this code runs in, + "/ganflow/stages". */
-static int self_stage_dir(char *buf, size_t size)
+/* GANFLOW_STAGE_PATH, the build tree, beside the library in use (only
+ * where that is an installed tree), the configured prefix. */
+static int search_path(gf_plugin_path *pp)
 {
-	Dl_info info;
-	if (!dladdr((void *)&gf_stage_load, &info) || !info.dli_fname)
-		return -1;
-	char real[PATH_MAX];
-	if (!realpath(info.dli_fname, real))
-		return -1;
-	char *slash = strrchr(real, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	int n = snprintf(buf, size, "%s/ganflow/stages", real);
-	return n > 0 && (size_t)n < size ? 0 : -1;
-}
-
-/* Fills dirs with malloc'ed directory names; returns how many. */
-static int search_dirs(char **dirs)
-{
-	int n = 0;
-	const char *env = getenv("GANFLOW_STAGE_PATH");
-	if (env) {
-		const char *p = env;
-		while (*p && n < MAX_DIRS - 3) {
-			size_t len = strcspn(p, ":");
-			if (len)
-				dirs[n++] = strndup(p, len);
-			p += len;
-			if (*p == ':')
-				p++;
-		}
-	}
 	char self[PATH_MAX];
-	struct stat st;
 	const char *fixed[3] = { GF_STAGE_BUILD_DIR, NULL, GF_STAGE_INSTALL_DIR };
-	/* next to the library in use: only where that is an installed tree */
-	if (self_stage_dir(self, sizeof(self)) == 0 && stat(self, &st) == 0 && S_ISDIR(st.st_mode))
+	if (gf_plugin_dir_beside_lib("ganflow/stages", self, sizeof(self)) == 0)
 		fixed[1] = self;
-	for (int i = 0; i < 3; i++) {
-		if (!fixed[i])
-			continue;
-		int dup = 0;
-		for (int j = 0; j < n; j++)
-			if (dirs[j] && strcmp(dirs[j], fixed[i]) == 0)
-				dup = 1;
-		if (!dup)
-			dirs[n++] = strdup(fixed[i]);
-	}
-	return n;
-}
-
-static void free_dirs(char **dirs, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(dirs[i]);
+	return gf_plugin_path_init(pp, "GANFLOW_STAGE_PATH", fixed, 3);
 }
 
 int gf_stage_search_path(char *buf, size_t size)
 {
-	char *dirs[MAX_DIRS];
-	int n = search_dirs(dirs);
-	size_t len = 0;
-	if (size)
-		buf[0] = '\0';
-	for (int i = 0; i < n; i++)
-		if (dirs[i] && len < size)
-			len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ":" : "", dirs[i]);
-	free_dirs(dirs, n);
+	gf_plugin_path pp;
+	search_path(&pp);
+	gf_plugin_path_format(&pp, ":", buf, size);
+	int n = (int)pp.n;
+	gf_plugin_path_free(&pp);
 	return n;
 }
 
@@ -254,25 +203,24 @@ int gf_stage_load(const char *name, const gf_stage_desc **desc, const char **pat
 		rc = load_locked(name, desc, err, errsize);
 		goto out;
 	}
-	char *dirs[MAX_DIRS];
-	int n = search_dirs(dirs);
-	for (int i = 0; i < n; i++) {
-		char file[PATH_MAX];
-		struct stat st;
-		snprintf(file, sizeof(file), "%s/%s.so", dirs[i], name);
-		if (stat(file, &st) == 0) {
-			rc = load_locked(file, desc, err, errsize);
-			break;
-		}
+	gf_plugin_path pp;
+	if (search_path(&pp)) {
+		gf_plugin_path_free(&pp);
+		snprintf(err, errsize, "out of memory");
+		rc = -ENOMEM;
+		goto out;
 	}
+	char file[PATH_MAX], so[NAME_MAX + 1];
+	int n = snprintf(so, sizeof(so), "%s.so", name);
+	if (n > 0 && (size_t)n < sizeof(so) && gf_plugin_path_find(&pp, so, file, sizeof(file)) == 0)
+		rc = load_locked(file, desc, err, errsize);
 	if (rc == GF_ENOTFOUND) {
-		size_t len = (size_t)snprintf(err, errsize, "unknown stage '%s' (searched:", name);
-		for (int i = 0; i < n && len < errsize; i++)
-			len += (size_t)snprintf(err + len, errsize - len, "%s %s", i ? "," : "", dirs[i]);
-		if (len < errsize)
-			snprintf(err + len, errsize - len, "; set GANFLOW_STAGE_PATH to add directories)");
+		char dirs[4096];
+		gf_plugin_path_format(&pp, ", ", dirs, sizeof(dirs));
+		snprintf(err, errsize, "unknown stage '%s' (searched: %s; set GANFLOW_STAGE_PATH to add directories)",
+		         name, dirs);
 	}
-	free_dirs(dirs, n);
+	gf_plugin_path_free(&pp);
 out:
 	if (rc == 0 && path)
 		*path = lib_path(*desc);
@@ -291,13 +239,16 @@ int gf_stage_foreach(int (*fn)(void *ud, const char *name, const char *path, con
                                const char *err),
                      void *ud)
 {
-	char *dirs[MAX_DIRS];
-	int n = search_dirs(dirs);
+	gf_plugin_path pp;
+	if (search_path(&pp)) {
+		gf_plugin_path_free(&pp);
+		return -ENOMEM;
+	}
 	char **seen = NULL;
 	size_t nseen = 0, capseen = 0;
 	int rc = 0;
-	for (int i = 0; i < n && !rc; i++) {
-		DIR *dir = opendir(dirs[i]);
+	for (size_t i = 0; i < pp.n && !rc; i++) {
+		DIR *dir = opendir(pp.dirs[i]);
 		if (!dir)
 			continue;
 		char **names = NULL;
@@ -327,7 +278,7 @@ int gf_stage_foreach(int (*fn)(void *ud, const char *name, const char *path, con
 			if (!dup && !rc) {
 				char file[PATH_MAX], err[1024];
 				const gf_stage_desc *d = NULL;
-				snprintf(file, sizeof(file), "%s/%s.so", dirs[i], names[k]);
+				snprintf(file, sizeof(file), "%s/%s.so", pp.dirs[i], names[k]);
 				err[0] = '\0';
 				if (gf_stage_load_file(file, &d, err, sizeof(err)))
 					d = NULL;
@@ -351,6 +302,6 @@ int gf_stage_foreach(int (*fn)(void *ud, const char *name, const char *path, con
 	for (size_t s = 0; s < nseen; s++)
 		free(seen[s]);
 	free(seen);
-	free_dirs(dirs, n);
+	gf_plugin_path_free(&pp);
 	return rc;
 }

@@ -1,13 +1,16 @@
-# Runtime sources of libganflow (rings, messages, graph, loader, placement,
-# run directory, Lua, the distributed world). MPI (Open MPI, Debian
-# libopenmpi-dev) is linked privately: <mpi.h> never reaches a public
+# Runtime sources of libganflow (fences, rings, messages, graph, the plugin
+# search path and stage loader, placement, run directory, Lua, the
+# distributed world). MPI (Open MPI, Debian libopenmpi-dev) is linked
+# privately: <mpi.h> never reaches a public
 # header, and a process only initialises MPI when a launcher started it
 # (core/dist.c).
 target_sources(ganflow PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/atomics.c
   ${CMAKE_CURRENT_LIST_DIR}/ring.c
   ${CMAKE_CURRENT_LIST_DIR}/msg.c
   ${CMAKE_CURRENT_LIST_DIR}/depth.c
   ${CMAKE_CURRENT_LIST_DIR}/params.c
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_path.c
   ${CMAKE_CURRENT_LIST_DIR}/loader.c
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_run.c

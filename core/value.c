@@ -334,7 +334,12 @@ int gf_value_format(const gf_value *v, char *buf, size_t size)
 	if (size)
 		buf[0] = '\0';
 	format_value(&o, v ? v : &(gf_value){ .type = GF_VNIL });
+	if (o.len < size)
+		return 0;
+	/* cut: mark it, so a shortened value never reads as a whole one */
 	if (size)
-		buf[o.len < size ? o.len : size - 1] = '\0';
-	return (int)o.len;
+		buf[size - 1] = '\0';
+	if (size >= 4)
+		memcpy(buf + size - 4, "...", 3);
+	return -ENOSPC;
 }

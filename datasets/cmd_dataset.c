@@ -22,10 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
-#include <ganflow/shard.h>
 
 #include "../core/cmd.h"
 #include "convert.h"

@@ -22,7 +22,6 @@
 #include <ganflow/log.h>
 
 #include "convert.h"
-#include "dataset_int.h"
 
 void gf_convert_defaults(gf_convert_opts *o)
 {

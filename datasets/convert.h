@@ -1,5 +1,7 @@
-/* Converters into ganflow datasets (internal to libganflow and the
- * `ganflow dataset` command; tests use them directly).
+/* Converters into ganflow datasets: the ganflow_convert library of the
+ * `ganflow dataset` command (datasets/, not installed; the tests and the
+ * data benchmarks link it too). They write through the dataset engine's
+ * public API (<ganflow/dataset.h>, <ganflow/decode.h>).
  *
  * Every converter runs the same engine: records are produced in chunks by
  * `workers` threads (decode, resize, encode), then appended in index order
@@ -11,8 +13,8 @@
 
 #include <stdint.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
-#include <ganflow/shard.h>
 
 typedef struct gf_convert_opts {
 	int encoding;            /* GF_ENC_RAW or GF_ENC_JPEG */

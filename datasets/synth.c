@@ -16,7 +16,6 @@
 #include <ganflow/err.h>
 
 #include "convert.h"
-#include "dataset_int.h"
 
 /* ---- noise ---- */
 

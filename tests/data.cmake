@@ -1,5 +1,5 @@
 # Data path: shard format, converters, reader, decoder, batching, label
-# sharding (datasets/, stages/{lmdb_reader,jpeg_decode,batch,label_shard}),
+# sharding (core/data/, datasets/, stages/{lmdb_reader,jpeg_decode,batch,label_shard}),
 # and the record/decode fuzz target (tests/fuzz/). Each test builds its
 # small datasets in a temporary directory; test_convert uses the Debian
 # Fashion-MNIST files when present and skips those parts otherwise.
@@ -10,7 +10,7 @@ gf_add_test(test_shard
   TIMEOUT 120)
 gf_add_test(test_convert
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_convert.c
-  LIBS ZLIB::ZLIB
+  LIBS ganflow_convert ZLIB::ZLIB
   LABELS data
   TIMEOUT 300)
 gf_add_test(test_decode
@@ -56,15 +56,15 @@ set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_record)
 if(gf_fuzz_ok)
   set(fuzz_src
     ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_record.c
-    ${CMAKE_SOURCE_DIR}/datasets/record.c
-    ${CMAKE_SOURCE_DIR}/datasets/decode.c
+    ${CMAKE_SOURCE_DIR}/core/data/record.c
+    ${CMAKE_SOURCE_DIR}/core/data/decode.c
     ${CMAKE_SOURCE_DIR}/core/err.c)
   add_custom_command(OUTPUT ${fuzz_bin}
     COMMAND ${GF_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
       -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/core/include
       ${fuzz_src} ${TURBOJPEG_LINK_LIBRARIES} ${LMDB_LINK_LIBRARIES} ${ZLIB_LIBRARIES} -lm -o ${fuzz_bin}
-    DEPENDS ${fuzz_src} ${CMAKE_SOURCE_DIR}/datasets/dataset_int.h
-      ${CMAKE_SOURCE_DIR}/core/include/ganflow/shard.h ${CMAKE_SOURCE_DIR}/core/include/ganflow/decode.h
+    DEPENDS ${fuzz_src} ${CMAKE_SOURCE_DIR}/core/data/dataset_int.h
+      ${CMAKE_SOURCE_DIR}/core/include/ganflow/dataset.h ${CMAKE_SOURCE_DIR}/core/include/ganflow/decode.h
     COMMENT "Building the fuzz target fuzz_record (clang, libFuzzer)"
     VERBATIM)
   add_custom_target(fuzz_record_target ALL DEPENDS ${fuzz_bin})

@@ -398,13 +398,13 @@ static void test_dropout(void **state)
 	gf_backend_close(g);
 }
 
-static void test_pool(void **state)
+static void test_pooling(void **state)
 {
 	(void)state;
 	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
 	int cases[4][4] = { { 2, 2, 0, 1 }, { 3, 2, 1, 1 }, { 3, 1, 1, 0 }, { 2, 2, 0, 0 } };   /* k, s, p, max */
 	for (int i = 0; i < 4; i++) {
-		gf_pool_desc d = { 2, 3, 9, 8, 0, 0, cases[i][0], cases[i][0], cases[i][1], cases[i][1], cases[i][2],
+		gf_pooling_desc d = { 2, 3, 9, 8, 0, 0, cases[i][0], cases[i][0], cases[i][1], cases[i][1], cases[i][2],
 		                   cases[i][2], cases[i][3] };
 		d.hout = (d.h + 2 * d.ph - d.kh) / d.sh + 1;
 		d.wout = (d.w + 2 * d.pw - d.kw) / d.sw + 1;
@@ -413,8 +413,8 @@ static void test_pool(void **state)
 		int32_t *idx = calloc(no, 4), *gidx = calloc(no, 4);
 		float *Gx = dev_from(g, x, ni), *Gdy = dev_from(g, dyv, no), *Gy = dev_alloc(g, no), *Gdx = dev_alloc(g, ni);
 		int32_t *Gi = (int32_t *)dev_alloc(g, no);
-		NN_OK(cpu->ops->pool_forward(cpu, y, idx, x, &d));
-		NN_OK(g->ops->pool_forward(g, Gy, Gi, Gx, &d));
+		NN_OK(cpu->ops->pooling_forward(cpu, y, idx, x, &d));
+		NN_OK(g->ops->pooling_forward(g, Gy, Gi, Gx, &d));
 		if (d.max) {
 			assert_true(dev_equal("maxpool y", g, Gy, y, no));
 			NN_OK(g->ops->copy(g, gidx, Gi, no * 4, GF_COPY_D2H));
@@ -422,9 +422,9 @@ static void test_pool(void **state)
 		} else {
 			assert_true(dev_close("avgpool y", g, Gy, y, no, 1e-6));
 		}
-		NN_OK(cpu->ops->pool_backward(cpu, dx, dyv, idx, &d));
-		NN_OK(g->ops->pool_backward(g, Gdx, Gdy, Gi, &d));
-		assert_true(dev_equal("pool backward", g, Gdx, dx, ni));
+		NN_OK(cpu->ops->pooling_backward(cpu, dx, dyv, idx, &d));
+		NN_OK(g->ops->pooling_backward(g, Gdx, Gdy, Gi, &d));
+		assert_true(dev_equal("pooling backward", g, Gdx, dx, ni));
 		g->ops->free(g, Gx);
 		g->ops->free(g, Gdy);
 		g->ops->free(g, Gy);
@@ -691,7 +691,7 @@ int main(void)
 		cmocka_unit_test(test_bn),
 		cmocka_unit_test(test_act_upsample),
 		cmocka_unit_test(test_dropout),
-		cmocka_unit_test(test_pool),
+		cmocka_unit_test(test_pooling),
 		cmocka_unit_test(test_softmax_embedding),
 		cmocka_unit_test(test_loss),
 		cmocka_unit_test(test_optim),

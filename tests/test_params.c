@@ -3,7 +3,10 @@
  * closest suggestion, wrong types, required parameters, conversions,
  * malformed descriptors, and the ranges and choices the shipped stages
  * declare (lmdb_reader, jpeg_decode, ...). Messages are checked, not just
- * return codes. */
+ * return codes. Also gf_value_format (<ganflow/value.h>), which shows
+ * values in those messages: a text that does not fit is reported and
+ * marked. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -467,6 +470,41 @@ static void test_stage_declarations(void **state)
 	gf_value_free(&out);
 }
 
+static void test_value_format(void **state)
+{
+	(void)state;
+	char buf[64];
+	gf_value t = gf_value_map();
+	gf_value_set(&t, "lr", gf_value_num(0.5));
+	gf_value_set(&t, "name", gf_value_str("d"));
+	assert_int_equal(gf_value_format(&t, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "{lr = 0.5, name = \"d\"}");
+	/* exactly fits: 22 characters and the NUL */
+	char exact[23];
+	assert_int_equal(gf_value_format(&t, exact, sizeof(exact)), 0);
+	assert_string_equal(exact, "{lr = 0.5, name = \"d\"}");
+	/* one byte short: reported, and the cut is visible */
+	char small[22];
+	assert_int_equal(gf_value_format(&t, small, sizeof(small)), -ENOSPC);
+	assert_string_equal(small, "{lr = 0.5, name = ...");
+	char tiny[3];
+	assert_int_equal(gf_value_format(&t, tiny, sizeof(tiny)), -ENOSPC);
+	assert_string_equal(tiny, "{l");
+	assert_int_equal(gf_value_format(&t, NULL, 0), -ENOSPC);
+	gf_value_free(&t);
+
+	/* a long table given for a number: the message shows its start */
+	gf_value list = gf_value_list();
+	for (int i = 0; i < 100; i++)
+		gf_value_append(&list, gf_value_int(1000 + i));
+	gf_value out, given = map_of("path", gf_value_str("p"), "size", list);
+	char err[1024];
+	assert_int_equal(check(&given, &out, err), GF_EPARAM);
+	assert_non_null(strstr(err, "parameter 'size' must be an integer, got list {1000, 1001, "));
+	assert_non_null(strstr(err, "..."));
+	gf_value_free(&given);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_descriptor_checks),
 		cmocka_unit_test(test_ranges_and_choices),
 		cmocka_unit_test(test_stage_declarations),
+		cmocka_unit_test(test_value_format),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,7 @@
 
 #include "test_shard_util.h"
 
-#include "../datasets/dataset_int.h"
+#include "../core/data/dataset_int.h"
 
 /* ---- record headers ---- */
 

@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
 
 /* Helpers a test file may not use. */
 #define TEST_FN static __attribute__((unused))

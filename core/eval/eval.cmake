@@ -8,9 +8,9 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/is.c
   ${CMAKE_CURRENT_LIST_DIR}/kid.c
   ${CMAKE_CURRENT_LIST_DIR}/prd.c
-  ${CMAKE_CURRENT_LIST_DIR}/metrics.c
+  ${CMAKE_CURRENT_LIST_DIR}/scores.c
   ${CMAKE_CURRENT_LIST_DIR}/generate.c
-  ${CMAKE_CURRENT_LIST_DIR}/evaluator.c)
+  ${CMAKE_CURRENT_LIST_DIR}/features.c)
 
 include(CheckFunctionExists)
 set(CMAKE_REQUIRED_LIBRARIES ${OPENBLAS_LINK_LIBRARIES})

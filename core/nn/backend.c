@@ -11,18 +11,13 @@
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 
+#include "../plugin_path.h"
 #include "net_internal.h"
 
-/* Tries dir/backend_<name>.so. Returns 0 with *out set, GF_ENOTFOUND when
- * the file is absent, or the failure. */
-static int try_dir(const char *dir, const char *name, const gf_backend_opts *opts, gf_backend **out)
+/* Loads the backend file `path` (backend NAME). Returns 0 with *out set
+ * or the failure, with its message. */
+static int load_so(const char *name, const char *path, const gf_backend_opts *opts, gf_backend **out)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/backend_%s.so", dir, name);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return GF_ENOTFOUND;
-	fclose(f);
 	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!dl)
 		return gf_seterr(GF_ENOBACKEND, "backend %s: cannot load %s: %s", name, path, dlerror());
@@ -51,54 +46,27 @@ static int try_dir(const char *dir, const char *name, const gf_backend_opts *opt
 	return 0;
 }
 
-/* Directory of the libganflow.so this code runs in, + "/ganflow/backends":
- * where an installed tree keeps its backends, wherever it was installed. */
-static int self_backend_dir(char *buf, size_t size)
-{
-	Dl_info info;
-	if (!dladdr((void *)&gf_backend_open, &info) || !info.dli_fname)
-		return -1;
-	char real[PATH_MAX];
-	if (!realpath(info.dli_fname, real))
-		return -1;
-	char *slash = strrchr(real, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	int n = snprintf(buf, size, "%s/ganflow/backends", real);
-	return n > 0 && (size_t)n < size ? 0 : -1;
-}
-
+/* backend_<name>.so from GANFLOW_BACKEND_PATH, the build tree (backends/,
+ * or its top for older builds), beside the library in use (an installed
+ * tree, wherever its prefix), then the configured install prefix: the
+ * first file found is the one loaded (core/plugin_path.h). */
 static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **out)
 {
-	const char *env = getenv("GANFLOW_BACKEND_PATH");
-	if (env) {
-		char *copy = strdup(env), *save = NULL;
-		if (!copy)
-			return -ENOMEM;
-		for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-			int rc = try_dir(dir, name, opts, out);
-			if (rc != GF_ENOTFOUND) {
-				free(copy);
-				return rc;
-			}
-		}
-		free(copy);
-	}
-	/* the build tree (backends/, or its top for older builds), next to the
-	 * library in use (an installed tree, wherever its prefix), then the
-	 * configured install prefix */
 	char self[PATH_MAX];
-	const char *dirs[] = { GF_BACKEND_BUILD_DIR "/backends", GF_BACKEND_BUILD_DIR,
-	                       self_backend_dir(self, sizeof(self)) == 0 ? self : NULL,
-	                       GF_BACKEND_INSTALL_DIR "/backends", GF_BACKEND_INSTALL_DIR };
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (!dirs[i])
-			continue;
-		int rc = try_dir(dirs[i], name, opts, out);
-		if (rc != GF_ENOTFOUND)
-			return rc;
+	const char *fixed[] = { GF_BACKEND_BUILD_DIR "/backends", GF_BACKEND_BUILD_DIR,
+	                        gf_plugin_dir_beside_lib("ganflow/backends", self, sizeof(self)) == 0 ? self : NULL,
+	                        GF_BACKEND_INSTALL_DIR "/backends", GF_BACKEND_INSTALL_DIR };
+	gf_plugin_path pp;
+	if (gf_plugin_path_init(&pp, "GANFLOW_BACKEND_PATH", fixed, sizeof(fixed) / sizeof(fixed[0]))) {
+		gf_plugin_path_free(&pp);
+		return gf_seterr(-ENOMEM, "backend %s: out of memory", name);
 	}
+	char file[PATH_MAX], so[NAME_MAX + 1];
+	int n = snprintf(so, sizeof(so), "backend_%s.so", name);
+	int rc = n > 0 && (size_t)n < sizeof(so) ? gf_plugin_path_find(&pp, so, file, sizeof(file)) : GF_ENOTFOUND;
+	gf_plugin_path_free(&pp);
+	if (rc == 0)
+		return load_so(name, file, opts, out);
 	return gf_seterr(GF_ENOBACKEND, "backend %s: no backend_%s.so in GANFLOW_BACKEND_PATH, %s/backends or %s/backends",
 	                 name, name, GF_BACKEND_BUILD_DIR, GF_BACKEND_INSTALL_DIR);
 }

@@ -382,10 +382,10 @@ static gf_bn_desc bn_desc(const gf_net *net, const struct layer *l, int batch)
 	return d;
 }
 
-static gf_pool_desc pool_desc(const gf_net *net, const struct layer *l, int batch)
+static gf_pooling_desc pooling_desc(const gf_net *net, const struct layer *l, int batch)
 {
 	const struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	gf_pool_desc d = { batch, (int)in->shape[0], (int)in->shape[1], (int)in->shape[2], (int)out->shape[1],
+	gf_pooling_desc d = { batch, (int)in->shape[0], (int)in->shape[1], (int)in->shape[2], (int)out->shape[1],
 	                   (int)out->shape[2], l->k, l->k, l->stride, l->stride, l->pad, l->pad,
 	                   l->kind == L_MAXPOOL };
 	return d;
@@ -477,8 +477,8 @@ static int forward_layer(gf_net *net, struct layer *l, int B, unsigned mode)
 	}
 	case L_MAXPOOL:
 	case L_AVGPOOL: {
-		gf_pool_desc d = pool_desc(net, l, B);
-		TRY(l, o->pool_forward(be, y, l->idx, x, &d));
+		gf_pooling_desc d = pooling_desc(net, l, B);
+		TRY(l, o->pooling_forward(be, y, l->idx, x, &d));
 		return 0;
 	}
 	case L_SOFTMAX:
@@ -716,8 +716,8 @@ static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 	case L_MAXPOOL:
 	case L_AVGPOOL:
 		if (dx) {
-			gf_pool_desc d = pool_desc(net, l, B);
-			TRY(l, o->pool_backward(be, dx, dy, l->idx, &d));
+			gf_pooling_desc d = pooling_desc(net, l, B);
+			TRY(l, o->pooling_backward(be, dx, dy, l->idx, &d));
 		}
 		break;
 	case L_SOFTMAX:

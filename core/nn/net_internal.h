@@ -58,7 +58,7 @@ struct layer {
 	int in, with, out;   /* node ids; with = -1 unless concat */
 
 	/* hyper-parameters */
-	int cin, cout, k, stride, pad, opad;   /* conv, tconv, pools */
+	int cin, cout, k, stride, pad, opad;   /* conv, tconv, pooling */
 	int up;              /* conv: 2 when a nearest upsample x2 is fused in */
 	int scale;           /* upsample */
 	int fin, fout;       /* linear; embedding: fin = classes, fout = dim */

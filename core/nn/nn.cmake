@@ -2,7 +2,7 @@
 set(GF_NN_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/backend_cpu.c
-  ${GF_NN_DIR}/cpu/pool.c
+  ${GF_NN_DIR}/cpu/team.c
   ${GF_NN_DIR}/cpu/ops_cpu.c
   ${GF_NN_DIR}/cpu/conv_cpu.c
   ${GF_NN_DIR}/cpu/bn_cpu.c)
@@ -14,7 +14,7 @@ target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/net.c
   ${GF_NN_DIR}/loss.c
   ${GF_NN_DIR}/optim.c
-  ${GF_NN_DIR}/checkpoint.c
+  ${GF_NN_DIR}/net_ckpt.c
   ${GF_NN_CPU_SOURCES})
 
 # The CPU kernels are written to be auto-vectorised (and cloned per ISA with

@@ -7,7 +7,7 @@
 
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
+#include <ganflow/dataset.h>
 #include <ganflow/train.h>
 
 struct gf_labels {

@@ -33,6 +33,19 @@ struct gf_trainer {
 
 /* ---- set-up ---- */
 
+/* The layer table as Lua text into t->table, whatever its length. */
+static int format_table(gf_trainer *t, const gf_value *table)
+{
+	for (size_t n = 4096;; n *= 2) {
+		char *buf = realloc(t->table, n);
+		if (!buf)
+			return -ENOMEM;
+		t->table = buf;
+		if (gf_value_format(table, buf, n) == 0)
+			return 0;
+	}
+}
+
 int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf_trainer_conf *conf)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -56,10 +69,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	if ((rc = gf_train_net(ctx, t->be, table, conf->max_batch, what, run->seed, gf_train_stream(ctx, "init"),
 	                       &t->net)))
 		return rc;
-	size_t n = (size_t)gf_value_format(table, NULL, 0) + 1;
-	if (!(t->table = malloc(n)) || gf_state_create(&t->state))
+	if ((rc = format_table(t, table)) || (rc = gf_state_create(&t->state)))
 		return gf_fail(ctx, "out of memory");
-	gf_value_format(table, t->table, n);
 
 	gf_optim_conf oc = conf->opt;
 	const gf_value *ov = gf_value_get(p, "opt");

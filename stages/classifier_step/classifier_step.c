@@ -19,8 +19,8 @@
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 #include <ganflow/nn.h>
+#include <ganflow/dataset.h>
 #include <ganflow/params.h>
-#include <ganflow/shard.h>
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 

@@ -1,7 +1,7 @@
 /* jpeg_decode: records to normalised float images.
  *
  * Sits between lmdb_reader (or label_shard) and batch. Each record (JPEG or
- * raw) goes through gf_decode_record (datasets/decode.c): TurboJPEG decode
+ * raw) goes through gf_decode_record (core/data/decode.c): TurboJPEG decode
  * at a reduced DCT scale when the output is much smaller, crop, resize
  * (area or bilinear), random flip, gray/RGB conversion, x / 127.5 - 1. Runs
  * as several workers (GF_STAGE_WORKERS): the runtime deals records
@@ -20,8 +20,8 @@
 
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
+#include <ganflow/dataset.h>
 #include <ganflow/params.h>
-#include <ganflow/shard.h>
 #include <ganflow/stage.h>
 
 /* Record counts shared by the workers of one stage instance, so the bad

@@ -5,7 +5,7 @@
  * epoch order of gf_order (seeded shuffle of shard order + shuffle window,
  * class filter through the meta index, equal disjoint parts per rank:
  * parameters part / parts, default: the run's rank % parts / world). The
- * engine is gf_stream (datasets/stream.c): io_uring readahead keeps the
+ * engine is gf_stream (core/data/stream.c): io_uring readahead keeps the
  * pages of the next `readahead` values on their way, so emitting never
  * waits on a page fault. Payloads are not copied: t[0] points into the
  * LMDB map, which lives until the stage is destroyed (with direct = true
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include <ganflow/err.h>
+#include <ganflow/dataset.h>
 #include <ganflow/params.h>
-#include <ganflow/shard.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/stage.h>
 

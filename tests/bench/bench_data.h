@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
-#include <ganflow/shard.h>
 #include <ganflow/stage.h>
 
 #include "../../datasets/convert.h"

@@ -4,7 +4,7 @@
 # target=TARGET" line.
 foreach(b decode reader feed)
   add_executable(bench_${b} ${CMAKE_CURRENT_LIST_DIR}/bench_${b}.c)
-  target_link_libraries(bench_${b} PRIVATE ganflow PkgConfig::TURBOJPEG)
+  target_link_libraries(bench_${b} PRIVATE ganflow ganflow_convert PkgConfig::TURBOJPEG)
   set_target_properties(bench_${b} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
   add_dependencies(bench_${b} stage_lmdb_reader stage_jpeg_decode stage_batch)
 endforeach()

@@ -12,11 +12,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
 
-#include "../../datasets/dataset_int.h"
+#include "../../core/data/dataset_int.h"
 
 #define MAX_PIXELS (1u << 20) /* skip images whose full decode would be huge */
 

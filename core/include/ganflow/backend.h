@@ -99,11 +99,11 @@ typedef struct gf_bn_desc {
 
 /* Max or average pooling of x (n, c, h, w) to y (n, c, hout, wout). Average
  * pooling counts padded zeros (PyTorch's count_include_pad = True). */
-typedef struct gf_pool_desc {
+typedef struct gf_pooling_desc {
 	int n, c, h, w, hout, wout;
 	int kh, kw, sh, sw, ph, pw;
 	int max;          /* 1 max pooling, 0 average pooling */
-} gf_pool_desc;
+} gf_pooling_desc;
 
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
 typedef enum {
@@ -238,9 +238,9 @@ struct gf_backend_ops {
 	                        size_t groups, size_t group);
 	/* Pooling; idx (n, c, hout, wout) receives argmax positions within a plane
 	 * (max pooling only). */
-	int (*pool_forward)(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d);
-	int (*pool_backward)(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
-	                     const gf_pool_desc *d);
+	int (*pooling_forward)(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pooling_desc *d);
+	int (*pooling_backward)(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
+	                     const gf_pooling_desc *d);
 	/* Row-wise softmax of x (rows, cols), and its gradient from y. */
 	int (*softmax_forward)(gf_backend *be, float *y, const float *x, int rows, int cols);
 	int (*softmax_backward)(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols);

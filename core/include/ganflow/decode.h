@@ -1,8 +1,8 @@
 /* ganflow record decoding: JPEG / raw records to normalised float images.
  *
  * The jpeg_decode stage, the evaluator and `ganflow dataset verify` turn a
- * record (header + payload, see shard.h) into a float tensor (C, H, W) in
- * [-1, 1] through the same transforms:
+ * record (header + payload, see <ganflow/dataset.h>) into a float tensor
+ * (C, H, W) in [-1, 1] through the same transforms:
  *   1. source pixels: raw records are used in place; JPEG records are
  *      decoded with TurboJPEG at the smallest DCT scale (1/8 .. 1) that
  *      keeps the crop window at least as large as the output, straight to
@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ganflow/shard.h>
+#include <ganflow/dataset.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -94,10 +94,9 @@ void gf_depth_on_pop(gf_depth *d, double service_s, int stalled, double wait_s, 
 void gf_depth_stat(const gf_depth *d, double now, gf_edge_stat *out);
 
 /* EWMA figures (seconds): consumer service mean, producer inter-arrival
- * mean and standard deviation. */
+ * mean. */
 double gf_depth_service_mean(const gf_depth *d);
 double gf_depth_interarrival_mean(const gf_depth *d);
-double gf_depth_interarrival_std(const gf_depth *d);
 
 #ifdef __cplusplus
 }

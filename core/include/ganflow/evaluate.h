@@ -118,9 +118,6 @@ void gf_evaluator_reset(gf_evaluator *e);
 int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h,
                      int w);
 
-/* Number of images added since the last reset. */
-int64_t gf_evaluator_count(const gf_evaluator *e);
-
 /* Metrics of the added images against the real statistics (see
  * gf_eval_metrics). When per_class is not NULL and labels were given,
  * per_class[k] (classes entries) receives the FID of class k (NAN where

@@ -108,10 +108,15 @@ double gf_value_as_num(const gf_value *v, double def, int *ok);
 int gf_value_as_bool(const gf_value *v, int def, int *ok);
 const char *gf_value_as_str(const gf_value *v, const char *def, int *ok);
 
-/* Writes v as a Lua expression into buf (valid Lua: `return <text>` gives
- * the same tree back through gf_lua_eval) (always NUL-terminated,
- * truncated to size). Returns the length it would have had (snprintf rule).
- * Used for error messages and for the config copy in a run directory. */
+/* Writes v as a Lua expression into buf, always NUL-terminated (valid Lua:
+ * `return <text>` gives the same tree back through gf_lua_eval). Used for
+ * error messages and for tables stored as text (a checkpoint's layer
+ * table, the config copy in a run directory).
+ * Returns 0 when the whole text fit in size bytes, or -ENOSPC when it did
+ * not: buf then holds what fits, ending in "..." (when size >= 4), which is
+ * enough for a message but is not the value: a caller that stores the text
+ * must treat -ENOSPC as an error (a bigger buffer, or a failure naming the
+ * value), never keep the cut text. */
 int gf_value_format(const gf_value *v, char *buf, size_t size);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* The CPU backend: host memory, OpenBLAS for GEMMs, a small thread pool
+/* The CPU backend: host memory, OpenBLAS for GEMMs, a small thread team
  * for everything else. Fills the gf_backend_ops vtable (<ganflow/backend.h>)
  * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). */
 #include <errno.h>
@@ -69,7 +69,7 @@ float *gf_cpu_scratch(gf_cpu *c, size_t n)
 static void cpu_destroy(gf_backend *be)
 {
 	gf_cpu *c = gf_cpu_of(be);
-	gf_pool_destroy(c->pool);
+	gf_team_destroy(c->team);
 	free(c->scratch);
 	free(c);
 }
@@ -103,8 +103,8 @@ static const gf_backend_ops cpu_ops = {
 	.upsample_backward = gf_cpu_upsample_backward,
 	.dropout_forward = gf_cpu_dropout_forward,
 	.dropout_backward = gf_cpu_dropout_backward,
-	.pool_forward = gf_cpu_pool_forward,
-	.pool_backward = gf_cpu_pool_backward,
+	.pooling_forward = gf_cpu_pooling_forward,
+	.pooling_backward = gf_cpu_pooling_backward,
 	.softmax_forward = gf_cpu_softmax_forward,
 	.softmax_backward = gf_cpu_softmax_backward,
 	.embedding_forward = gf_cpu_embedding_forward,
@@ -135,14 +135,14 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 	gf_cpu *c = calloc(1, sizeof(*c));
 	if (!c)
 		return gf_seterr(-ENOMEM, "cpu backend: out of memory");
-	int rc = gf_pool_create(&c->pool, threads);
+	int rc = gf_team_create(&c->team, threads);
 	if (rc) {
 		free(c);
 		return gf_seterr(rc, "cpu backend: cannot start %d threads", threads);
 	}
-	/* GEMMs are split over the pool, one single-threaded OpenBLAS call per
+	/* GEMMs are split over the team, one single-threaded OpenBLAS call per
 	 * thread: OpenBLAS's own workers would spin (sched_yield) against the
-	 * pool's between GEMMs and cost a quarter of the CPU time */
+	 * team's between GEMMs and cost a quarter of the CPU time */
 	openblas_set_num_threads(1);
 	c->be.ops = &cpu_ops;
 	c->be.device = GF_CPU;

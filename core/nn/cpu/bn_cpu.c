@@ -123,7 +123,7 @@ int gf_cpu_bn_forward_train(gf_backend *be, float *y, float *mean, float *rstd, 
 		                 d->n * d->hw);
 	struct bn_args a = { .d = d, .y = y, .mean = mean, .rstd = rstd, .run_mean = run_mean,
 	                     .run_var = run_var, .x = x, .gamma = gamma, .beta = beta };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)d->c, grain(d), fwd_train_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), fwd_train_part, &a);
 	return 0;
 }
 
@@ -150,7 +150,7 @@ int gf_cpu_bn_forward_eval(gf_backend *be, float *y, const float *x, const float
 		return rc;
 	struct bn_args a = { .d = d, .y = y, .x = x, .gamma = gamma, .beta = beta, .cmean = run_mean,
 	                     .crstd = run_var };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)d->c, grain(d), fwd_eval_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), fwd_eval_part, &a);
 	return 0;
 }
 
@@ -251,6 +251,6 @@ int gf_cpu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, c
 		return gf_seterr(GF_EPARAM, "batchnorm backward: the fused activation needs the output");
 	struct bn_args a = { .d = d, .x = x, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
 	                     .dy = dy, .cy = y, .cmean = mean, .crstd = rstd, .acc = accumulate };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)d->c, grain(d), bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), bwd_part, &a);
 	return 0;
 }

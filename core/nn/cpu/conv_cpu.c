@@ -231,11 +231,11 @@ static void im2col(gf_cpu *c, const struct geom *g, float *col, size_t ldcol, co
 	struct col_args a = { g, col, ldcol, NULL, x, b0, bc, 0 };
 	int hp, wp;
 	if (pad_dims(g, &hp, &wp)) {
-		gf_pool_for(c->pool, (size_t)g->cin * bc, 4, im2col_plane_part, &a);
+		gf_team_for(c->team, (size_t)g->cin * bc, 4, im2col_plane_part, &a);
 		return;
 	}
 	size_t rows = (size_t)g->cin * g->kh * g->kw * bc;
-	gf_pool_for(c->pool, rows, 8, im2col_part, &a);
+	gf_team_for(c->team, rows, 8, im2col_part, &a);
 }
 
 static inline void col2im_row(float *restrict dst, const float *restrict src, const struct geom *g, int kx)
@@ -287,7 +287,7 @@ static void col2im(gf_cpu *c, const struct geom *g, float *dx, const float *col,
 {
 	struct col_args a = { g, (float *)col, ldcol, dx, NULL, b0, bc, zero };
 	int hp, wp;
-	gf_pool_for(c->pool, (size_t)bc * g->cin, 4, pad_dims(g, &hp, &wp) ? col2im_plane_part : col2im_part, &a);
+	gf_team_for(c->team, (size_t)bc * g->cin, 4, pad_dims(g, &hp, &wp) ? col2im_plane_part : col2im_part, &a);
 }
 
 /* ---- layout moves between (cout, bc*P) matrices and NCHW ---- */
@@ -686,7 +686,7 @@ static int conv_forward_up2(gf_cpu *c, float *y, const float *x, const float *w,
 			            (int)k4, col, (int)ldc, 0.0f, tmp + (size_t)ph * d->cout * ldc, (int)ldc);
 		}
 		struct move_args m = { y, tmp, b, b0, d->cout, d->h, d->w, ldc, (size_t)d->cout * ldc, nb };
-		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, scatter4_part, &m);
+		gf_team_for(c->team, (size_t)nb * d->cout, 4, scatter4_part, &m);
 	}
 	return 0;
 }
@@ -702,7 +702,7 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 		return conv_forward_up2(c, y, x, w, b, d);
 	if (use_direct(d)) {
 		struct direct_args a = { d, y, x, w, b, NULL, 0 };
-		gf_pool_for(c->pool, (size_t)d->n * d->cout, 1, direct_fwd_part, &a);
+		gf_team_for(c->team, (size_t)d->n * d->cout, 1, direct_fwd_part, &a);
 		return 0;
 	}
 	struct geom g = geom_of(d);
@@ -737,7 +737,7 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 		}
 		gf_cpu_gemm(be, 0, 0, d->cout, (int)ldc, (int)K, 1.0f, w, (int)K, col, (int)ldc, 0.0f, tmp, (int)ldc);
 		struct move_args m = { y, tmp, b, b0, d->cout, d->hout, d->wout, ldc, 0, nb };
-		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, scatter_part, &m);
+		gf_team_for(c->team, (size_t)nb * d->cout, 4, scatter_part, &m);
 	}
 	return 0;
 }
@@ -761,7 +761,7 @@ static int conv_backward_up2(gf_cpu *c, float *dx, float *dw, const float *dy, c
 		int nb = d->n - b0 < bc ? d->n - b0 : bc;
 		size_t ldc = (size_t)nb * P;
 		struct move_args m = { (float *)dy, dyc, NULL, b0, d->cout, d->h, d->w, ldc, (size_t)d->cout * ldc, nb };
-		gf_pool_for(c->pool, (size_t)nb * d->cout, 4, gather4_part, &m);
+		gf_team_for(c->team, (size_t)nb * d->cout, 4, gather4_part, &m);
 		for (int ph = 0; ph < 4; ph++) {
 			struct geom g = geom_phase(d, ph >> 1, ph & 1);
 			const float *dyp = dyc + (size_t)ph * d->cout * ldc;
@@ -799,10 +799,10 @@ int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, cons
 	if (use_direct(d)) {
 		struct direct_args a = { d, dx, x, w, NULL, dy, accumulate };
 		if (dx)
-			gf_pool_for(c->pool, (size_t)d->n * d->cin, 1, direct_bwd_data_part, &a);
+			gf_team_for(c->team, (size_t)d->n * d->cin, 1, direct_bwd_data_part, &a);
 		if (dw) {
 			a.out = dw;
-			gf_pool_for(c->pool, (size_t)d->cout * d->cin, 1, direct_bwd_filter_part, &a);
+			gf_team_for(c->team, (size_t)d->cout * d->cin, 1, direct_bwd_filter_part, &a);
 		}
 		return 0;
 	}
@@ -821,7 +821,7 @@ int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, cons
 			dym = dy + (size_t)b0 * d->cout * P;   /* NCHW of one sample is already that */
 		} else {
 			struct move_args m = { (float *)dy, dyc, NULL, b0, d->cout, d->hout, d->wout, ldc, 0, nb };
-			gf_pool_for(c->pool, (size_t)nb * d->cout, 16, gather_part, &m);
+			gf_team_for(c->team, (size_t)nb * d->cout, 16, gather_part, &m);
 			dym = dyc;
 		}
 		if (dw) {

@@ -9,7 +9,7 @@
 
 #include <ganflow/backend.h>
 
-#include "pool.h"
+#include "team.h"
 
 /* Hot loops are built once per ISA and picked at load time (ifunc). Not
  * under the sanitizers: ifunc resolvers run during relocation, before
@@ -22,7 +22,7 @@
 
 typedef struct gf_cpu {
 	gf_backend be;      /* first: a gf_backend * is a gf_cpu * */
-	gf_pool *pool;
+	gf_team *team;
 	float *scratch;     /* grown on demand, never shrunk */
 	size_t scratch_size;  /* floats */
 } gf_cpu;
@@ -55,9 +55,9 @@ int gf_cpu_dropout_forward(gf_backend *be, float *y, float *mask, const float *x
                            size_t group, float p, const gf_rng *rng);
 int gf_cpu_dropout_backward(gf_backend *be, float *dx, const float *dy, const float *mask,
                             size_t groups, size_t group);
-int gf_cpu_pool_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d);
-int gf_cpu_pool_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
-                         const gf_pool_desc *d);
+int gf_cpu_pooling_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pooling_desc *d);
+int gf_cpu_pooling_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
+                         const gf_pooling_desc *d);
 int gf_cpu_softmax_forward(gf_backend *be, float *y, const float *x, int rows, int cols);
 int gf_cpu_softmax_backward(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols);
 int gf_cpu_embedding_forward(gf_backend *be, float *y, const float *table, const int32_t *idx,

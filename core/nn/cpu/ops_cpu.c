@@ -20,9 +20,9 @@
 
 /* ---- GEMM ----
  *
- * OpenBLAS runs single-threaded (see backend_cpu.c) and the pool splits
+ * OpenBLAS runs single-threaded (see backend_cpu.c) and the team splits
  * each GEMM into one call per thread over column (or row) blocks: no
- * second set of threads spinning against the pool's, and each element of
+ * second set of threads spinning against the team's, and each element of
  * C is still computed by one call over the whole K. */
 
 struct gemm_args {
@@ -72,7 +72,7 @@ int gf_cpu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha
 	double flops = 2.0 * m * n * k;
 	size_t per_block = (size_t)(flops / (double)blocks) + 1;
 	size_t grain = (size_t)(4e6 / (double)per_block) + 1;
-	gf_pool_for(gf_cpu_of(be)->pool, blocks, grain, gemm_part, &g);
+	gf_team_for(gf_cpu_of(be)->team, blocks, grain, gemm_part, &g);
 	return 0;
 }
 
@@ -98,7 +98,7 @@ int gf_cpu_fill(gf_backend *be, float *x, size_t n, float value)
 		memset(x, 0, n * sizeof(float));
 		return 0;
 	}
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, fill_part, &v);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN, fill_part, &v);
 	return 0;
 }
 
@@ -120,7 +120,7 @@ GF_CLONES static void axpy_part(void *p, size_t b, size_t e)
 int gf_cpu_axpy(gf_backend *be, float *y, const float *x, size_t n, float alpha)
 {
 	struct vec_args v = { y, x, alpha };
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, axpy_part, &v);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN, axpy_part, &v);
 	return 0;
 }
 
@@ -134,7 +134,7 @@ GF_CLONES static void scale_part(void *p, size_t b, size_t e)
 int gf_cpu_scale(gf_backend *be, float *x, size_t n, float s)
 {
 	struct vec_args v = { x, NULL, s };
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, scale_part, &v);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN, scale_part, &v);
 	return 0;
 }
 
@@ -165,7 +165,7 @@ int gf_cpu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size
                   size_t rows, size_t cols, int accumulate)
 {
 	struct copy2d_args a = { dst, ldd, src, lds, cols, accumulate };
-	gf_pool_for(gf_cpu_of(be)->pool, rows, cols ? GRAIN / cols + 1 : rows, copy2d_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, rows, cols ? GRAIN / cols + 1 : rows, copy2d_part, &a);
 	return 0;
 }
 
@@ -199,7 +199,7 @@ int gf_cpu_bias_add(gf_backend *be, float *y, const float *b, int n, int c, int 
 				y[(size_t)i * c + j] += b[j];
 		return 0;
 	}
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)n * c, GRAIN / (size_t)hw + 1, bias_add_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)n * c, GRAIN / (size_t)hw + 1, bias_add_part, &a);
 	return 0;
 }
 
@@ -234,7 +234,7 @@ int gf_cpu_bias_grad(gf_backend *be, float *db, const float *dy, int n, int c, i
 {
 	struct bias_args a = { db, NULL, dy, n, c, hw, accumulate };
 	size_t work = (size_t)n * hw;
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)c, GRAIN / (work + 1) + 1, bias_grad_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)c, GRAIN / (work + 1) + 1, bias_grad_part, &a);
 	return 0;
 }
 
@@ -281,7 +281,7 @@ GF_CLONES static void act_fwd_part(void *p, size_t b, size_t e)
 int gf_cpu_act_forward(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param)
 {
 	struct act_args a = { y, x, NULL, act, param };
-	gf_pool_for(gf_cpu_of(be)->pool, n, act == GF_ACT_TANH || act == GF_ACT_SIGMOID ? GRAIN / 8 : GRAIN,
+	gf_team_for(gf_cpu_of(be)->team, n, act == GF_ACT_TANH || act == GF_ACT_SIGMOID ? GRAIN / 8 : GRAIN,
 	            act_fwd_part, &a);
 	return 0;
 }
@@ -320,7 +320,7 @@ int gf_cpu_act_backward(gf_backend *be, float *dx, const float *dy, const float 
                         gf_act act, float param)
 {
 	struct act_args a = { dx, y, dy, act, param };
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, act_bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN, act_bwd_part, &a);
 	return 0;
 }
 
@@ -353,7 +353,7 @@ static void up_fwd_part(void *p, size_t b, size_t e)
 int gf_cpu_upsample_forward(gf_backend *be, float *y, const float *x, int planes, int h, int w, int s)
 {
 	struct up_args a = { y, x, h, w, s };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)planes, GRAIN / ((size_t)h * w * s * s + 1) + 1, up_fwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)planes, GRAIN / ((size_t)h * w * s * s + 1) + 1, up_fwd_part, &a);
 	return 0;
 }
 
@@ -379,7 +379,7 @@ static void up_bwd_part(void *p, size_t b, size_t e)
 int gf_cpu_upsample_backward(gf_backend *be, float *dx, const float *dy, int planes, int h, int w, int s)
 {
 	struct up_args a = { dx, dy, h, w, s };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)planes, GRAIN / ((size_t)h * w * s * s + 1) + 1, up_bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)planes, GRAIN / ((size_t)h * w * s * s + 1) + 1, up_bwd_part, &a);
 	return 0;
 }
 
@@ -419,7 +419,7 @@ int gf_cpu_dropout_forward(gf_backend *be, float *y, float *mask, const float *x
 	if (!(p >= 0.0f && p < 1.0f))
 		return gf_seterr(GF_EPARAM, "dropout: probability %g not in [0, 1)", (double)p);
 	struct drop_args a = { y, mask, x, group, p, 1.0f / (1.0f - p), *rng };
-	gf_pool_for(gf_cpu_of(be)->pool, groups, GRAIN / (group + 1) + 1, drop_fwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, groups, GRAIN / (group + 1) + 1, drop_fwd_part, &a);
 	return 0;
 }
 
@@ -439,24 +439,24 @@ int gf_cpu_dropout_backward(gf_backend *be, float *dx, const float *dy, const fl
                             size_t groups, size_t group)
 {
 	struct drop_args a = { dx, (float *)mask, dy, group, 0, 0, { 0, 0, 0 } };
-	gf_pool_for(gf_cpu_of(be)->pool, groups, GRAIN / (group + 1) + 1, drop_bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, groups, GRAIN / (group + 1) + 1, drop_bwd_part, &a);
 	return 0;
 }
 
 /* ---- pooling ---- */
 
-struct pool_args {
+struct pooling_args {
 	float *y;
 	int32_t *idx;
 	const float *x;
 	const int32_t *cidx;
-	const gf_pool_desc *d;
+	const gf_pooling_desc *d;
 };
 
-static void pool_fwd_part(void *p, size_t b, size_t e)
+static void pooling_fwd_part(void *p, size_t b, size_t e)
 {
-	struct pool_args *a = p;
-	const gf_pool_desc *d = a->d;
+	struct pooling_args *a = p;
+	const gf_pooling_desc *d = a->d;
 	for (size_t pl = b; pl < e; pl++) {
 		const float *x = a->x + pl * (size_t)d->h * d->w;
 		float *y = a->y + pl * (size_t)d->hout * d->wout;
@@ -493,19 +493,19 @@ static void pool_fwd_part(void *p, size_t b, size_t e)
 	}
 }
 
-int gf_cpu_pool_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d)
+int gf_cpu_pooling_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pooling_desc *d)
 {
 	if (d->max && !idx)
 		return gf_seterr(GF_EPARAM, "max pooling needs an index buffer");
-	struct pool_args a = { y, idx, x, NULL, d };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)d->n * d->c, 1, pool_fwd_part, &a);
+	struct pooling_args a = { y, idx, x, NULL, d };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->n * d->c, 1, pooling_fwd_part, &a);
 	return 0;
 }
 
-static void pool_bwd_part(void *p, size_t b, size_t e)
+static void pooling_bwd_part(void *p, size_t b, size_t e)
 {
-	struct pool_args *a = p;
-	const gf_pool_desc *d = a->d;
+	struct pooling_args *a = p;
+	const gf_pooling_desc *d = a->d;
 	for (size_t pl = b; pl < e; pl++) {
 		float *dx = a->y + pl * (size_t)d->h * d->w;
 		const float *dy = a->x + pl * (size_t)d->hout * d->wout;
@@ -536,11 +536,11 @@ static void pool_bwd_part(void *p, size_t b, size_t e)
 	}
 }
 
-int gf_cpu_pool_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
-                         const gf_pool_desc *d)
+int gf_cpu_pooling_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx,
+                         const gf_pooling_desc *d)
 {
-	struct pool_args a = { dx, NULL, dy, idx, d };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)d->n * d->c, 1, pool_bwd_part, &a);
+	struct pooling_args a = { dx, NULL, dy, idx, d };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->n * d->c, 1, pooling_bwd_part, &a);
 	return 0;
 }
 
@@ -575,7 +575,7 @@ static void softmax_fwd_part(void *p, size_t b, size_t e)
 int gf_cpu_softmax_forward(gf_backend *be, float *y, const float *x, int rows, int cols)
 {
 	struct softmax_args a = { y, x, NULL, cols };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)rows, GRAIN / ((size_t)cols * 8) + 1, softmax_fwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)rows, GRAIN / ((size_t)cols * 8) + 1, softmax_fwd_part, &a);
 	return 0;
 }
 
@@ -597,7 +597,7 @@ static void softmax_bwd_part(void *p, size_t b, size_t e)
 int gf_cpu_softmax_backward(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols)
 {
 	struct softmax_args a = { dx, dy, y, cols };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)rows, GRAIN / ((size_t)cols * 4) + 1, softmax_bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)rows, GRAIN / ((size_t)cols * 4) + 1, softmax_bwd_part, &a);
 	return 0;
 }
 
@@ -642,7 +642,7 @@ int gf_cpu_embedding_backward(gf_backend *be, float *dtable, const float *dy, co
 	if (!accumulate)
 		memset(dtable, 0, (size_t)num * dim * sizeof(float));
 	struct emb_args a = { dtable, dy, idx, n, dim };
-	gf_pool_for(gf_cpu_of(be)->pool, (size_t)dim, 64, emb_bwd_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, (size_t)dim, 64, emb_bwd_part, &a);
 	return 0;
 }
 
@@ -818,10 +818,10 @@ int gf_cpu_optim_step(gf_backend *be, float *p, const float *g, float *state, si
 	switch (a->kind) {
 	case GF_OPT_ADAM:
 	case GF_OPT_OADAM:
-		gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, adam_part, &o);
+		gf_team_for(gf_cpu_of(be)->team, n, GRAIN, adam_part, &o);
 		return 0;
 	case GF_OPT_SGD:
-		gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN, sgd_part, &o);
+		gf_team_for(gf_cpu_of(be)->team, n, GRAIN, sgd_part, &o);
 		return 0;
 	}
 	return gf_seterr(GF_EPARAM, "unknown optimiser kind %d", (int)a->kind);
@@ -864,7 +864,7 @@ int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n)
 	if (!scratch)
 		return -ENOMEM;
 	struct sumsq_args a = { x, n, (double *)(void *)scratch };
-	gf_pool_for(c->pool, blocks, 4, sumsq_part, &a);
+	gf_team_for(c->team, blocks, 4, sumsq_part, &a);
 	double s = 0;
 	for (size_t i = 0; i < blocks; i++)
 		s += a.part[i];
@@ -895,13 +895,13 @@ static void rng_part(void *p, size_t b, size_t e)
 int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng)
 {
 	struct rng_args a = { out, lo, hi, *rng, 0 };
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN / 4, rng_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN / 4, rng_part, &a);
 	return 0;
 }
 
 int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng)
 {
 	struct rng_args a = { out, mean, std, *rng, 1 };
-	gf_pool_for(gf_cpu_of(be)->pool, n, GRAIN / 16, rng_part, &a);
+	gf_team_for(gf_cpu_of(be)->team, n, GRAIN / 16, rng_part, &a);
 	return 0;
 }

@@ -257,7 +257,7 @@ enum {
 	GF_CU_OP_FILL = 1, GF_CU_OP_COPY, GF_CU_OP_GEMM, GF_CU_OP_BIAS_ADD, GF_CU_OP_BIAS_GRAD, GF_CU_OP_AXPY,
 	GF_CU_OP_SCALE, GF_CU_OP_COPY2D, GF_CU_OP_CONV_FWD, GF_CU_OP_CONV_BWD, GF_CU_OP_BN_TRAIN, GF_CU_OP_BN_EVAL,
 	GF_CU_OP_BN_BWD, GF_CU_OP_ACT_FWD, GF_CU_OP_ACT_BWD, GF_CU_OP_UP_FWD, GF_CU_OP_UP_BWD, GF_CU_OP_DROP_FWD,
-	GF_CU_OP_DROP_BWD, GF_CU_OP_POOL_FWD, GF_CU_OP_POOL_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
+	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
 	GF_CU_OP_UNSCALE
 };
@@ -283,8 +283,8 @@ int gf_cu_dropout_forward(gf_backend *be, float *y, float *mask, const float *x,
                           float p, const gf_rng *rng);
 int gf_cu_dropout_backward(gf_backend *be, float *dx, const float *dy, const float *mask, size_t groups,
                            size_t group);
-int gf_cu_pool_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d);
-int gf_cu_pool_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx, const gf_pool_desc *d);
+int gf_cu_pooling_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pooling_desc *d);
+int gf_cu_pooling_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx, const gf_pooling_desc *d);
 int gf_cu_softmax_forward(gf_backend *be, float *y, const float *x, int rows, int cols);
 int gf_cu_softmax_backward(gf_backend *be, float *dx, const float *dy, const float *y, int rows, int cols);
 int gf_cu_embedding_forward(gf_backend *be, float *y, const float *table, const int32_t *idx, int n, int dim,
@@ -341,8 +341,8 @@ cudaError_t gf_cu_drop_fwd_launch(cudaStream_t s, float *y, float *mask, const f
                                   size_t group, float p, float keep_scale, gf_rng rng, const gf_cu_dyn *dyn);
 cudaError_t gf_cu_drop_bwd_launch(cudaStream_t s, float *dx, const float *dy, const float *mask, size_t groups,
                                   size_t group);
-cudaError_t gf_cu_pool_fwd_launch(cudaStream_t s, float *y, int32_t *idx, const float *x, gf_pool_desc d);
-cudaError_t gf_cu_pool_bwd_launch(cudaStream_t s, float *dx, const float *dy, const int32_t *idx, gf_pool_desc d);
+cudaError_t gf_cu_pooling_fwd_launch(cudaStream_t s, float *y, int32_t *idx, const float *x, gf_pooling_desc d);
+cudaError_t gf_cu_pooling_bwd_launch(cudaStream_t s, float *dx, const float *dy, const int32_t *idx, gf_pooling_desc d);
 cudaError_t gf_cu_softmax_fwd_launch(cudaStream_t s, float *y, const float *x, int rows, int cols);
 cudaError_t gf_cu_softmax_bwd_launch(cudaStream_t s, float *dx, const float *dy, const float *y, int rows,
                                      int cols);

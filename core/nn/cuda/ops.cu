@@ -301,7 +301,7 @@ extern "C" cudaError_t gf_cu_drop_bwd_launch(cudaStream_t s, float *dx, const fl
 
 /* ==== pooling ==== */
 
-static __global__ void pool_fwd_kernel(float *y, int32_t *idx, const float *x, gf_pool_desc d, size_t total)
+static __global__ void pooling_fwd_kernel(float *y, int32_t *idx, const float *x, gf_pooling_desc d, size_t total)
 {
 	for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < total; o += (size_t)gridDim.x * blockDim.x) {
 		int ox = (int)(o % d.wout), oy = (int)(o / d.wout % d.hout);
@@ -336,7 +336,7 @@ static __global__ void pool_fwd_kernel(float *y, int32_t *idx, const float *x, g
 
 /* One thread per input value: the outputs whose window covers it, in
  * ascending order (the order in which the CPU adds them). */
-static __global__ void pool_bwd_kernel(float *dx, const float *dy, const int32_t *idx, gf_pool_desc d, size_t total)
+static __global__ void pooling_bwd_kernel(float *dx, const float *dy, const int32_t *idx, gf_pooling_desc d, size_t total)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
 		int ix = (int)(i % d.w), iy = (int)(i / d.w % d.h);
@@ -370,22 +370,22 @@ static __global__ void pool_bwd_kernel(float *dx, const float *dy, const int32_t
 	}
 }
 
-extern "C" cudaError_t gf_cu_pool_fwd_launch(cudaStream_t s, float *y, int32_t *idx, const float *x, gf_pool_desc d)
+extern "C" cudaError_t gf_cu_pooling_fwd_launch(cudaStream_t s, float *y, int32_t *idx, const float *x, gf_pooling_desc d)
 {
 	size_t total = (size_t)d.n * d.c * d.hout * d.wout;
 	if (!total)
 		return cudaSuccess;
-	pool_fwd_kernel<<<gf_cu_grid(total), GF_CU_THREADS, 0, s>>>(y, idx, x, d, total);
+	pooling_fwd_kernel<<<gf_cu_grid(total), GF_CU_THREADS, 0, s>>>(y, idx, x, d, total);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t gf_cu_pool_bwd_launch(cudaStream_t s, float *dx, const float *dy, const int32_t *idx,
-                                             gf_pool_desc d)
+extern "C" cudaError_t gf_cu_pooling_bwd_launch(cudaStream_t s, float *dx, const float *dy, const int32_t *idx,
+                                             gf_pooling_desc d)
 {
 	size_t total = (size_t)d.n * d.c * d.h * d.w;
 	if (!total)
 		return cudaSuccess;
-	pool_bwd_kernel<<<gf_cu_grid(total), GF_CU_THREADS, 0, s>>>(dx, dy, d.max ? idx : NULL, d, total);
+	pooling_bwd_kernel<<<gf_cu_grid(total), GF_CU_THREADS, 0, s>>>(dx, dy, d.max ? idx : NULL, d, total);
 	return cudaGetLastError();
 }
 

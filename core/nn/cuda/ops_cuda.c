@@ -225,29 +225,29 @@ int gf_cu_dropout_backward(gf_backend *be, float *dx, const float *dy, const flo
 
 /* ---- pooling, softmax, embedding ---- */
 
-int gf_cu_pool_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pool_desc *d)
+int gf_cu_pooling_forward(gf_backend *be, float *y, int32_t *idx, const float *x, const gf_pooling_desc *d)
 {
 	gf_cuda *c = gf_cu(be);
 	if (d->max && !idx)
 		return gf_seterr(GF_EPARAM, "max pooling needs an index buffer");
 	ENTER(c);
-	int rc = GF_CU_SIG(c, GF_CU_OP_POOL_FWD, GF_CU_P(y), GF_CU_P(idx), GF_CU_P(x));
+	int rc = GF_CU_SIG(c, GF_CU_OP_POOLING_FWD, GF_CU_P(y), GF_CU_P(idx), GF_CU_P(x));
 	gf_cu_sig_bytes(c, d, sizeof(*d));
 	if (rc)
 		return rc == GF_CU_SKIP ? 0 : rc;
-	CU_LAUNCH(gf_cu_pool_fwd_launch(c->stream, y, idx, x, *d));
+	CU_LAUNCH(gf_cu_pooling_fwd_launch(c->stream, y, idx, x, *d));
 	return 0;
 }
 
-int gf_cu_pool_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx, const gf_pool_desc *d)
+int gf_cu_pooling_backward(gf_backend *be, float *dx, const float *dy, const int32_t *idx, const gf_pooling_desc *d)
 {
 	gf_cuda *c = gf_cu(be);
 	ENTER(c);
-	int rc = GF_CU_SIG(c, GF_CU_OP_POOL_BWD, GF_CU_P(dx), GF_CU_P(dy), GF_CU_P(idx));
+	int rc = GF_CU_SIG(c, GF_CU_OP_POOLING_BWD, GF_CU_P(dx), GF_CU_P(dy), GF_CU_P(idx));
 	gf_cu_sig_bytes(c, d, sizeof(*d));
 	if (rc)
 		return rc == GF_CU_SKIP ? 0 : rc;
-	CU_LAUNCH(gf_cu_pool_bwd_launch(c->stream, dx, dy, idx, *d));
+	CU_LAUNCH(gf_cu_pooling_bwd_launch(c->stream, dx, dy, idx, *d));
 	return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Fork-join thread pool of the CPU backend. See pool.h.
+/* Fork-join thread team of the CPU backend. See team.h.
  *
  * One job at a time: the caller publishes (fn, arg, n, parts), bumps the
  * generation word and wakes the workers; each worker runs its part (or
@@ -16,11 +16,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "team.h"
 
 #define SPINS 4000   /* polls before sleeping: ~20-50 us */
 
-struct gf_pool {
+struct gf_team {
 	int threads;
 	pthread_t *th;
 	_Atomic uint32_t gen;      /* job generation; workers sleep on it */
@@ -29,14 +29,14 @@ struct gf_pool {
 	_Atomic int sleepers;      /* workers in (or about to enter) futex_wait on gen */
 	_Atomic int caller_asleep; /* the caller is in (or about to enter) futex_wait on pending */
 	/* the current job, written by the caller before the generation bump */
-	gf_pool_fn fn;
+	gf_team_fn fn;
 	void *arg;
 	size_t n;
 	int parts;
 };
 
 struct worker_arg {
-	gf_pool *p;
+	gf_team *p;
 	int index;
 };
 
@@ -45,13 +45,13 @@ struct worker_arg {
 /* Publishing a job: the job fields are plain stores made before this
  * (release and more: seq_cst for the sleeper protocol below), so a worker
  * that acquires the new generation sees them. */
-static void gen_publish(gf_pool *p)
+static void gen_publish(gf_team *p)
 {
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst);
 }
 
 /* Acquire pairs with gen_publish. */
-static uint32_t gen_load(gf_pool *p)
+static uint32_t gen_load(gf_team *p)
 {
 	return atomic_load_explicit(&p->gen, memory_order_acquire);
 }
@@ -59,12 +59,12 @@ static uint32_t gen_load(gf_pool *p)
 /* A worker's release (seq_cst for the sleeper protocol): its writes to
  * the job's output happen before the caller's acquiring pending_load reads
  * 0. Returns the previous value. */
-static uint32_t pending_done(gf_pool *p)
+static uint32_t pending_done(gf_team *p)
 {
 	return atomic_fetch_sub_explicit(&p->pending, 1, memory_order_seq_cst);
 }
 
-static uint32_t pending_load(gf_pool *p)
+static uint32_t pending_load(gf_team *p)
 {
 	return atomic_load_explicit(&p->pending, memory_order_acquire);
 }
@@ -113,7 +113,7 @@ static void part_range(size_t n, int parts, int i, size_t *b, size_t *e)
 static void *worker(void *a)
 {
 	struct worker_arg *wa = a;
-	gf_pool *p = wa->p;
+	gf_team *p = wa->p;
 	int index = wa->index;
 	free(wa);
 	/* gen starts at 0 and only the caller bumps it: reading it here instead
@@ -147,10 +147,10 @@ static void *worker(void *a)
 	return NULL;
 }
 
-int gf_pool_create(gf_pool **out, int threads)
+int gf_team_create(gf_team **out, int threads)
 {
 	*out = NULL;
-	gf_pool *p = calloc(1, sizeof(*p));
+	gf_team *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->threads = threads < 1 ? 1 : threads;
@@ -171,7 +171,7 @@ int gf_pool_create(gf_pool **out, int threads)
 		if (rc) {
 			free(wa);
 			p->threads = i;   /* destroy joins the ones started */
-			gf_pool_destroy(p);
+			gf_team_destroy(p);
 			return -rc;
 		}
 	}
@@ -179,7 +179,7 @@ int gf_pool_create(gf_pool **out, int threads)
 	return 0;
 }
 
-void gf_pool_destroy(gf_pool *p)
+void gf_team_destroy(gf_team *p)
 {
 	if (!p)
 		return;
@@ -194,12 +194,12 @@ void gf_pool_destroy(gf_pool *p)
 	free(p);
 }
 
-int gf_pool_threads(const gf_pool *p)
+int gf_team_threads(const gf_team *p)
 {
 	return p ? p->threads : 1;
 }
 
-void gf_pool_for(gf_pool *p, size_t n, size_t grain, gf_pool_fn fn, void *arg)
+void gf_team_for(gf_team *p, size_t n, size_t grain, gf_team_fn fn, void *arg)
 {
 	if (n == 0)
 		return;

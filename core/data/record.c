@@ -10,8 +10,8 @@
 
 #include <zlib.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
 
 #include "dataset_int.h"
 

@@ -19,8 +19,8 @@
 
 #include <lmdb.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
 
 #include "dataset_int.h"
 

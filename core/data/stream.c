@@ -29,9 +29,9 @@
 
 #include <liburing.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
-#include <ganflow/shard.h>
 
 #include "dataset_int.h"
 
@@ -537,11 +537,6 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 		return rc;
 	it->rec.payload = value + GF_RECORD_HEADER_SIZE;
 	return 0;
-}
-
-uint64_t gf_stream_len(const gf_stream *s)
-{
-	return s->len;
 }
 
 int gf_stream_uring(const gf_stream *s)

@@ -1,4 +1,4 @@
-/* Every evaluation metric of one set of generated features in one call,
+/* Every evaluation score of one set of generated features in one call,
  * with the time each part took: what the evaluator stage, `ganflow eval`
  * and the benchmarks (tests/bench/bench_evalstats.c, tests/bench/eval)
  * run. See <ganflow/evalstats.h>.

@@ -1,5 +1,6 @@
 /* Epoch orders: class filter, shard-order permutation, shuffle window and
- * rank partition, all a pure function of (seed, epoch) (scheme in shard.h).
+ * rank partition, all a pure function of (seed, epoch) (scheme in
+ * <ganflow/dataset.h>).
  *
  * Computing an order costs O(candidates) time and two arrays of candidates
  * (the global order and the candidates themselves); a rank keeps its slice.
@@ -8,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
-#include <ganflow/shard.h>
 
 #include "dataset_int.h"
 

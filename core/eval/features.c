@@ -1,6 +1,8 @@
-/* The evaluator: a classifier's features and class probabilities of
- * generated images against cached statistics of a real split.
- * See <ganflow/evaluate.h>; the metrics are <ganflow/evalstats.h>'s. */
+/* Classifier features for evaluation (gf_evaluator): the features and
+ * class probabilities of generated images, and the cached statistics of a
+ * real split they are compared with. See <ganflow/evaluate.h>; the scores
+ * themselves are <ganflow/evalstats.h>'s (scores.c). Not to be confused
+ * with the evaluator stage, which drives this during training. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -10,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
 #include <ganflow/safetensors.h>
-#include <ganflow/shard.h>
 #include <ganflow/train.h>
 
 struct gf_evaluator {
@@ -189,7 +191,7 @@ out:
 }
 
 /* KID's cubic kernel k(x, y) = (x.y / d + 1)^3 assumes features whose
- * products x.y / d are of order 1, as Inception's pool features are. A
+ * products x.y / d are of order 1, as Inception's pool3 features are. A
  * classifier's ReLU features can be far larger (norms of ~40 for 128
  * values), which makes the kernel's values, and KID's variance, explode.
  * KID is therefore computed on features divided by one fixed scale, the
@@ -329,7 +331,6 @@ int gf_evaluator_dim(const gf_evaluator *e) { return e->d; }
 int gf_evaluator_classes(const gf_evaluator *e) { return e->classes; }
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e) { return &e->real; }
 int gf_evaluator_real_cached(const gf_evaluator *e) { return e->cached; }
-int64_t gf_evaluator_count(const gf_evaluator *e) { return e->n; }
 double gf_evaluator_feature_seconds(const gf_evaluator *e) { return e->feat_sec; }
 
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w)

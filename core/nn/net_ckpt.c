@@ -1,7 +1,8 @@
 /* Network checkpoints as safetensors files: parameters, buffers,
  * optimiser state, step counters and generator states under stable names
  * (see gf_ckpt_part in <ganflow/nn.h>), so a run resumes bit-exactly and
- * PyTorch tooling can read the weights. */
+ * PyTorch tooling can read the weights. (The checkpoint stage merges the
+ * parts that stages collect with gf_ckpt_collect into one file per step.) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

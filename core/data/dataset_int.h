@@ -1,7 +1,8 @@
-/* Internals of the dataset library shared by its files (not installed).
+/* Internals of the dataset engine (core/data/) shared by its files (not
+ * installed; the tests and the fuzz target reach in too).
  *
  * The meta record of one shard in decoded form, its (de)serialisation, and
- * small helpers used by the converters.
+ * byte-order, key and random-number helpers.
  */
 #ifndef GANFLOW_DATASET_INT_H
 #define GANFLOW_DATASET_INT_H
@@ -9,13 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ganflow/shard.h>
+#include <ganflow/dataset.h>
 
 #define GF_META_MAGIC "GFMD"
 #define GF_META_VERSION 1u
 #define GF_META_FIXED 96 /* bytes before the class names */
 
-/* The "__meta__" record of one shard (layout in shard.h). */
+/* The "__meta__" record of one shard (layout in <ganflow/dataset.h>). */
 typedef struct gf_shard_meta {
 	uint64_t total;
 	uint32_t nshards, number;
@@ -99,8 +100,5 @@ static inline uint64_t gf_uniform(uint64_t *s, uint64_t n)
 	}
 	return (uint64_t)(m >> 64);
 }
-
-/* Joins a directory and a name into a malloc'ed path (NULL on ENOMEM). */
-char *gf_path_join(const char *dir, const char *name);
 
 #endif

@@ -1,4 +1,6 @@
-/* ganflow datasets: LMDB shards, their records and their meta record.
+/* ganflow datasets: LMDB shards, their records and their meta record;
+ * reading, writing, epoch orders and streaming them (the dataset engine of
+ * libganflow, sources in core/data/; record decoding is <ganflow/decode.h>).
  *
  * On disk a dataset is a directory holding shard directories
  *     PATH/shard-00000/  PATH/shard-00001/  ...
@@ -55,8 +57,8 @@
  * Errors: 0 on success, -errno, an LMDB code or GF_E* (see err.h); the
  * detail naming the file, shard or key is in gf_errmsg().
  */
-#ifndef GANFLOW_SHARD_H
-#define GANFLOW_SHARD_H
+#ifndef GANFLOW_DATASET_H
+#define GANFLOW_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -272,6 +274,10 @@ void gf_dataset_writer_abort(gf_dataset_writer *w);
  * leftover OUT.tmp). Returns 0 (also when path does not exist) or -errno. */
 int gf_remove_tree(const char *path);
 
+/* Joins a directory and a name with one '/' into a malloc'ed path (the
+ * caller frees it); NULL on ENOMEM. */
+char *gf_path_join(const char *dir, const char *name);
+
 /* ---- epoch orders: shuffle, class filter, rank partition ----
  *
  * The order of an epoch is computed from (seed, epoch) alone, so it repeats
@@ -369,9 +375,6 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out);
  * is in gf_errmsg(); the caller counts it and goes on); GF_EEOF after the
  * last epoch; -errno for an I/O failure (fatal, file named in gf_errmsg()). */
 int gf_stream_next(gf_stream *s, gf_stream_item *it);
-
-/* Records per epoch. */
-uint64_t gf_stream_len(const gf_stream *s);
 
 /* 1 when io_uring is in use. */
 int gf_stream_uring(const gf_stream *s);
