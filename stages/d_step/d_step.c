@@ -373,7 +373,6 @@ static const gf_param_desc params[] = {
 	GF_TRAIN_BACKEND_PARAMS,
 };
 
-
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,
 	.size = sizeof(gf_stage_desc),
