@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ganflow/ckpt.h>
+#include <ganflow/err.h>
+
 #include "rundir.h"
 
 const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "backend",         "threads",
@@ -22,42 +25,17 @@ const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "bac
 
 int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
 {
-	struct stat st;
-	if (stat(path, &st)) {
-		snprintf(err, errsize, "resume: '%s': %s", path, strerror(errno));
+	char file[4800];
+	if (gf_ckpt_resolve(path, file, sizeof(file))) {
+		snprintf(err, errsize, "resume: %s", gf_errmsg());
 		return -1;
 	}
-	if (!S_ISDIR(st.st_mode))
-		return 0;
-	static const char *const where[] = { "%s/checkpoints/latest", "%s/latest" };
-	for (int i = 0; i < 2; i++) {
-		char latest[4200], name[512];
-		snprintf(latest, sizeof(latest), where[i], path);
-		FILE *f = fopen(latest, "r");
-		if (!f)
-			continue;
-		int ok = fgets(name, sizeof(name), f) != NULL;
-		fclose(f);
-		name[strcspn(name, "\r\n")] = '\0';
-		if (!ok || !name[0]) {
-			snprintf(err, errsize, "resume: '%s' is empty", latest);
-			return -1;
-		}
-		char file[4800];
-		snprintf(file, sizeof(file), "%.*s/%s", (int)(strrchr(latest, '/') - latest), latest, name);
-		if (stat(file, &st)) {
-			snprintf(err, errsize, "resume: '%s' names '%s': %s", latest, file, strerror(errno));
-			return -1;
-		}
-		if (strlen(file) >= size) {
-			snprintf(err, errsize, "resume: path too long: %s", file);
-			return -1;
-		}
-		memcpy(path, file, strlen(file) + 1);
-		return 0;
+	if (strlen(file) >= size) {
+		snprintf(err, errsize, "resume: path too long: %s", file);
+		return -1;
 	}
-	snprintf(err, errsize, "resume: '%s' is a directory without checkpoints/latest (give a checkpoint file)", path);
-	return -1;
+	memcpy(path, file, strlen(file) + 1);
+	return 0;
 }
 
 /* ---- the directory ---- */

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ganflow/depth.h>
@@ -245,6 +246,44 @@ int gf_port_edges(gf_ctx *c, int dir, int port)
 	if (dir == 0)
 		return port >= 0 && (uint32_t)port < d->ninputs ? c->node->in_links[port] : 0;
 	return port >= 0 && (uint32_t)port < d->noutputs ? c->node->out_links[port] : 0;
+}
+
+const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
+{
+	gf_graph *g = c->g;
+	int n = g->nnodes, head = 0, tail = 0, me = (int)(c->node - g->nodes);
+	int *queue = malloc((size_t)(n ? n : 1) * sizeof(int));
+	char *seen = calloc((size_t)(n ? n : 1), 1);
+	const char *found = NULL;
+	if (!queue || !seen)
+		goto out;
+	seen[me] = 1;
+	/* the stages feeding `port` first, then whatever feeds them */
+	for (int l = 0; l < g->nlinks; l++) {
+		const struct link *k = &g->links[l];
+		if (k->to == me && k->in == port && !seen[k->from]) {
+			seen[k->from] = 1;
+			queue[tail++] = k->from;
+		}
+	}
+	while (head < tail && !found) {
+		int at = queue[head++];
+		if (!strcmp(g->nodes[at].desc->name, stage)) {
+			found = g->nodes[at].name;
+			break;
+		}
+		for (int l = 0; l < g->nlinks; l++) {
+			const struct link *k = &g->links[l];
+			if (k->to == at && !seen[k->from]) {
+				seen[k->from] = 1;
+				queue[tail++] = k->from;
+			}
+		}
+	}
+out:
+	free(queue);
+	free(seen);
+	return found;
 }
 
 /* ---- the stage ABI: errors, reporting, identity ---- */

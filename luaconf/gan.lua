@@ -15,9 +15,9 @@ local M = {}
 --- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "", rank, part, parts } -> batch stage
 -- lmdb_reader -> jpeg_decode -> batch for images of size x size, shuffled,
 -- drop-last batches. classes = {c, ...} reads only those classes (through
--- the dataset's label index). The reader is named "reader" .. suffix: the
--- d_step that consumes the batches checkpoints that reader's position and
--- must name it (d_step's `reader` parameter). Under MPI, rank places the
+-- the dataset's label index). The reader is named "reader" .. suffix; the
+-- d_step that consumes the batches checkpoints that reader's position (the
+-- runtime finds it upstream of d_step's `real`). Under MPI, rank places the
 -- three stages and part/parts choose the records (lmdb_reader's defaults:
 -- part rank % parts of world parts).
 function M.data(o)

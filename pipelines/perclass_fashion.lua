@@ -50,7 +50,7 @@ for c = 0, opt.classes - 1 do
   local r = gf.class_rank(c, opt.classes)
   local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, classes = { c }, suffix = c,
                           part = 0, parts = 1, rank = r }
-  local d = gf.stage "d_step" { name = "d" .. c, net = D, opt = adam, class = c, reader = "reader" .. c,
+  local d = gf.stage "d_step" { name = "d" .. c, net = D, opt = adam, class = c,
                                 max_batch = opt.batch, threads = opt.threads, precision = opt.precision, rank = r }
   local g = gf.stage "g_step" { name = "g" .. c, net = G, d_net = D, batch = opt.batch, opt = adam, class = c,
                                 publish_every = out.publish, threads = opt.threads, precision = opt.precision,

@@ -29,3 +29,6 @@ foreach(c setup classifier real_vs_noise training small_n wrong_size not_classif
     set_tests_properties(eval_${c} PROPERTIES FIXTURES_REQUIRED evalfix)
   endif()
 endforeach()
+
+# The checkpoint module (<ganflow/ckpt.h>) and the JSON form of layer tables.
+gf_add_test(test_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ckpt.c LABELS train TIMEOUT 60)

@@ -14,10 +14,10 @@
 
 #include <ganflow/dataset.h>
 #include <ganflow/decode.h>
+#include <ganflow/ckpt.h>
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
-#include <ganflow/lua.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/train.h>
 
@@ -53,52 +53,21 @@ gf_evaluator_opts gf_evaluator_defaults(void)
 
 static int load_classifier(gf_evaluator *e, const char *path)
 {
-	gf_st_file *f;
-	int rc = gf_st_open(&f, path);
+	gf_ckpt *c;
+	int rc = gf_ckpt_open(&c, path);
 	if (rc)
 		return rc;
-	char name[96] = "", key[192];
-	for (size_t i = 0; i < gf_st_meta_count(f) && !name[0]; i++) {
-		const char *k = gf_st_meta_key(f, i);
-		size_t kl = strlen(k);
-		if (kl > 5 && !strcmp(k + kl - 5, ".role") && !strcmp(gf_st_meta(f, k), "classifier"))
-			snprintf(name, sizeof(name), "%.*s", (int)(kl - 5), k);
-	}
-	if (!name[0]) {
-		gf_st_close(f);
+	int i = gf_ckpt_find(c, "classifier");
+	if (i < 0) {
+		gf_ckpt_close(c);
 		return gf_seterr(GF_ENOTFOUND, "%s is not a classifier checkpoint (no '<stage>.role = classifier' "
 		                               "metadata; train one with pipelines/classifier_fashion.lua)", path);
 	}
-	snprintf(key, sizeof(key), "%s.table", name);
-	const char *table_text = gf_st_meta(f, key);
-	snprintf(key, sizeof(key), "%s.resize", name);
-	const char *resize = gf_st_meta(f, key);
+	const char *resize = gf_ckpt_part_meta(c, i, "resize");
 	e->resize = resize && !strcmp(resize, "area") ? GF_RESIZE_AREA : GF_RESIZE_BILINEAR;
-	if (!table_text) {
-		gf_st_close(f);
-		return gf_seterr(GF_ECORRUPT, "%s: classifier '%s' has no layer table (metadata '%s.table')", path, name,
-		                 name);
-	}
-	size_t len = strlen(table_text) + 16;
-	char *code = malloc(len);
-	if (!code) {
-		gf_st_close(f);
-		return -ENOMEM;
-	}
-	snprintf(code, len, "return %s", table_text);
-	gf_st_close(f);
-	gf_value table;
-	rc = gf_lua_eval(code, &table);
-	free(code);
+	rc = gf_ckpt_net(c, i, e->be, e->o.batch, &e->clf);
+	gf_ckpt_close(c);
 	if (rc)
-		return gf_seterr(rc, "%s: classifier table: %s", path, gf_errmsg());
-	gf_net_opts no = { .max_batch = e->o.batch };
-	rc = gf_net_create(&e->clf, e->be, &table, &no);
-	gf_value_free(&table);
-	if (rc)
-		return gf_seterr(rc, "%s: classifier: %s", path, gf_errmsg());
-	snprintf(key, sizeof(key), "%s.net", name);
-	if ((rc = gf_state_load_net(path, key, e->clf, NULL)))
 		return gf_seterr(rc, "classifier checkpoint does not match its backbone: %s", gf_errmsg());
 	gf_tensor in, out, feat;
 	gf_net_shapes(e->clf, &in, &out);

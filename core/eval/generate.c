@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/ckpt.h>
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
-#include <ganflow/lua.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/train.h>
 
@@ -30,34 +30,6 @@ struct gf_generators {
 	int32_t *lk;      /* (max_batch) labels of those rows */
 	int *rows;        /* (max_batch) where they go */
 };
-
-/* Builds generator g->name of checkpoint f (at path) and loads its weights. */
-static int load_one(gf_backend *be, const char *path, gf_st_file *f, gen *g, int max_batch)
-{
-	char key[160];
-	snprintf(key, sizeof(key), "%.96s.table", g->name);
-	const char *text = gf_st_meta(f, key);
-	if (!text)
-		return gf_seterr(GF_ENOTFOUND, "%s: no metadata '%s' (layer table of generator '%s')", path, key,
-		                 g->name);
-	size_t len = strlen(text) + 16;
-	char *code = malloc(len);
-	if (!code)
-		return -ENOMEM;
-	snprintf(code, len, "return %s", text);
-	gf_value table;
-	int rc = gf_lua_eval(code, &table);
-	free(code);
-	if (rc)
-		return gf_seterr(rc, "%s: layer table of '%s': %s", path, g->name, gf_errmsg());
-	gf_net_opts o = { .max_batch = max_batch };
-	rc = gf_net_create(&g->net, be, &table, &o);
-	gf_value_free(&table);
-	if (rc)
-		return gf_seterr(rc, "%s: generator '%s': %s", path, g->name, gf_errmsg());
-	snprintf(key, sizeof(key), "%.96s.net", g->name);
-	return gf_state_load_net(path, key, g->net, NULL);
-}
 
 /* Shapes, class count and buffers, once the networks exist. */
 static int finish(gf_generators *gs, const char *what)
@@ -115,36 +87,25 @@ int gf_generators_create(gf_generators **out, const gf_value *table, int count, 
 
 int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch)
 {
-	gf_st_file *f;
+	gf_ckpt *c;
 	*out = NULL;
-	int rc = gf_st_open(&f, path);
+	int rc = gf_ckpt_open(&c, path);
 	if (rc)
 		return rc;
 	gf_generators *gs = calloc(1, sizeof(*gs));
-	if (!gs) {
-		gf_st_close(f);
+	if (!gs || !(gs->g = calloc((size_t)gf_ckpt_nparts(c) + 1, sizeof(*gs->g)))) {
+		free(gs);
+		gf_ckpt_close(c);
 		return -ENOMEM;
 	}
 	gs->max_batch = max_batch;
-	for (size_t i = 0; i < gf_st_meta_count(f); i++) {
-		const char *key = gf_st_meta_key(f, i);
-		size_t kl = strlen(key);
-		if (kl < 5 || strcmp(key + kl - 5, ".role") || strcmp(gf_st_meta(f, key), "generator"))
+	for (int i = 0; i < gf_ckpt_nparts(c); i++) {
+		if (strcmp(gf_ckpt_part_role(c, i), "generator"))
 			continue;
-		gen *g = realloc(gs->g, (size_t)(gs->n + 1) * sizeof(*g));
-		if (!g) {
-			rc = -ENOMEM;
-			goto fail;
-		}
-		gs->g = g;
-		g = &gs->g[gs->n++];
-		memset(g, 0, sizeof(*g));
-		snprintf(g->name, sizeof(g->name), "%.*s", (int)(kl - 5), key);
-		char ck[160];
-		snprintf(ck, sizeof(ck), "%.96s.class", g->name);
-		const char *c = gf_st_meta(f, ck);
-		g->cls = c ? atoi(c) : -1;
-		if ((rc = load_one(be, path, f, g, max_batch)))
+		gen *g = &gs->g[gs->n++];
+		snprintf(g->name, sizeof(g->name), "%s", gf_ckpt_part_name(c, i));
+		g->cls = gf_ckpt_part_class(c, i);
+		if ((rc = gf_ckpt_net(c, i, be, max_batch, &g->net)))
 			goto fail;
 	}
 	if (!gs->n) {
@@ -154,11 +115,11 @@ int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, in
 	}
 	if ((rc = finish(gs, path)))
 		goto fail;
-	gf_st_close(f);
+	gf_ckpt_close(c);
 	*out = gs;
 	return 0;
 fail:
-	gf_st_close(f);
+	gf_ckpt_close(c);
 	gf_generators_close(gs);
 	return rc;
 }

@@ -24,7 +24,7 @@ struct gf_trainer {
 	gf_optim *opt;          /* the exchange client may replace it (ZeRO-1) */
 	gf_exchange_client *xc; /* no-op without an exchange stage */
 	gf_state *state;
-	char *table;            /* the layer table as Lua text, for checkpoints */
+	char *table;            /* the layer table as JSON, for checkpoints */
 	float base_lr, clip;
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
@@ -32,19 +32,6 @@ struct gf_trainer {
 };
 
 /* ---- set-up ---- */
-
-/* The layer table as Lua text into t->table, whatever its length. */
-static int format_table(gf_trainer *t, const gf_value *table)
-{
-	for (size_t n = 4096;; n *= 2) {
-		char *buf = realloc(t->table, n);
-		if (!buf)
-			return -ENOMEM;
-		t->table = buf;
-		if (gf_value_format(table, buf, n) == 0)
-			return 0;
-	}
-}
 
 int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf_trainer_conf *conf)
 {
@@ -69,7 +56,9 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	if ((rc = gf_train_net(ctx, t->be, table, conf->max_batch, what, run->seed, gf_train_stream(ctx, "init"),
 	                       &t->net)))
 		return rc;
-	if ((rc = format_table(t, table)) || (rc = gf_state_create(&t->state)))
+	if ((rc = gf_value_to_json(table, &t->table)))
+		return gf_fail(ctx, "%s (net): the layer table has no JSON form: %s", conf->what, gf_errmsg());
+	if ((rc = gf_state_create(&t->state)))
 		return gf_fail(ctx, "out of memory");
 
 	gf_optim_conf oc = conf->opt;

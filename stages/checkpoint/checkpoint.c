@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ganflow/ckpt.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 #include <ganflow/params.h>
@@ -94,11 +95,6 @@ static int ckpt_create(gf_ctx *ctx, const gf_value *p, void **self)
 	return 0;
 }
 
-static void file_name(const ckpt *c, int64_t step, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s/ckpt-%08" PRId64 ".safetensors", c->dir, step);
-}
-
 /* Writes the parts whose indices are listed as one file for `step`. */
 static int write_checkpoint(ckpt *c, gf_ctx *ctx, int64_t step, const int *which, int n)
 {
@@ -118,7 +114,7 @@ static int write_checkpoint(ckpt *c, gf_ctx *ctx, int64_t step, const int *which
 	}
 	size_t k = 0, m = 0;
 	meta[m++] = "format";
-	meta[m++] = "ganflow-checkpoint-1";
+	meta[m++] = GF_CKPT_FORMAT;
 	snprintf(stepbuf, sizeof(stepbuf), "%" PRId64, step);
 	meta[m++] = "step";
 	meta[m++] = stepbuf;
@@ -135,21 +131,11 @@ static int write_checkpoint(ckpt *c, gf_ctx *ctx, int64_t step, const int *which
 		}
 	}
 	meta[m] = NULL;
-	file_name(c, step, path, sizeof(path));
+	gf_ckpt_file_name(c->dir, step, path, sizeof(path));
 	if ((rc = gf_st_write(path, e, k, meta)))
 		goto fail;
-	/* latest: the newest file's name, replaced atomically */
-	char latest[4200], tmp[4300];
-	snprintf(latest, sizeof(latest), "%s/latest", c->dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", latest);
-	FILE *lf = fopen(tmp, "w");
-	const char *base = strrchr(path, '/') + 1;
-	if (!lf || fprintf(lf, "%s\n", base) < 0 || fflush(lf) || fsync(fileno(lf)) || fclose(lf) ||
-	    rename(tmp, latest)) {
-		rc = -errno;
-		gf_seterr(rc, "%s: %s", latest, strerror(errno));
+	if ((rc = gf_ckpt_set_latest(c->dir, path)))
 		goto fail;
-	}
 	/* keep the last `keep` files */
 	int seen = 0;
 	for (int i = 0; i < c->nwritten; i++)
@@ -163,7 +149,7 @@ static int write_checkpoint(ckpt *c, gf_ctx *ctx, int64_t step, const int *which
 	}
 	while (c->nwritten > c->keep) {
 		char old[4200];
-		file_name(c, c->written[0], old, sizeof(old));
+		gf_ckpt_file_name(c->dir, c->written[0], old, sizeof(old));
 		if (unlink(old) && errno != ENOENT)
 			gf_warn(ctx, "cannot remove old checkpoint %s: %s", old, strerror(errno));
 		memmove(c->written, c->written + 1, (size_t)(c->nwritten - 1) * sizeof(c->written[0]));

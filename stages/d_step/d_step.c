@@ -59,7 +59,7 @@ typedef struct dstep {
 	float *dpred;           /* (max_batch, D outputs) device */
 	float *out_host;        /* (max_batch, D outputs) */
 	gf_fake_cache *cache;   /* async: recent fakes */
-	const char *reader;     /* parameter reader (valid as long as the parameters) */
+	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
 } dstep;
 
 /* ---- setup ---- */
@@ -77,7 +77,8 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->acc = (int)gf_param_int(p, "accumulate");
 	s->max_batch = (int)gf_param_int(p, "max_batch");
 	s->cls = (int)gf_param_int(p, "class");
-	s->reader = gf_param_str(p, "reader");
+	s->reader = gf_param_given(p, "reader") ? gf_param_str(p, "reader")
+	                                        : gf_port_upstream(ctx, IN_REAL, "lmdb_reader");
 	s->ckpt_every = run->checkpoint_every;
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
@@ -163,7 +164,7 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	if (rc || !st)
 		return rc;
 	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
-	if (!rc)
+	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
 	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
@@ -365,8 +366,8 @@ static const gf_param_desc params[] = {
 	{ "accumulate", GF_PARAM_INT, "1", "micro-batches whose gradients are summed per D step", "1..65536" },
 	{ "clip", GF_PARAM_NUM, "0", "clip D's gradient to this global L2 norm (0 = no clipping)", "0.." },
 	{ "max_batch", GF_PARAM_INT, "256", "largest real or fake batch D will see", "1..1048576" },
-	{ "reader", GF_PARAM_STR, "reader", "instance name of the lmdb_reader feeding this D (its position is checkpointed)",
-	  NULL },
+	{ "reader", GF_PARAM_STR, "nil", "the lmdb_reader whose position is checkpointed (default: the one the runtime "
+	                                "finds upstream of `real`)", NULL },
 	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns", "-1.." },
 	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)",
 	  "0.." },

@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ganflow/err.h>
+#include <ganflow/ckpt.h>
 #include <ganflow/dataset.h>
+#include <ganflow/err.h>
 #include <ganflow/params.h>
 #include <ganflow/safetensors.h>
 #include <ganflow/stage.h>
@@ -66,33 +67,19 @@ static const gf_param_desc params[] = {
  * position for this reader (a warning says so). */
 static int resume_position(gf_ctx *ctx, const char *path, int64_t *epoch, int64_t *pos)
 {
-	gf_st_file *f;
-	int rc = gf_st_open(&f, path);
+	gf_ckpt *c;
+	int64_t v[2];
+	int found = 0, rc = gf_ckpt_open(&c, path);
+	if (!rc)
+		rc = gf_ckpt_data_pos(c, gf_ctx_name(ctx), v, &found);
+	gf_ckpt_close(c);
 	if (rc)
-		return gf_fail(ctx, "resume: %s", gf_errmsg());
-	int found = 0;
-	for (size_t i = 0; i < gf_st_meta_count(f) && !found; i++) {
-		const char *key = gf_st_meta_key(f, i);
-		size_t n = strlen(key);
-		if (n < 7 || strcmp(key + n - 7, ".reader") || strcmp(gf_st_meta(f, key), gf_ctx_name(ctx)))
-			continue;
-		char name[256];
-		int64_t v[2], shape[1] = { 2 };
-		snprintf(name, sizeof(name), "%.*s.data_pos", (int)(n - 7), key);
-		if ((rc = gf_st_read(f, name, GF_I64, 1, shape, v))) {
-			gf_st_close(f);
-			return gf_fail(ctx, "resume from %s: %s", path, gf_errmsg());
-		}
-		if (v[0] >= 0 && v[1] >= 0) {
-			*epoch = v[0];
-			*pos = v[1];
-		}
-		found = 1;
-	}
-	gf_st_close(f);
+		return gf_fail(ctx, "resume from %s: %s", path, gf_errmsg());
 	if (!found)
 		gf_warn(ctx, "resume: %s records no data position for reader '%s'; reading from epoch %lld position %lld",
 		        path, gf_ctx_name(ctx), (long long)*epoch, (long long)*pos);
+	else if (v[0] >= 0 && v[1] >= 0)
+		*epoch = v[0], *pos = v[1];
 	return 0;
 }
 

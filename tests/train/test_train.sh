@@ -64,6 +64,17 @@ dcgan)
   "$G" sample "$ck" n=16 out="$T/s.png" >"$T/s.log" 2>&1
   check "[ $? -eq 0 ]" "ganflow sample failed: $(cat "$T/s.log")"
   check "[ \"$(png_size "$T/s.png")\" = '274 70' ]" "16 samples in 8 columns should be 274x70, got $(png_size "$T/s.png")"
+  # outside tools read the architecture: layer tables are JSON; d records
+  # the reader the runtime found upstream of it
+  arch=$(/usr/bin/python3 - "$ck" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+g = json.loads(meta["g.table"])
+print(g["input_shape"], g["1"][0], meta["g.role"], meta["d.reader"], meta["format"])
+PY
+)
+  check "[ \"$arch\" = '[100] linear generator reader ganflow-checkpoint-1' ]" "checkpoint metadata read with Python's json: got '$arch'"
   ;;
 cgan)
   run cgan_fashion "$T/r" steps=$STEPS samples=50 log=20 labels=data

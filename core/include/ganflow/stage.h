@@ -180,6 +180,15 @@ int gf_push(gf_ctx *ctx, int port, gf_msg *m);
 /* Number of edges connected to an input (dir 0) or output (dir 1) port. */
 int gf_port_edges(gf_ctx *ctx, int dir, int port);
 
+/* The instance name of the nearest stage whose descriptor is named `stage`
+ * (e.g. "lmdb_reader") upstream of input port `port`: the edges feeding
+ * the port are walked backwards, breadth-first, through every input of the
+ * stages met (batch, decode, ...); the first found wins. NULL when none
+ * is (in this process's graph: a cross-rank edge ends the walk). The
+ * string is owned by the graph and valid while it exists. A d_step finds
+ * the reader whose data position it checkpoints this way. */
+const char *gf_port_upstream(gf_ctx *ctx, int port, const char *stage);
+
 /* ---- errors and reporting ---- */
 
 /* Records why the stage fails (printf-style; the runtime prefixes the stage

@@ -23,7 +23,8 @@
  * "g.net.rng" (the scheme of gf_ckpt_part with prefix "g.net"), plus its
  * own counters ("g.step", "g.rng"). Metadata keys are prefixed the same
  * way ("g.role" = "generator", "g.table" = the network's layer table as
- * Lua text, so `ganflow sample` can rebuild the network).
+ * JSON, so `ganflow sample` can rebuild the network; <ganflow/ckpt.h>
+ * describes the whole layout).
  *
  * Threads: a trainer is created in a stage's create() and used from its
  * run() and flush(), one thread at a time.
@@ -110,8 +111,8 @@ gf_net *gf_trainer_net(const gf_trainer *t);
 gf_backend *gf_trainer_backend(const gf_trainer *t);
 gf_optim *gf_trainer_optim(const gf_trainer *t);
 
-/* The network's layer table as Lua text (what checkpoints record as
- * "<instance>.table"); owned by the trainer. */
+/* The network's layer table as JSON (what checkpoints record as
+ * "<instance>.table", <ganflow/ckpt.h>); owned by the trainer. */
 const char *gf_trainer_table(const gf_trainer *t);
 
 /* On a resumed run, restores the network, its optimiser and the step
@@ -302,7 +303,7 @@ const char *gf_train_key(gf_ctx *ctx, const char *suffix, char *buf, size_t size
 
 /* Adds the metadata every training stage records: "<instance>.role"
  * (generator, discriminator, classifier), "<instance>.table" (the layer
- * table as Lua text) and "<instance>.class" (the class of a per-class
+ * table as JSON) and "<instance>.class" (the class of a per-class
  * pair, -1 otherwise). */
 int gf_state_describe(gf_state *s, gf_ctx *ctx, const char *role, const char *table, int cls);
 

@@ -119,6 +119,22 @@ const char *gf_value_as_str(const gf_value *v, const char *def, int *ok);
  * value), never keep the cut text. */
 int gf_value_format(const gf_value *v, char *buf, size_t size);
 
+/* ---- JSON (core/value_json.c) ---- */
+
+/* Writes v as JSON into *out (malloc'd, NUL-terminated; free() it): nil as
+ * null, integers without a fraction, numbers always with one ("1.0"), so
+ * gf_value_from_json gives the same types back; map keys sorted (numeric
+ * keys in numeric order first), so one tree always gives the same text.
+ * Returns 0, -ENOMEM, or GF_EPARAM for a non-finite number. */
+int gf_value_to_json(const gf_value *v, char **out);
+
+/* Parses JSON text into *out (the caller frees it with gf_value_free):
+ * objects become maps (keys in text order), arrays lists, numbers without
+ * '.', 'e' or 'E' that fit int64 integers, other numbers numbers. Returns
+ * 0, -ENOMEM, or GF_EPARAM with the offset of the fault in gf_errmsg()
+ * ("JSON: expected ',' or '}' at offset 17"); *out is nil on error. */
+int gf_value_from_json(const char *text, gf_value *out);
+
 #ifdef __cplusplus
 }
 #endif

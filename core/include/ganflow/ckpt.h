@@ -1,0 +1,111 @@
+/* ganflow training checkpoints: their layout, known here and nowhere else.
+ *
+ * A run directory holds checkpoints/ckpt-<step, 8 digits>.safetensors and
+ * checkpoints/latest, a text file naming the newest of them (replaced
+ * atomically). One checkpoint file holds the parts of every training stage
+ * of the run (the checkpoint stage merges them), each under the stage's
+ * instance name NAME:
+ *
+ *   tensors   NAME.net.<layer>.<param>, NAME.net.opt.*, NAME.net.rng
+ *                               the network, as gf_ckpt_part names them
+ *             NAME.step         i64 [1]: the stage's updates
+ *             NAME.data_pos     i64 [2]: epoch and position of the last real
+ *                               batch used (a d_step)
+ *             NAME.<what>_rng   i64 [3]: a generator's state
+ *   metadata  format            "ganflow-checkpoint-1"; step
+ *             NAME.role         generator | discriminator | classifier
+ *             NAME.table        the network's layer table as JSON (older
+ *                               checkpoints: as Lua text, still read)
+ *             NAME.class        the class of a per-class pair, -1 otherwise
+ *             NAME.reader       the lmdb_reader instance NAME.data_pos is of
+ *
+ * So Python's json module reads a network's architecture:
+ *   json.loads(header["__metadata__"]["g.table"])
+ *
+ * Threads: a gf_ckpt is used by one thread at a time.
+ */
+#ifndef GANFLOW_CKPT_H
+#define GANFLOW_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/nn.h>
+#include <ganflow/value.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The checkpoint folder of a run directory, and the file naming the newest. */
+#define GF_CKPT_DIR "checkpoints"
+#define GF_CKPT_LATEST "latest"
+/* The value of metadata "format". */
+#define GF_CKPT_FORMAT "ganflow-checkpoint-1"
+
+/* ---- files of a run ---- */
+
+/* "<dir>/ckpt-<step, 8 digits>.safetensors" into buf; returns buf. */
+const char *gf_ckpt_file_name(const char *dir, int64_t step, char *buf, size_t size);
+
+/* Records file (a path inside dir, or its base name) as the newest
+ * checkpoint of dir: dir/latest, written to a temporary file, synced and
+ * renamed over the old one. Returns 0 or -errno naming the file in
+ * gf_errmsg(). */
+int gf_ckpt_set_latest(const char *dir, const char *file);
+
+/* Resolves path, a checkpoint file, a run directory (through
+ * checkpoints/latest) or a checkpoints folder (through latest), to the
+ * checkpoint file, into out. Returns 0, or -errno / GF_ENOTFOUND with a
+ * message naming the path ("'runs/x' is a directory without
+ * checkpoints/latest (give a checkpoint file)") in gf_errmsg(). */
+int gf_ckpt_resolve(const char *path, char *out, size_t size);
+
+/* ---- reading a checkpoint ---- */
+
+typedef struct gf_ckpt gf_ckpt;
+
+/* Opens the checkpoint file path (see gf_ckpt_resolve for the other forms)
+ * and lists its training-stage parts (the instances with a NAME.role).
+ * Returns 0 or an error naming the file in gf_errmsg(). */
+int gf_ckpt_open(gf_ckpt **out, const char *path);
+void gf_ckpt_close(gf_ckpt *c);
+
+/* The file's path; owned by c. */
+const char *gf_ckpt_path(const gf_ckpt *c);
+
+/* Parts, in the order of the file's metadata: their number, and part i's
+ * instance name, role and class (-1 when it records none). Strings are
+ * owned by c. */
+int gf_ckpt_nparts(const gf_ckpt *c);
+const char *gf_ckpt_part_name(const gf_ckpt *c, int i);
+const char *gf_ckpt_part_role(const gf_ckpt *c, int i);
+int gf_ckpt_part_class(const gf_ckpt *c, int i);
+
+/* Index of the first part of role, or -1. */
+int gf_ckpt_find(const gf_ckpt *c, const char *role);
+
+/* Metadata "<name of part i>.<key>", or NULL when absent; owned by c. */
+const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key);
+
+/* Part i's layer table into *table (the caller frees it): parsed from
+ * JSON, or from the Lua text of checkpoints written before layer tables
+ * were JSON. Returns 0 or an error naming the file and part. */
+int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
+
+/* Builds part i's network on be for batches up to max_batch and loads its
+ * parameters and buffers (not its optimiser). Returns 0 (*out owned by the
+ * caller: gf_net_destroy) or an error naming the file, the part and the
+ * first tensor that differs. */
+int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out);
+
+/* The data position recorded for lmdb_reader instance `reader` (the
+ * NAME.data_pos of the part whose NAME.reader names it): *found = 1 and
+ * pos = {epoch, position}, or *found = 0 when no part records one.
+ * Returns 0 or an error reading the tensor. */
+int gf_ckpt_data_pos(const gf_ckpt *c, const char *reader, int64_t pos[2], int *found);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,250 @@
+/* Training checkpoints: the one place that knows their layout (file names,
+ * `latest`, the parts of the training stages, layer tables, data
+ * positions). See <ganflow/ckpt.h>. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ganflow/ckpt.h>
+#include <ganflow/err.h>
+#include <ganflow/lua.h>
+#include <ganflow/safetensors.h>
+#include <ganflow/train.h>
+
+/* ---- files of a run ---- */
+
+const char *gf_ckpt_file_name(const char *dir, int64_t step, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/ckpt-%08" PRId64 ".safetensors", dir, step);
+	return buf;
+}
+
+int gf_ckpt_set_latest(const char *dir, const char *file)
+{
+	char latest[4200], tmp[4300];
+	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	snprintf(latest, sizeof(latest), "%s/" GF_CKPT_LATEST, dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", latest);
+	FILE *f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%s\n", base) < 0 || fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, latest)) {
+		int rc = -errno;
+		return gf_seterr(rc, "%s: %s", latest, strerror(errno));
+	}
+	return 0;
+}
+
+int gf_ckpt_resolve(const char *path, char *out, size_t size)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return gf_seterr(-errno, "'%s': %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode)) {
+		if (strlen(path) >= size)
+			return gf_seterr(-ENAMETOOLONG, "path too long: %s", path);
+		memmove(out, path, strlen(path) + 1);
+		return 0;
+	}
+	static const char *const where[] = { "%s/" GF_CKPT_DIR "/" GF_CKPT_LATEST, "%s/" GF_CKPT_LATEST };
+	for (int i = 0; i < 2; i++) {
+		char latest[4200], name[512], file[4800];
+		snprintf(latest, sizeof(latest), where[i], path);
+		FILE *f = fopen(latest, "r");
+		if (!f)
+			continue;
+		int ok = fgets(name, sizeof(name), f) != NULL;
+		fclose(f);
+		name[strcspn(name, "\r\n")] = '\0';
+		if (!ok || !name[0])
+			return gf_seterr(GF_ECORRUPT, "'%s' is empty", latest);
+		snprintf(file, sizeof(file), "%.*s/%s", (int)(strrchr(latest, '/') - latest), latest, name);
+		if (stat(file, &st))
+			return gf_seterr(-errno, "'%s' names '%s': %s", latest, file, strerror(errno));
+		if (strlen(file) >= size)
+			return gf_seterr(-ENAMETOOLONG, "path too long: %s", file);
+		memcpy(out, file, strlen(file) + 1);
+		return 0;
+	}
+	return gf_seterr(GF_ENOTFOUND, "'%s' is a directory without " GF_CKPT_DIR "/" GF_CKPT_LATEST
+	                               " (give a checkpoint file)", path);
+}
+
+/* ---- reading ---- */
+
+typedef struct part {
+	char *name;
+	const char *role;       /* the file's metadata */
+	int cls;
+} part;
+
+struct gf_ckpt {
+	gf_st_file *f;
+	char *path;
+	part *parts;
+	int n;
+};
+
+int gf_ckpt_open(gf_ckpt **out, const char *path)
+{
+	*out = NULL;
+	gf_ckpt *c = calloc(1, sizeof(*c));
+	if (!c || !(c->path = strdup(path))) {
+		free(c);
+		return -ENOMEM;
+	}
+	int rc = gf_st_open(&c->f, path);
+	if (rc) {
+		gf_ckpt_close(c);
+		return rc;
+	}
+	size_t nm = gf_st_meta_count(c->f);
+	if (!(c->parts = calloc(nm ? nm : 1, sizeof(*c->parts)))) {
+		gf_ckpt_close(c);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nm; i++) {
+		const char *key = gf_st_meta_key(c->f, i);
+		size_t kl = strlen(key);
+		if (kl <= 5 || strcmp(key + kl - 5, ".role"))
+			continue;
+		part *p = &c->parts[c->n];
+		if (!(p->name = strndup(key, kl - 5))) {
+			gf_ckpt_close(c);
+			return -ENOMEM;
+		}
+		p->role = gf_st_meta(c->f, key);
+		c->n++;
+		const char *cls = gf_ckpt_part_meta(c, c->n - 1, "class");
+		p->cls = cls ? atoi(cls) : -1;
+	}
+	*out = c;
+	return 0;
+}
+
+void gf_ckpt_close(gf_ckpt *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->n; i++)
+		free(c->parts[i].name);
+	free(c->parts);
+	gf_st_close(c->f);
+	free(c->path);
+	free(c);
+}
+
+const char *gf_ckpt_path(const gf_ckpt *c)
+{
+	return c->path;
+}
+
+int gf_ckpt_nparts(const gf_ckpt *c)
+{
+	return c->n;
+}
+
+const char *gf_ckpt_part_name(const gf_ckpt *c, int i)
+{
+	return i >= 0 && i < c->n ? c->parts[i].name : NULL;
+}
+
+const char *gf_ckpt_part_role(const gf_ckpt *c, int i)
+{
+	return i >= 0 && i < c->n ? c->parts[i].role : NULL;
+}
+
+int gf_ckpt_part_class(const gf_ckpt *c, int i)
+{
+	return i >= 0 && i < c->n ? c->parts[i].cls : -1;
+}
+
+int gf_ckpt_find(const gf_ckpt *c, const char *role)
+{
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->parts[i].role, role))
+			return i;
+	return -1;
+}
+
+const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key)
+{
+	char k[512];
+	if (i < 0 || i >= c->n)
+		return NULL;
+	snprintf(k, sizeof(k), "%s.%s", c->parts[i].name, key);
+	return gf_st_meta(c->f, k);
+}
+
+int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
+{
+	*table = gf_value_nil();
+	const char *text = gf_ckpt_part_meta(c, i, "table");
+	if (!text)
+		return gf_seterr(GF_ECORRUPT, "%s: part '%s' (%s) has no layer table (metadata '%s.table')", c->path,
+		                 gf_ckpt_part_name(c, i), gf_ckpt_part_role(c, i), gf_ckpt_part_name(c, i));
+	int rc = gf_value_from_json(text, table);
+	if (rc == 0)
+		return 0;
+	char why[256];
+	snprintf(why, sizeof(why), "%s", gf_errmsg());
+	/* checkpoints written before layer tables were JSON hold Lua text: the
+	 * one place left where reading a checkpoint needs Lua */
+	size_t len = strlen(text) + 16;
+	char *code = malloc(len);
+	if (!code)
+		return -ENOMEM;
+	snprintf(code, len, "return %s", text);
+	rc = gf_lua_eval(code, table);
+	free(code);
+	if (rc)
+		return gf_seterr(GF_ECORRUPT, "%s: the layer table of '%s' is neither JSON (%s) nor the Lua text of older "
+		                              "checkpoints",
+		                 c->path, gf_ckpt_part_name(c, i), why);
+	return 0;
+}
+
+int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out)
+{
+	gf_value table;
+	*out = NULL;
+	int rc = gf_ckpt_table(c, i, &table);
+	if (rc)
+		return rc;
+	gf_net_opts o = { .max_batch = max_batch };
+	rc = gf_net_create(out, be, &table, &o);
+	gf_value_free(&table);
+	if (rc)
+		return gf_seterr(rc, "%s: network of '%s': %s", c->path, gf_ckpt_part_name(c, i), gf_errmsg());
+	char prefix[512];
+	snprintf(prefix, sizeof(prefix), "%s.net", gf_ckpt_part_name(c, i));
+	if ((rc = gf_state_load_net(c->path, prefix, *out, NULL))) {
+		gf_net_destroy(*out);
+		*out = NULL;
+		return gf_seterr(rc, "%s", gf_errmsg());
+	}
+	return 0;
+}
+
+int gf_ckpt_data_pos(const gf_ckpt *c, const char *reader, int64_t pos[2], int *found)
+{
+	*found = 0;
+	for (int i = 0; i < c->n; i++) {
+		const char *r = gf_ckpt_part_meta(c, i, "reader");
+		if (!r || strcmp(r, reader))
+			continue;
+		char name[512];
+		int64_t v[2], shape[1] = { 2 };
+		snprintf(name, sizeof(name), "%s.data_pos", c->parts[i].name);
+		int rc = gf_st_read(c->f, name, GF_I64, 1, shape, v);
+		if (rc)
+			return gf_seterr(rc, "%s: %s", c->path, gf_errmsg());
+		pos[0] = v[0];
+		pos[1] = v[1];
+		*found = 1;
+		return 0;
+	}
+	return 0;
+}
