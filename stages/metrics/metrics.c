@@ -9,16 +9,23 @@
  * every graph edge (active depth, stalls), and appends the line to RUN_DIR/metrics.jsonl, flushing it so a crash loses
  * at most the line being written. The latest figures also go to the live
  * progress line through gf_report_value.
+ *
+ * The same figures go to the run's TensorBoard event file
+ * (<ganflow/tfevents.h>; parameter tensorboard): every scalar of a line
+ * under its name, the edges as "edges/<from> -> <to>/depth" and ".../stalls",
+ * and at the start the pipeline script and its arguments as texts.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ganflow/log.h>
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
+#include <ganflow/tfevents.h>
 
 #define MAX_NAMES 48
 #define MAX_EDGES 64
@@ -44,6 +51,8 @@ typedef struct source {
 
 typedef struct metrics {
 	FILE *f;
+	gf_tb *tb;           /* the run's TensorBoard events, NULL = off */
+	const char *run_dir;
 	char path[4096];
 	int64_t every;
 	int64_t next;        /* next step at which a line is written */
@@ -117,6 +126,63 @@ static void put_num(FILE *f, double v)
 		fputs("null", f);
 }
 
+/* ---- TensorBoard ---- */
+
+static double wall_time(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A scalar to the event file; a failure (a full disk) is warned about
+ * once and ends the event file, not the run: metrics.jsonl is the record. */
+static void tb_scalar(metrics *m, gf_ctx *ctx, const char *tag, int64_t step, double v)
+{
+	if (!m->tb || !isfinite(v))
+		return;
+	if (gf_tb_scalar(m->tb, tag, step, wall_time(), (float)v)) {
+		gf_warn(ctx, "TensorBoard events: %s; no more events are written", gf_errmsg());
+		gf_tb_close(m->tb);
+		m->tb = NULL;
+	}
+}
+
+static void tb_flush(metrics *m, gf_ctx *ctx)
+{
+	if (m->tb && gf_tb_flush(m->tb)) {
+		gf_warn(ctx, "TensorBoard events: %s; no more events are written", gf_errmsg());
+		gf_tb_close(m->tb);
+		m->tb = NULL;
+	}
+}
+
+/* The run's script and arguments, as the run directory keeps them. */
+static void tb_texts(metrics *m, gf_ctx *ctx)
+{
+	static const char *const files[][2] = { { "pipeline.lua", "pipeline" }, { "args.txt", "arguments" } };
+	for (int i = 0; i < 2 && m->tb && m->run_dir; i++) {
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/%s", m->run_dir, files[i][0]);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		/* markdown: a code block keeps the script's lines */
+		char *text = malloc(1 << 20);
+		size_t n = 0;
+		if (text) {
+			n = (size_t)snprintf(text, 1 << 20, "```\n");
+			n += fread(text + n, 1, (1 << 20) - n - 8, f);
+			memcpy(text + n, "\n```", 5);
+			if (gf_tb_text(m->tb, files[i][1], 0, wall_time(), text))
+				gf_warn(ctx, "TensorBoard events: %s", gf_errmsg());
+		}
+		free(text);
+		fclose(f);
+	}
+	tb_flush(m, ctx);
+}
+
 static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 {
 	double now = gf_now();
@@ -126,6 +192,7 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 	put_num(f, now - m->t0);
 	fputs(",\"images_per_s\":", f);
 	put_num(f, dt > 0 && m->images > 0 ? m->images / dt : NAN);
+	tb_scalar(m, ctx, "images_per_s", step, dt > 0 && m->images > 0 ? m->images / dt : NAN);
 	for (int i = 0; i < m->nacc; i++) {
 		acc *a = &m->a[i];
 		if (!strcmp(a->name, "images"))
@@ -134,9 +201,11 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 			continue;
 		if (a->latest_only && isnan(a->last))
 			continue;
+		double v = a->latest_only ? a->last : a->sum / (double)a->count;
 		fprintf(f, ",\"%s\":", a->name);
-		put_num(f, a->latest_only ? a->last : a->sum / (double)a->count);
-		gf_report_value(ctx, a->name, a->latest_only ? a->last : a->sum / (double)a->count);
+		put_num(f, v);
+		gf_report_value(ctx, a->name, v);
+		tb_scalar(m, ctx, a->name, step, v);
 		a->line = step;
 		a->sum = 0;
 		a->count = 0;
@@ -161,7 +230,13 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 		put_num(f, e->depth_mean);
 		fprintf(f, ",\"capacity\":%u,\"stalls\":%llu,\"items\":%llu}", e->capacity,
 		        (unsigned long long)e->stalls, (unsigned long long)e->items);
+		char tag[300];
+		snprintf(tag, sizeof(tag), "edges/%s -> %s/depth", e->from, e->to);
+		tb_scalar(m, ctx, tag, step, (double)e->depth);
+		snprintf(tag, sizeof(tag), "edges/%s -> %s/stalls", e->from, e->to);
+		tb_scalar(m, ctx, tag, step, (double)e->stalls);
 	}
+	tb_flush(m, ctx);
 	fputs("]}\n", f);
 	m->t_line = now;
 	m->images = 0;
@@ -191,7 +266,9 @@ static int write_evaluation(metrics *m, gf_ctx *ctx, const gf_msg *msg)
 		fprintf(f, ",\"%s\":", msg->scalars[i].name);
 		put_num(f, msg->scalars[i].value);
 		gf_report_value(ctx, msg->scalars[i].name, msg->scalars[i].value);
+		tb_scalar(m, ctx, msg->scalars[i].name, msg->step, msg->scalars[i].value);
 	}
+	tb_flush(m, ctx);
 	fputs("}\n", f);
 	if (fflush(f) != 0 || ferror(f))
 		return gf_fail(ctx, "%s: cannot write: %s", m->path, strerror(errno));
@@ -222,6 +299,9 @@ static int metrics_create(gf_ctx *ctx, const gf_value *params, void **self)
 	m->last_step = -1;
 	m->last_line = -1;
 	*self = m;
+	m->run_dir = run->run_dir;
+	if (gf_param_bool(params, "tensorboard") && run->run_dir && gf_tb_open(run->run_dir, &m->tb))
+		return gf_fail(ctx, "TensorBoard events: %s (tensorboard = false turns them off)", gf_errmsg());
 	return 0;
 }
 
@@ -229,6 +309,7 @@ static int metrics_run(void *self, gf_ctx *ctx)
 {
 	metrics *m = self;
 	m->t0 = m->t_line = gf_now();
+	tb_texts(m, ctx);
 	for (;;) {
 		gf_msg *msg;
 		int rc = gf_pop(ctx, IN_METRICS, &msg);
@@ -289,6 +370,7 @@ static void metrics_destroy(void *self)
 	metrics *m = self;
 	if (m->f)
 		fclose(m->f);
+	gf_tb_close(m->tb);
 	free(m);
 }
 
@@ -299,6 +381,7 @@ static const gf_port_desc inputs[] = {
 static const gf_param_desc params[] = {
 	{ "every", GF_PARAM_INT, "50", "write one line every this many steps", "1.." },
 	{ "file", GF_PARAM_STR, "metrics.jsonl", "output file, relative to the run directory", NULL },
+	{ "tensorboard", GF_PARAM_BOOL, "true", "also write the figures to the run's TensorBoard event file", NULL },
 };
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
@@ -309,7 +392,7 @@ GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.inputs = inputs,
 	.ninputs = 1,
 	.params = params,
-	.nparams = 2,
+	.nparams = sizeof(params) / sizeof(params[0]),
 	.create = metrics_create,
 	.run = metrics_run,
 	.destroy = metrics_destroy,

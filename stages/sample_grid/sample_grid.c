@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <ganflow/err.h>
 #include <ganflow/image.h>
 #include <ganflow/nn.h>
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
+#include <ganflow/tfevents.h>
 #include <ganflow/train.h>
 
 enum { IN_WEIGHTS };
@@ -49,6 +51,7 @@ typedef struct grid {
 	int32_t *labels;    /* (n) */
 	float *images;      /* (n, c, h, w) host */
 	uint8_t *png;
+	gf_tb *tb;          /* the run's TensorBoard events, NULL = off */
 	char dir[4096];
 	uint64_t seed, stream;
 } grid;
@@ -72,6 +75,8 @@ static int grid_create(gf_ctx *ctx, const gf_value *p, void **self)
 		snprintf(s->dir, sizeof(s->dir), "%s/%s", run->run_dir, dir);
 	if (mkdir(s->dir, 0755) && errno != EEXIST)
 		return gf_fail(ctx, "cannot create '%s': %s", s->dir, strerror(errno));
+	if (gf_param_bool(p, "tensorboard") && run->run_dir && gf_tb_open(run->run_dir, &s->tb))
+		return gf_fail(ctx, "TensorBoard events: %s (tensorboard = false turns them off)", gf_errmsg());
 	int rc = gf_train_backend(ctx, p, &s->be);
 	if (rc)
 		return rc;
@@ -137,6 +142,36 @@ static gen *get_gen(grid *s, gf_ctx *ctx, int64_t label)
 	return g;
 }
 
+/* The grid just written to path, as an image event "samples" of step; a
+ * failure is warned about and ends the event file, not the run. */
+static void tb_image(grid *s, gf_ctx *ctx, const char *path, int64_t step, int gw, int gh)
+{
+	if (!s->tb)
+		return;
+	FILE *f = fopen(path, "rb");
+	long n = -1;
+	uint8_t *png = NULL;
+	if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (png = malloc((size_t)n)) &&
+	    fread(png, 1, (size_t)n, f) == (size_t)n) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (!gf_tb_image(s->tb, "samples", step, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, png, (size_t)n, gh,
+		                 gw, s->c) &&
+		    !gf_tb_flush(s->tb))
+			n = 0;
+	}
+	if (n)
+		gf_warn(ctx, "TensorBoard events: grid %s not written (%s); no more images are",
+		        path, n < 0 || !png ? strerror(errno) : gf_errmsg());
+	if (n) {
+		gf_tb_close(s->tb);
+		s->tb = NULL;
+	}
+	free(png);
+	if (f)
+		fclose(f);
+}
+
 /* Renders every row and writes the grid for `step`. */
 static int render(grid *s, gf_ctx *ctx, int64_t step)
 {
@@ -167,8 +202,11 @@ static int render(grid *s, gf_ctx *ctx, int64_t step)
 	gf_grid_tile(s->png, s->images, s->n, s->c, s->h, s->w, s->cols, 2);
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/step-%08" PRId64 ".png", s->dir, step);
-	if (gf_png_write(path, s->png, gw, gh, s->c, 0) ||
-	    (snprintf(path, sizeof(path), "%s/latest.png", s->dir), gf_png_write(path, s->png, gw, gh, s->c, 0)))
+	if (gf_png_write(path, s->png, gw, gh, s->c, 0))
+		return gf_fail(ctx, "%s", gf_errmsg());
+	tb_image(s, ctx, path, step, gw, gh);
+	snprintf(path, sizeof(path), "%s/latest.png", s->dir);
+	if (gf_png_write(path, s->png, gw, gh, s->c, 0))
 		return gf_fail(ctx, "%s", gf_errmsg());
 	s->last_written = step;
 	return 0;
@@ -224,6 +262,7 @@ static void grid_destroy(void *self)
 	free(s->labels);
 	free(s->images);
 	free(s->png);
+	gf_tb_close(s->tb);
 	free(s);
 }
 
@@ -237,6 +276,7 @@ static const gf_param_desc params[] = {
 	{ "cols", GF_PARAM_INT, "8", "images per row", "1.." },
 	{ "rows", GF_PARAM_INT, "0", "rows (0: one per class, else 8)", "0.." },
 	{ "bn", GF_PARAM_STR, "eval", "batchnorm in G: eval (running statistics) or batch (the grid's statistics)", "eval|batch" },
+	{ "tensorboard", GF_PARAM_BOOL, "true", "also put each grid in the run's TensorBoard event file", NULL },
 	{ "dir", GF_PARAM_STR, "samples", "directory for the PNG files, relative to the run directory", NULL },
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },
 	{ "threads", GF_PARAM_INT, "0", "compute threads (0: the run's threads setting)", "0.." },

@@ -2,7 +2,7 @@
 # End-to-end tests of the training pipelines on real Fashion-MNIST data
 # (Debian's dataset-fashion-mnist), each run by CTest as its own test:
 #
-#   test_train.sh CASE      CASE = dcgan | cgan | perclass | async | resume |
+#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume |
 #                                  shape | resume_other | rundir | nan |
 #                                  enospc | sigint | plot
 #
@@ -75,6 +75,16 @@ print(g["input_shape"], g["1"][0], meta["g.role"], meta["d.reader"], meta["forma
 PY
 )
   check "[ \"$arch\" = '[100] linear generator reader ganflow-checkpoint-1' ]" "checkpoint metadata read with Python's json: got '$arch'"
+  ;;
+tensorboard)
+  # the run's TensorBoard event file, decoded with python3-protobuf and
+  # checked against metrics.jsonl and the grids (tests/train/check_tfevents.py)
+  /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null || { echo "skip: python3-protobuf is missing"; exit 77; }
+  run dcgan_fashion "$T/r" steps=30 samples=10 log=10
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/r.log")"
+  out=$(/usr/bin/python3 "$S/tests/train/check_tfevents.py" "$T/r" 274 274 2>&1)
+  check "[ $? -eq 0 ]" "event file: $out"
+  echo "$out"
   ;;
 cgan)
   run cgan_fashion "$T/r" steps=$STEPS samples=50 log=20 labels=data

@@ -1,0 +1,62 @@
+/* ganflow TensorBoard event files: what `tensorboard --logdir runs` shows
+ * of a run (scalars, sample grids, the pipeline and its arguments).
+ *
+ * A writer appends to RUN_DIR/events.out.tfevents.<unix time>.<host>, in
+ * TFRecord framing (u64 length, u32 masked CRC32C of the length bytes, the
+ * data, u32 masked CRC32C of the data; little-endian) around
+ * `tensorflow.Event` protocol buffers. The first event carries
+ * file_version "brain.Event:2"; each later one a wall time, a step and a
+ * Summary with one value: a scalar (simple_value), a PNG image
+ * (Summary.Image) or a text (a DT_STRING tensor for the "text" plugin).
+ *
+ * The stages that write (metrics, sample_grid) share one writer per run
+ * directory in a process: gf_tb_open of the same directory returns the
+ * same writer with one more reference. Every call is thread-safe. Under
+ * MPI only the rank that keeps the books runs those stages, so only it
+ * writes.
+ */
+#ifndef GANFLOW_TFEVENTS_H
+#define GANFLOW_TFEVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gf_tb gf_tb;
+
+/* The writer of run directory dir: opened (a new event file, its version
+ * event written) on the first call, shared afterwards. Returns 0, or
+ * -errno naming the file in gf_errmsg(). Release with gf_tb_close. */
+int gf_tb_open(const char *dir, gf_tb **out);
+
+/* Drops a reference; the last one flushes and closes the file. NULL is
+ * ignored. */
+void gf_tb_close(gf_tb *w);
+
+/* The event file's path; owned by the writer. */
+const char *gf_tb_path(const gf_tb *w);
+
+/* Appends one event of `step` at wall time `wall` (seconds since the
+ * epoch) holding a scalar, a PNG image (the bytes of a PNG file of
+ * height x width pixels, channels 1 = grey, 3 = RGB, 4 = RGBA) or a text
+ * (UTF-8, shown by TensorBoard's text dashboard) under tag. Returns 0,
+ * -ENOMEM or -errno naming the file (a full disk). Not flushed: see
+ * gf_tb_flush. */
+int gf_tb_scalar(gf_tb *w, const char *tag, int64_t step, double wall, float value);
+int gf_tb_image(gf_tb *w, const char *tag, int64_t step, double wall, const void *png, size_t len, int height,
+                int width, int channels);
+int gf_tb_text(gf_tb *w, const char *tag, int64_t step, double wall, const char *text);
+
+/* Flushes what was appended to the file. Returns 0 or -errno. */
+int gf_tb_flush(gf_tb *w);
+
+/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
+uint32_t gf_crc32c(uint32_t crc, const void *data, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
