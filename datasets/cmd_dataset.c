@@ -481,6 +481,15 @@ static int cmd_info(args *a)
 	printf("payload    %s, %.0f B per record\n", b2, m->count ? (double)m->payload_bytes / m->count : 0.0);
 	printf("size       height %u..%u, width %u..%u, channels %u..%u\n", m->min_height, m->max_height, m->min_width,
 	       m->max_width, m->min_channels, m->max_channels);
+	/* checksums: judged by the first record (a converter writes them on
+	 * every record or none); verify checks them all */
+	gf_record first;
+	printf("checksums  %s\n", m->count == 0 || gf_dataset_get(ds, 0, &first)
+	                              ? "-"
+	                              : first.h.flags & GF_RECORD_CRC32C
+	                                    ? "CRC-32C of every payload (checked by lmdb_reader and verify)"
+	                                    : "none (written before records carried a CRC-32C; they still read)");
+	gf_clearerr();
 	printf("classes    %u%s\n", m->nclasses, m->nclasses ? "" : " (unlabelled)");
 	if (m->nclasses) {
 		printf("  %5s  %-24s %10s %7s\n", "label", "name", "records", "share");
@@ -514,6 +523,7 @@ typedef struct verify_ctx {
 	int workers;
 	const int32_t *label_of; /* (count) label from the meta index, -1 unlabelled */
 	atomic_uint_fast64_t done, bad, printed;
+	atomic_uint_fast64_t summed; /* records that carry a checksum (checked) */
 	atomic_int fatal;
 	char fatal_msg[512];
 	pthread_mutex_t lock;
@@ -548,7 +558,11 @@ static void *verify_worker(void *p)
 		if (!rc) {
 			const uint8_t *pix;
 			int w, h;
-			rc = gf_decode_pixels(dec, &r.h, r.payload, 0, &pix, &w, &h);
+			if (r.h.flags & GF_RECORD_CRC32C)
+				atomic_fetch_add(&v->summed, 1);
+			rc = gf_record_check(&r.h, r.payload);
+			if (!rc)
+				rc = gf_decode_pixels(dec, &r.h, r.payload, 0, &pix, &w, &h);
 			if (rc)
 				snprintf(why, sizeof(why), "shard %s key %" PRIu64 ": %s",
 				         gf_dataset_shard(ds, r.shard)->path, r.key, gf_errmsg());
@@ -644,7 +658,10 @@ static int cmd_verify(args *a)
 	uint64_t bad = atomic_load(&v.bad), done = atomic_load(&v.done);
 	if (bad > 100)
 		gf_log(GF_LOG_WARN, "... and %" PRIu64 " more bad records", bad - 100);
-	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad\n", a->pos[0], done, bad);
+	uint64_t summed = atomic_load(&v.summed);
+	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad,
+	       summed == done ? "every record" : summed ? "some records (the others have none)"
+	                                                 : "none (shards written before records carried a CRC-32C)");
 	return bad || done != v.count ? 1 : 0;
 }
 

@@ -58,6 +58,7 @@ if(gf_fuzz_ok)
     ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_record.c
     ${CMAKE_SOURCE_DIR}/core/data/record.c
     ${CMAKE_SOURCE_DIR}/core/data/decode.c
+    ${CMAKE_SOURCE_DIR}/core/crc32c.c
     ${CMAKE_SOURCE_DIR}/core/err.c)
   add_custom_command(OUTPUT ${fuzz_bin}
     COMMAND ${GF_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

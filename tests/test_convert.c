@@ -395,7 +395,8 @@ static void test_command(void **st)
 	                 0);
 	assert_int_equal(run_cmd("%s dataset info %s >%s 2>&1", g, ds, log), 0);
 	txt = slurp(log);
-	if (!strstr(txt, "records    30") || !strstr(txt, "jpeg 30") || !strstr(txt, "shard-00002"))
+	if (!strstr(txt, "records    30") || !strstr(txt, "jpeg 30") || !strstr(txt, "shard-00002") ||
+	    !strstr(txt, "checksums  CRC-32C of every payload"))
 		fail_msg("info printed:\n%s", txt);
 	free(txt);
 	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, ds, log), 0);
@@ -414,6 +415,25 @@ static void test_command(void **st)
 	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, ds, log), 1);
 	txt = slurp(log);
 	if (!strstr(txt, "shard-00001 key 13:") || !strstr(txt, "1 bad"))
+		fail_msg("verify printed:\n%s", txt);
+	free(txt);
+	/* one flipped bit in the middle of record 21's JPEG data: the checksum
+	 * names it, whether or not the damage still decodes */
+	assert_int_equal(gf_dataset_open(ds, &d), 0);
+	assert_int_equal(gf_dataset_get(d, 21, &r), 0);
+	off = r.offset + GF_RECORD_HEADER_SIZE + r.h.payload / 2;
+	uint8_t byte = r.payload[r.h.payload / 2] ^ 0x01;
+	free(file);
+	file = strdup(gf_dataset_shard(d, r.shard)->file);
+	gf_dataset_close(d);
+	fd = open(file, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &byte, 1, (off_t)off), 1);
+	close(fd);
+	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, ds, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "shard-00002 key 21: payload checksum mismatch") || !strstr(txt, "2 bad") ||
+	    !strstr(txt, "payload checksums: every record"))
 		fail_msg("verify printed:\n%s", txt);
 	free(txt);
 	/* export writes class folders */

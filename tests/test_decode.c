@@ -313,10 +313,15 @@ static void test_stage_workers(void **st)
 	free(wr);
 }
 
-/* A copy of the JPEG dataset with some records' JPEG bytes spoiled. */
-static char *spoiled(int every)
+/* A copy of the JPEG dataset with some records' JPEG bytes spoiled:
+ * with keep_crc = 0 the records lose their checksums (as in shards written
+ * before records had one), so what catches the damage is the decoder; with
+ * keep_crc = 1 the checksum, written before the damage, catches it. `at`
+ * is the spoiled range's offset in the JPEG bytes, from its end when
+ * negative (the entropy-coded data, which TurboJPEG decodes regardless). */
+static char *spoiled_at(int every, int keep_crc, long at)
 {
-	char *out = path_fmt("%s/spoiled-%d", dir, every);
+	char *out = path_fmt("%s/spoiled-%d-%d", dir, every, keep_crc);
 	gf_dataset *ds;
 	assert_int_equal(gf_dataset_open(jpg_path, &ds), 0);
 	const gf_dataset_meta *m = gf_dataset_metadata(ds);
@@ -327,15 +332,30 @@ static char *spoiled(int every)
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, k, &r), 0);
 		uint8_t *v = malloc(r.value_len);
-		memcpy(v, r.value, r.value_len);
+		size_t len = r.value_len;
+		memcpy(v, r.value, len);
+		if (!keep_crc && (r.h.flags & GF_RECORD_CRC32C)) { /* drop flag and checksum */
+			v[18] &= (uint8_t)~GF_RECORD_CRC32C;
+			len -= 4;
+		}
+		long off = at >= 0 ? at : (long)r.h.payload + at;
 		if (k % (uint64_t)every == 7)
-			memset(v + GF_RECORD_HEADER_SIZE, 0x11, 40); /* no SOI marker: corrupt JPEG */
-		assert_int_equal(gf_dataset_writer_add_value(w, r.h.label, v, r.value_len), 0);
+			for (int i = 0; i < 40 && at >= 0; i++)
+				v[GF_RECORD_HEADER_SIZE + off + i] = 0x11; /* no SOI marker: corrupt JPEG */
+		if (k % (uint64_t)every == 7 && at < 0)
+			for (int i = 0; i < 16; i++)
+				v[GF_RECORD_HEADER_SIZE + off + i] ^= 0x01; /* 16 flipped bits of image data */
+		assert_int_equal(gf_dataset_writer_add_value(w, r.h.label, v, len), 0);
 		free(v);
 	}
 	assert_int_equal(gf_dataset_writer_finish(w), 0);
 	gf_dataset_close(ds);
 	return out;
+}
+
+static char *spoiled(int every)
+{
+	return spoiled_at(every, 0, 0);
 }
 
 static void test_stage_bad(void **st)
@@ -372,6 +392,30 @@ static void test_stage_bad(void **st)
 	free(p2);
 }
 
+/* 16 flipped bits in a JPEG's image data: the record's checksum catches
+ * them in the reader (skipped and counted, naming shard, key and
+ * checksums), before any decoder sees the bytes; with checksums = false
+ * the reader passes them on as before. */
+static void test_stage_checksum(void **st)
+{
+	(void)st;
+	char err[1024];
+	char *p = spoiled_at(1000, 1, -120);
+	for (int on = 1; on >= 0; on--) {
+		sink_reset();
+		step s[1] = {
+			{ "lmdb_reader", NULL, "samples", kv("path", gf_value_str(p), "epochs", gf_value_int(1), "shuffle",
+			                                     gf_value_bool(0), "checksums", gf_value_bool(on), NULL), 1 },
+		};
+		if (run_chain(s, 1, NULL, err, sizeof(err)))
+			fail_msg("run: %s", err);
+		assert_int_equal(sink_n, on ? 119 : 120);
+		for (size_t i = 0; i < sink_n; i++)
+			assert_int_equal(sink_items[i].key, !on || i < 7 ? i : i + 1);
+	}
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +427,7 @@ int main(void)
 	const struct CMUnitTest stage_tests[] = {
 		cmocka_unit_test(test_stage_workers),
 		cmocka_unit_test(test_stage_bad),
+		cmocka_unit_test(test_stage_checksum),
 	};
 	int rc = cmocka_run_group_tests(tests, setup, NULL);
 	rc |= cmocka_run_group_tests(stage_tests, setup_stage, teardown_stage);

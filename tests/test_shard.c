@@ -65,7 +65,7 @@ static void test_header_bad(void **st)
 	b[2] = 9;
 	expect_corrupt(b, GF_RECORD_HEADER_SIZE + 4, "version");
 	memcpy(b, v, sizeof(v));
-	b[18] = 1;
+	b[18] = 2; /* bit 0 is GF_RECORD_CRC32C: bit 1 is unknown */
 	expect_corrupt(b, GF_RECORD_HEADER_SIZE + 4, "flags");
 	memcpy(b, v, sizeof(v));
 	b[3] = 7;
@@ -254,10 +254,11 @@ static void test_shard_bytes(void **st)
 	gf_dataset *ds;
 	assert_int_equal(gf_dataset_open(out, &ds), 0);
 	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	/* 124-byte values, at most 1000 bytes per shard: 8 per shard */
-	assert_int_equal(m->nshards, 12);
-	assert_int_equal(gf_dataset_shard(ds, 0)->count, 8);
-	assert_int_equal(gf_dataset_shard(ds, 11)->count, 7);
+	/* 128-byte values (header, 100 pixels, checksum), at most 1000 bytes
+	 * per shard: 7 per shard */
+	assert_int_equal(m->nshards, 14);
+	assert_int_equal(gf_dataset_shard(ds, 0)->count, 7);
+	assert_int_equal(gf_dataset_shard(ds, 13)->count, 4);
 	assert_string_equal(m->class_names[1], "one");
 	for (uint64_t k = 0; k < 95; k++) {
 		gf_record r;

@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include <ganflow/crc32c.h>
 #include <ganflow/dataset.h>
 #include <ganflow/err.h>
 
@@ -43,6 +44,8 @@ static const char *header_problem(const gf_record_header *h)
 		return "raw payload is not height x width x channels bytes";
 	if (h->encoding == GF_ENC_JPEG && h->payload < 4)
 		return "JPEG payload shorter than 4 bytes";
+	if (h->flags & ~GF_RECORD_CRC32C)
+		return "unknown flags";
 	return NULL;
 }
 
@@ -60,8 +63,20 @@ int gf_record_header_write(const gf_record_header *h, uint8_t out[GF_RECORD_HEAD
 	gf_put_u32(out + 8, h->height);
 	gf_put_u32(out + 12, h->width);
 	gf_put_u16(out + 16, (uint16_t)h->channels);
-	gf_put_u16(out + 18, 0);
+	gf_put_u16(out + 18, (uint16_t)h->flags);
 	gf_put_u32(out + 20, h->payload);
+	return 0;
+}
+
+int gf_record_check(const gf_record_header *h, const uint8_t *payload)
+{
+	if (!(h->flags & GF_RECORD_CRC32C))
+		return 0;
+	uint32_t c = gf_crc32c(0, payload, h->payload);
+	if (c != h->crc)
+		return gf_seterr(GF_ECORRUPT, "payload checksum mismatch (stored 0x%08x, computed 0x%08x): the record's "
+		                              "bytes changed after it was written",
+		                 h->crc, c);
 	return 0;
 }
 
@@ -76,9 +91,17 @@ int gf_record_parse(const void *value, size_t len, gf_record_header *h, const ui
 	if (p[2] != GF_RECORD_VERSION)
 		return gf_seterr(GF_ECORRUPT, "bad header: version %u (this build reads %d)", p[2],
 		                 GF_RECORD_VERSION);
-	if (gf_get_u16(p + 18) != 0)
+	if (gf_get_u16(p + 18) & ~GF_RECORD_CRC32C)
 		return gf_seterr(GF_ECORRUPT, "bad header: unknown flags 0x%04x", gf_get_u16(p + 18));
 	gf_record_header r;
+	r.flags = gf_get_u16(p + 18);
+	r.crc = 0;
+	if (r.flags & GF_RECORD_CRC32C) { /* the checksum is the value's last 4 bytes */
+		if (len < GF_RECORD_HEADER_SIZE + 4)
+			return gf_seterr(GF_ECORRUPT, "truncated value: %zu bytes, no room for the payload checksum", len);
+		r.crc = gf_get_u32(p + len - 4);
+		len -= 4;
+	}
 	r.encoding = p[3];
 	r.label = (int32_t)gf_get_u32(p + 4);
 	r.height = gf_get_u32(p + 8);

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -536,6 +537,13 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 	if ((rc = gf_dataset_check(s->ds, &it->rec, value, it->rec.value_len, &it->rec.h)))
 		return rc;
 	it->rec.payload = value + GF_RECORD_HEADER_SIZE;
+	if (!s->o.no_checksum && (rc = gf_record_check(&it->rec.h, it->rec.payload))) {
+		/* GF_ECORRUPT: the reader counts and skips it like any bad record */
+		char why[256];
+		snprintf(why, sizeof(why), "%s", gf_errmsg());
+		return gf_seterr(rc, "shard %s key %llu: %s", gf_dataset_shard(s->ds, it->rec.shard)->path,
+		                 (unsigned long long)it->rec.key, why);
+	}
 	return 0;
 }
 

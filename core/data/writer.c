@@ -17,6 +17,7 @@
 
 #include <lmdb.h>
 
+#include <ganflow/crc32c.h>
 #include <ganflow/dataset.h>
 #include <ganflow/err.h>
 
@@ -312,6 +313,9 @@ int gf_dataset_writer_add(gf_dataset_writer *w, const gf_record_header *h, const
 {
 	int rc;
 	uint8_t hdr[GF_RECORD_HEADER_SIZE];
+	gf_record_header hc = *h;
+	hc.flags |= GF_RECORD_CRC32C; /* every record written carries its checksum */
+	h = &hc;
 	if ((rc = gf_record_header_write(h, hdr))) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", gf_errmsg());
@@ -320,7 +324,7 @@ int gf_dataset_writer_add(gf_dataset_writer *w, const gf_record_header *h, const
 	if (h->label >= 0 && (uint32_t)h->label >= w->o.nclasses)
 		return gf_seterr(GF_EPARAM, "dataset %s: record %llu: label %d >= class count %u", w->out,
 		                 (unsigned long long)w->count, h->label, w->o.nclasses);
-	size_t len = GF_RECORD_HEADER_SIZE + (size_t)h->payload;
+	size_t len = GF_RECORD_HEADER_SIZE + (size_t)h->payload + 4;
 	if (len > w->vcap) {
 		size_t nc = len + len / 2;
 		uint8_t *n = realloc(w->vbuf, nc);
@@ -331,6 +335,7 @@ int gf_dataset_writer_add(gf_dataset_writer *w, const gf_record_header *h, const
 	}
 	memcpy(w->vbuf, hdr, GF_RECORD_HEADER_SIZE);
 	memcpy(w->vbuf + GF_RECORD_HEADER_SIZE, payload, h->payload);
+	gf_put_u32(w->vbuf + len - 4, gf_crc32c(0, payload, h->payload));
 	return add_value(w, h->label, w->vbuf, len, h);
 }
 

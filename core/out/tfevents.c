@@ -15,33 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ganflow/crc32c.h>
 #include <ganflow/err.h>
 #include <ganflow/tfevents.h>
-
-/* ---- CRC-32C ---- */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1; /* Castagnoli, reflected */
-		crc_table[i] = c;
-	}
-}
-
-uint32_t gf_crc32c(uint32_t crc, const void *data, size_t n)
-{
-	pthread_once(&crc_once, crc_init);
-	const uint8_t *p = data;
-	crc = ~crc;
-	while (n--)
-		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return ~crc;
-}
 
 /* TFRecord's mask, so a CRC of data holding CRCs stays well-behaved. */
 static uint32_t masked(uint32_t crc)

@@ -56,6 +56,7 @@ static const gf_param_desc params[] = {
 	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)", "0.." },
 	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer", "1..65536" },
 	{ "direct", GF_PARAM_BOOL, "false", "O_DIRECT reads through io_uring (data sets larger than memory)", NULL },
+	{ "checksums", GF_PARAM_BOOL, "true", "check each record's payload CRC-32C (records without one pass)", NULL },
 	{ "uring", GF_PARAM_BOOL, "true", "use io_uring (false: posix_fadvise / pread)", NULL },
 	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", "0..1" },
 	{ "min_records", GF_PARAM_INT, "100", "records read before max_bad_fraction is enforced mid-epoch", "1.." },
@@ -151,6 +152,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		.readahead = (uint32_t)gf_param_int(p, "readahead"),
 		.direct = r->direct,
 		.no_uring = !gf_param_bool(p, "uring"),
+		.no_checksum = !gf_param_bool(p, "checksums"),
 	};
 	if ((rc = gf_stream_open(r->ds, &so, &r->s)))
 		return gf_fail(ctx, "%s", gf_errmsg());

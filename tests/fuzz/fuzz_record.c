@@ -63,8 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* a record value */
 	gf_record_header h;
 	const uint8_t *payload;
-	if (gf_record_parse(data, size, &h, &payload) == 0)
+	if (gf_record_parse(data, size, &h, &payload) == 0) {
+		(void)gf_record_check(&h, payload); /* reads exactly the payload */
 		decode(mode, &h, payload);
+	}
 	/* the bytes as a JPEG payload with a matching header */
 	int w, hh, c;
 	if (size >= 4 && size <= UINT32_MAX && gf_jpeg_info(dec, data, size, &w, &hh, &c) == 0 && w > 0 && hh > 0 &&

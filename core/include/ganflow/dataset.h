@@ -28,8 +28,11 @@
  *     8  u32    height
  *    12  u32    width
  *    16  u16    channels (1 gray, 3 RGB)
- *    18  u16    flags (0; readers reject unknown bits)
- *    20  u32    payload length (= value length - 24)
+ *    18  u16    flags (readers reject unknown bits):
+ *                 GF_RECORD_CRC32C 0x0001: a u32 CRC-32C of the payload
+ *                 follows it (every converter writes one; records without
+ *                 it, from older shards, still read)
+ *    20  u32    payload length (= value length - 24, - 4 with the CRC)
  * PNG input is stored as raw or JPEG; a JPEG record's height, width and
  * channels are those of the JPEG image it holds.
  *
@@ -89,12 +92,21 @@ typedef struct gf_record_header {
 	uint32_t width;
 	uint32_t channels; /* 1 or 3 */
 	uint32_t payload;  /* payload bytes following the header */
+	uint32_t flags;    /* GF_RECORD_CRC32C when the value carries a checksum */
+	uint32_t crc;      /* that checksum (with GF_RECORD_CRC32C) */
 } gf_record_header;
+
+#define GF_RECORD_CRC32C 0x0001u
+
+/* Checks the payload of a parsed record (h from gf_record_parse, payload
+ * its payload) against its CRC-32C: 0 (also for a record without one) or
+ * GF_ECORRUPT "payload checksum mismatch (stored 0x..., computed 0x...)". */
+int gf_record_check(const gf_record_header *h, const uint8_t *payload);
 
 /* Name of an encoding ("raw", "jpeg"), "?" for an unknown value. */
 const char *gf_encoding_name(uint32_t enc);
 
-/* Writes the 24-byte header for h into out. Returns 0, or GF_EPARAM (detail
+/* Writes the 24-byte header for h (its flags too) into out. Returns 0, or GF_EPARAM (detail
  * in gf_errmsg()) when h is not valid: unknown encoding, channels not 1 or
  * 3, a zero or too large dimension, a raw payload length that is not
  * height * width * channels, label < -1. */
@@ -102,8 +114,9 @@ int gf_record_header_write(const gf_record_header *h, uint8_t out[GF_RECORD_HEAD
 
 /* Parses and checks the header of a record value of len bytes: magic,
  * version, encoding, flags, channels, dimensions, payload length equal to
- * len - 24 (a shorter value is "truncated"), and for raw records payload ==
- * height * width * channels. Does not check the label against a class
+ * len - 24 (- 4 with GF_RECORD_CRC32C, whose checksum goes to h->crc; a
+ * shorter value is "truncated"), and for raw records payload ==
+ * height * width * channels. The checksum itself is gf_record_check's. Does not check the label against a class
  * count (gf_dataset_get does). On success fills *h and sets *payload (may be
  * NULL) to value + 24. Returns 0 or GF_ECORRUPT with the reason in
  * gf_errmsg() (no file or key: the caller adds them). Never reads outside
@@ -347,6 +360,7 @@ typedef struct gf_stream_opts {
 	uint32_t readahead;    /* records located and prefetched ahead (0: 64) */
 	int direct;            /* read values with O_DIRECT into stream buffers */
 	int no_uring;          /* use posix_fadvise / pread instead of io_uring */
+	int no_checksum;       /* skip the payload CRC-32C check (gf_record_check) */
 } gf_stream_opts;
 
 typedef struct gf_stream_item {

@@ -53,9 +53,6 @@ int gf_tb_text(gf_tb *w, const char *tag, int64_t step, double wall, const char 
 /* Flushes what was appended to the file. Returns 0 or -errno. */
 int gf_tb_flush(gf_tb *w);
 
-/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
-uint32_t gf_crc32c(uint32_t crc, const void *data, size_t n);
-
 #ifdef __cplusplus
 }
 #endif
