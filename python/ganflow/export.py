@@ -65,6 +65,9 @@ def main(argv):
         names.append("labels")
     outname = "images" if gen else "y"
     axes = {n: {0: "batch"} for n in names + [outname]}
+    import warnings
+    # torch 1.13 warns about every nn.Upsample (its scale is a prim::Constant); harmless
+    warnings.filterwarnings("ignore", message="The shape inference of prim::Constant type is missing")
     try:
         with torch.no_grad():
             torch.onnx.export(net, args, out, input_names=names, output_names=[outname], dynamic_axes=axes,
@@ -76,7 +79,7 @@ def main(argv):
             onnx.checker.check_model(onnx.load(out))
         except Exception as e:
             return fail(f"{out}: the exported model does not pass onnx.checker: {e}")
-    shape = "x".join(str(d) for d in net.output_shape)
+    shape = ", ".join(str(d) for d in net.output_shape)
     cond = f" + labels (0..{net.classes - 1})" if net.classes else ""
     print(f"{out}: part '{net.part}' ({net.role}{', EMA weights' if net.ema else ''}), "
           f"{names[0]} (batch, {', '.join(str(d) for d in net.input_shape)}){cond} -> {outname} (batch, {shape})")

@@ -339,7 +339,7 @@ class GanflowNet(nn.Module):
         if self.classes:
             if labels is None:
                 raise ValueError(f"this network takes labels: forward(x, labels) with labels in 0..{self.classes - 1}")
-            labels = torch.as_tensor(labels).long()
+            labels = labels.long() if isinstance(labels, torch.Tensor) else torch.as_tensor(labels).long()
         nodes = {"x": x, "label": labels}
         mods = self.net._modules
         for key, inp, w, out in self.plan:
