@@ -3,7 +3,8 @@
 the PyTorch bridge's (ganflow.torch.load) and the exported ONNX model's.
 
     check_bridge.py g CKPT PART PREFIX        G on PREFIX.z.npy (+ PREFIX.labels.npy) vs PREFIX.images.npy
-                                              (written by `ganflow sample npy=PREFIX`)
+                                              (written by `ganflow sample npy=PREFIX`; the per-class
+                                              G of class k on the rows labelled k)
     check_bridge.py net CKPT PART REF         a network on REF's "x" (+ "labels") vs its "y" and
                                               "features" (REF: written by net_forward)
     check_bridge.py onnx MODEL REF            the ONNX model (onnx.checker, input/output names and
@@ -53,6 +54,13 @@ def check_torch(ckpt, part, ref):
     net = gt.load(ckpt, part=part)
     assert not net.training, "load() must return the module in eval mode"
     x, lab, y, feat = refs(ref)
+    if not net.classes and net.cls >= 0 and lab is not None:
+        # a per-class G: the rows ganflow sample made with it (label = its class)
+        rows = lab == net.cls
+        if not rows.any():
+            print(f"FAIL: no image of class {net.cls} in {ref}")
+            return 1
+        x, lab, y = x[rows], None, y[rows]
     if bool(net.classes) != (lab is not None):
         print(f"FAIL: network classes={net.classes} but the reference {'has' if lab is not None else 'has no'} labels")
         return 1

@@ -2,9 +2,9 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = dcgan | cgan | classifier | export | errors
+#   test_bridge.sh CASE     CASE = dcgan | cgan | perclass | classifier | export | errors
 #
-# dcgan, cgan, classifier: train the backbone's pipeline 3 steps on
+# dcgan, cgan, perclass, classifier: train the backbone's pipeline 3 steps on
 # Fashion-MNIST, then ganflow.torch.load must give ganflow's outputs on the
 # same inputs within 1e-4: G through `ganflow sample npy=` (same noise and
 # labels), D and the classifier through net_forward (same x, labels; the
@@ -86,6 +86,14 @@ cgan)
   compare "conditional G: bridge vs ganflow sample" g "$ck" g "$T/s"
   forward "$ck" d 20
   compare "conditional D: bridge vs ganflow" net "$ck" d "$T/d.st"
+  ;;
+perclass)
+  # one G per class: part="g<k>" on the rows of class k of the mixture
+  ck=$(train perclass_fashion samples=1000 classes=3) || exit 1
+  sample "$ck" 9
+  for k in 0 1 2; do
+    compare "per-class G$k: bridge vs ganflow sample" g "$ck" g$k "$T/s"
+  done
   ;;
 classifier)
   ck=$(train classifier_fashion test= out="$T/clf.safetensors") || exit 1
