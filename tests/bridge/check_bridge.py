@@ -93,6 +93,18 @@ def _conv(x, w, b, strides, pads):
     return y + b.reshape(1, -1, 1, 1) if b is not None else y
 
 
+def _tconv(x, w, b, strides, pads, opad):
+    n, c, h, wd = x.shape
+    _, co, kh, kw = w.shape
+    full = np.zeros((n, co, (h - 1) * strides[0] + kh + opad[0], (wd - 1) * strides[1] + kw + opad[1]))
+    for i in range(kh):
+        for j in range(kw):
+            full[:, :, i:i + strides[0] * h:strides[0], j:j + strides[1] * wd:strides[1]] += \
+                np.einsum("nchw,co->nohw", x, w[:, :, i, j])
+    y = full[:, :, pads[0]:full.shape[2] - pads[2], pads[1]:full.shape[3] - pads[3]]
+    return y + b.reshape(1, -1, 1, 1) if b is not None else y
+
+
 def _pool(x, k, strides, pads, op):
     fill = -np.inf if op == "max" else 0.0
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
@@ -155,6 +167,17 @@ def run_numpy(model, feeds):
             if a.get("group", 1) != 1 or any(d != 1 for d in a.get("dilations", [1, 1])):
                 raise NotImplementedError(f"Conv {a}")
             out = _conv(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0] * 4))
+        elif op == "Pad":
+            if a.get("mode", b"constant") != b"constant":
+                raise NotImplementedError(f"Pad {a}")
+            p, r = [int(d) for d in i[1]], i[0].ndim
+            value = float(i[2]) if len(i) > 2 and i[2] is not None else 0.0
+            out = np.pad(i[0], [(p[k], p[k + r]) for k in range(r)], constant_values=value)
+        elif op == "ConvTranspose":
+            if a.get("group", 1) != 1 or "output_shape" in a or any(d != 1 for d in a.get("dilations", [1, 1])):
+                raise NotImplementedError(f"ConvTranspose {a}")
+            out = _tconv(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0] * 4),
+                         a.get("output_padding", [0, 0]))
         elif op in ("MaxPool", "AveragePool"):
             if a.get("ceil_mode", 0) or (op == "AveragePool" and not a.get("count_include_pad", 0)
                                          and any(a.get("pads", [0]))):

@@ -1,5 +1,9 @@
 /* net_forward CHECKPOINT PART OUT.safetensors [n=8] [seed=1]: ganflow's
  * side of the PyTorch bridge test for networks that are not generators.
+ * net_forward --make TABLE.json CHECKPOINT: a checkpoint of one part "t"
+ * (role "test") holding the network of a JSON layer table, initialised
+ * and run 3 times in training mode (running statistics that are not
+ * 0 and 1), for the layer kinds no backbone uses.
  *
  * Rebuilds part PART (an instance name) of a training checkpoint with
  * gf_ckpt_net, feeds it n inputs drawn U(-1, 1) from Philox(seed) (and
@@ -12,6 +16,7 @@
 #include <string.h>
 
 #include <ganflow/ckpt.h>
+#include <ganflow/value.h>
 #include <ganflow/err.h>
 #include <ganflow/rng.h>
 #include <ganflow/safetensors.h>
@@ -26,8 +31,86 @@ static int to_host(gf_backend *be, const gf_tensor *t, float **host)
 	return be->ops->copy(be, *host, t->data, n * sizeof(float), GF_COPY_D2H);
 }
 
+/* Random inputs for a network: x (n, input shape) U(-1, 1) and labels
+ * i % classes; both malloc'd. */
+static int inputs(gf_net *net, int n, uint64_t seed, float **x, int32_t **labels, gf_tensor *xt, gf_tensor *lt,
+                  int64_t *ls)
+{
+	gf_tensor in, o;
+	gf_net_shapes(net, &in, &o);
+	in.shape[0] = n;
+	size_t numel = (size_t)gf_tensor_numel(&in);
+	*x = malloc(numel * sizeof(float));
+	*labels = malloc((size_t)n * sizeof(int32_t));
+	if (!*x || !*labels)
+		return -1;
+	gf_rng r;
+	gf_rng_init(&r, seed, 0x6272696467ull);
+	gf_rng_uniform(&r, *x, numel, -1.0f, 1.0f);
+	int classes = gf_net_classes(net);
+	for (int i = 0; i < n; i++)
+		(*labels)[i] = classes ? i % classes : 0;
+	ls[0] = n;
+	*xt = gf_tensor_make(*x, GF_F32, in.ndim, in.shape);
+	*lt = gf_tensor_make(*labels, GF_I32, 1, ls);
+	return 0;
+}
+
+static int make(const char *table_path, const char *out)
+{
+	FILE *f = fopen(table_path, "rb");
+	char text[1 << 16];
+	size_t len = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	if (!len) {
+		fprintf(stderr, "net_forward: cannot read %s\n", table_path);
+		return 1;
+	}
+	text[len] = '\0';
+	gf_value table;
+	gf_backend *be = NULL;
+	gf_net *net = NULL;
+	float *x = NULL;
+	int32_t *labels = NULL;
+	int status = 1;
+	if (gf_value_from_json(text, &table))
+		goto fail;
+	if (gf_backend_open("cpu", NULL, &be) || gf_net_create(&net, be, &table, &(gf_net_opts){ .max_batch = 16 }))
+		goto fail;
+	gf_rng init = { 7, 0, 0 };
+	if (gf_net_init(net, &init))
+		goto fail;
+	for (int step = 0; step < 3; step++) {
+		gf_tensor xt, lt;
+		int64_t ls[1];
+		free(x);
+		free(labels);
+		if (inputs(net, 16, 100 + (uint64_t)step, &x, &labels, &xt, &lt, ls) ||
+		    gf_net_forward(net, &xt, gf_net_classes(net) ? &lt : NULL, GF_TRAIN))
+			goto fail;
+	}
+	const char *meta[] = { "t.role", "test", "t.table", text, "t.class", "-1", NULL };
+	gf_ckpt_part part = { "t.net", net, NULL };
+	if (gf_ckpt_save(out, &part, 1, 3, NULL, meta))
+		goto fail;
+	status = 0;
+	goto out;
+fail:
+	fprintf(stderr, "net_forward: %s: %s\n", table_path, gf_errmsg());
+out:
+	gf_net_destroy(net);
+	gf_backend_close(be);
+	gf_value_free(&table);
+	free(x);
+	free(labels);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "--make"))
+		return make(argv[2], argv[3]);
 	if (argc < 4) {
 		fprintf(stderr, "usage: net_forward CHECKPOINT PART OUT.safetensors [n=8] [seed=1]\n");
 		return 2;
@@ -55,22 +138,11 @@ int main(int argc, char **argv)
 	if (gf_ckpt_net(c, part, be, n, &net))
 		goto fail;
 
-	gf_tensor in, o;
-	gf_net_shapes(net, &in, &o);
-	in.shape[0] = n;
-	size_t per = gf_tensor_numel(&in) / (size_t)n;
-	x = malloc((size_t)n * per * sizeof(float));
-	labels = malloc((size_t)n * sizeof(int32_t));
-	if (!x || !labels)
+	gf_tensor xt, lt;
+	int64_t ls[1];
+	if (inputs(net, n, (uint64_t)seed, &x, &labels, &xt, &lt, ls))
 		goto fail;
-	gf_rng r;
-	gf_rng_init(&r, (uint64_t)seed, 0x6272696467ull);
-	gf_rng_uniform(&r, x, (size_t)n * per, -1.0f, 1.0f);
 	int classes = gf_net_classes(net);
-	for (int i = 0; i < n; i++)
-		labels[i] = classes ? i % classes : 0;
-	int64_t ls[1] = { n };
-	gf_tensor xt = gf_tensor_make(x, GF_F32, in.ndim, in.shape), lt = gf_tensor_make(labels, GF_I32, 1, ls);
 	if (gf_net_forward(net, &xt, classes ? &lt : NULL, GF_EVAL))
 		goto fail;
 

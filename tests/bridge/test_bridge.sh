@@ -2,8 +2,10 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = dcgan | cgan | perclass | classifier | export | errors
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors
 #
+# kinds: a network of every layer kind (tests/bridge/kinds.json) in a
+# checkpoint made by net_forward --make, bridge and ONNX vs ganflow.
 # dcgan, cgan, perclass, classifier: train the backbone's pipeline 3 steps on
 # Fashion-MNIST, then ganflow.torch.load must give ganflow's outputs on the
 # same inputs within 1e-4: G through `ganflow sample npy=` (same noise and
@@ -22,7 +24,7 @@ if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
   echo "skip: $PY lacks torch or onnx (apt-get install python3-torch python3-onnx)"
   exit 77
 fi
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+if [ "$case_name" != kinds ] && [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   echo "skip: /usr/share/datasets/fashion-mnist is missing (apt-get install dataset-fashion-mnist)"
   exit 77
 fi
@@ -33,12 +35,12 @@ fails=0
 fail() { echo "FAIL [$case_name]: $*"; fails=$((fails + 1)); }
 check() { if ! eval "$1"; then fail "$2"; fi; }
 
-"$G" dataset fashion-mnist out="$T/fm" >/dev/null 2>&1 || { echo "FAIL: cannot convert Fashion-MNIST"; exit 1; }
-
 # train PIPELINE [key=value...]: 3 steps into $T/r; prints the checkpoint
 train() {
   local p=$1
   shift
+  [ -d "$T/fm" ] || "$G" dataset fashion-mnist out="$T/fm" >/dev/null 2>&1 ||
+    { echo "FAIL: cannot convert Fashion-MNIST" >&2; exit 1; }
   "$G" run "$S/pipelines/$p.lua" data="$T/fm/train" batch=16 dir="$T/r" quiet=true steps=3 log=1 "$@" \
     >"$T/r.log" 2>&1 || { echo "FAIL: $p failed: $(tail -3 "$T/r.log")" >&2; exit 1; }
   echo "$T/r/checkpoints/$(cat "$T/r/checkpoints/latest")"
@@ -67,6 +69,18 @@ forward() {
 }
 
 case $case_name in
+kinds)
+  # every layer kind and alias, named sources, positions, no-bias and
+  # non-affine layers, bn on (C), (C, L) and (C, H, W), through a checkpoint
+  # that net_forward --make writes (no backbone uses tconv, avgpool, softmax...)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds.json" "$T/k.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make failed: $(cat "$T/f.log")"
+  forward "$T/k.safetensors" t 9
+  compare "every layer kind: bridge vs ganflow" net "$T/k.safetensors" t "$T/t.st"
+  "$G" export "$T/k.safetensors" "$T/k.onnx" part=t >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export of every layer kind failed: $(cat "$T/e.log")"
+  compare "every layer kind: ONNX vs ganflow" onnx "$T/k.onnx" "$T/t.st"
+  ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1
   sample "$ck" 16
