@@ -46,7 +46,7 @@ static int int_arg(const char *key, const char *v, long *out)
 static int write_npy(const char *prefix, const char *what, const char *descr, int ndim, const long *shape,
                      const void *data)
 {
-	char path[4096], hdr[128];
+	char path[4096], hdr[256];   /* the dict, padded: < 200 bytes */
 	snprintf(path, sizeof(path), "%s.%s.npy", prefix, what);
 	size_t n = 1;
 	int len = snprintf(hdr, sizeof(hdr), "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
@@ -60,11 +60,10 @@ static int write_npy(const char *prefix, const char *what, const char *descr, in
 	hdr[len++] = '\n';
 	FILE *f = fopen(path, "wb");
 	uint8_t pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(len & 0xff), (uint8_t)(len >> 8) };
-	if (!f || fwrite(pre, 1, 10, f) != 10 || fwrite(hdr, 1, (size_t)len, f) != (size_t)len ||
-	    fwrite(data, 4, n, f) != n || fclose(f)) {
+	int ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len &&
+	         fwrite(data, 4, n, f) == n;
+	if ((f && fclose(f)) || !ok) {
 		fprintf(stderr, "ganflow sample: cannot write %s\n", path);
-		if (f)
-			fclose(f);
 		return 1;
 	}
 	return 0;

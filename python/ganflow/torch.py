@@ -109,7 +109,7 @@ class _Layer:
 
     def int(self, i, key, default=None):
         x = self.get(i, key, default)
-        if x is None or isinstance(x, bool) or float(x) != int(x):
+        if not isinstance(x, (int, float)) or isinstance(x, bool) or x != int(x):
             raise self.error(f"{key or 'argument %d' % (i + 2)} must be an integer, got {x!r}")
         return int(x)
 
@@ -183,9 +183,9 @@ class GanflowNet(nn.Module):
                 inp = "label"
             else:
                 inp = layers[-1].node if layers else "x"
-            w = self._source(l, layers, "with", _key(v, "with")) if l.kind == "concat" else None
             if l.kind == "concat" and _key(v, "with") is None:
-                raise l.error("needs with = <layer name, position, \"x\">")
+                raise l.error('needs with = <layer name, position, "x">')
+            w = self._source(l, layers, "with", _key(v, "with")) if l.kind == "concat" else None
             l.node = f"n{i}"
             if (inp == "label") != (l.kind == "embedding"):
                 raise l.error("only an embedding reads the labels" if inp == "label"
