@@ -10,5 +10,6 @@ int gf_cmd_dataset(int argc, char **argv);
 int gf_cmd_sample(int argc, char **argv);
 int gf_cmd_plot(int argc, char **argv);
 int gf_cmd_eval(int argc, char **argv);
+int gf_cmd_export(int argc, char **argv);
 
 #endif

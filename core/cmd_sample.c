@@ -1,11 +1,15 @@
 /* `ganflow sample CHECKPOINT [n=64] [out=grid.png] [class=k] [cols=8] [seed=1]
- *  [bn=eval|batch]`: images from the generators of a training checkpoint.
+ *  [bn=eval|batch] [npy=PREFIX]`: images from the generators of a training checkpoint.
  *
  * One G: n images (a conditional G draws row r with label r, or every
  * image with label k when class=k). Per-class generators: with class=k the
  * images come from G_k; without, the grid shows the mixture of the
  * per-class generators stratified by class: row r from G_r (equal
- * weights, the mixture of classes the seed paper samples from). */
+ * weights, the mixture of classes the seed paper samples from).
+ *
+ * npy=PREFIX also writes what was generated as NumPy files: PREFIX.z.npy
+ * (n, z) f32 noise, PREFIX.images.npy (n, c, h, w) f32 and, with labels,
+ * PREFIX.labels.npy (n) i32 (the PyTorch bridge's tests compare with them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ganflow sample CHECKPOINT [n=64] [out=grid.png] [class=k] [cols=8] [seed=1] [bn=eval|batch]\n"
+	fprintf(stderr, "usage: ganflow sample CHECKPOINT [n=64] [out=grid.png] [class=k] [cols=8] [seed=1] [bn=eval|batch] [npy=PREFIX]\n"
 	                "  generates n images from the generator(s) of a training checkpoint into a PNG grid\n");
 	return 2;
 }
@@ -35,11 +39,61 @@ static int int_arg(const char *key, const char *v, long *out)
 	return 0;
 }
 
+/* ---- npy=PREFIX ---- */
+
+/* PREFIX.what.npy: an NPY 1.0 file of n little-endian values of 4 bytes
+ * (descr "<f4" or "<i4"). Returns 0, or prints why and returns 1. */
+static int write_npy(const char *prefix, const char *what, const char *descr, int ndim, const long *shape,
+                     const void *data)
+{
+	char path[4096], hdr[256];   /* the dict, padded: < 200 bytes */
+	snprintf(path, sizeof(path), "%s.%s.npy", prefix, what);
+	size_t n = 1;
+	int len = snprintf(hdr, sizeof(hdr), "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+	for (int i = 0; i < ndim; i++) {
+		len += snprintf(hdr + len, sizeof(hdr) - (size_t)len, "%ld,%s", shape[i], i + 1 < ndim ? " " : "");
+		n *= (size_t)shape[i];
+	}
+	len += snprintf(hdr + len, sizeof(hdr) - (size_t)len, "), }");
+	while ((10 + len + 1) % 64)   /* magic, version, length, dict, '\n': 64-byte aligned */
+		hdr[len++] = ' ';
+	hdr[len++] = '\n';
+	FILE *f = fopen(path, "wb");
+	uint8_t pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(len & 0xff), (uint8_t)(len >> 8) };
+	int ok = f && fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len &&
+	         fwrite(data, 4, n, f) == n;
+	if ((f && fclose(f)) || !ok) {
+		fprintf(stderr, "ganflow sample: cannot write %s\n", path);
+		return 1;
+	}
+	return 0;
+}
+
+/* The noise gf_generators_sample drew from r0 (its state before the call),
+ * the images and the labels, as PREFIX.*.npy. */
+static int write_npys(const char *prefix, gf_generators *gs, gf_rng r0, long n, const float *images,
+                      const int32_t *labels)
+{
+	gf_tensor in, o;
+	gf_net_shapes(gf_generators_net(gs, 0), &in, &o);
+	long zs[2] = { n, (long)in.shape[1] }, is[4] = { n, (long)o.shape[1], (long)o.shape[2], (long)o.shape[3] };
+	float *z = malloc((size_t)n * (size_t)zs[1] * sizeof(float));
+	if (!z) {
+		fprintf(stderr, "ganflow sample: out of memory\n");
+		return 1;
+	}
+	gf_rng_normal(&r0, z, (size_t)n * (size_t)zs[1], 0.0f, 1.0f);
+	int rc = write_npy(prefix, "z", "<f4", 2, zs, z) || write_npy(prefix, "images", "<f4", 4, is, images) ||
+	         (gf_generators_classes(gs) && write_npy(prefix, "labels", "<i4", 1, &n, labels));
+	free(z);
+	return rc;
+}
+
 int gf_cmd_sample(int argc, char **argv)
 {
 	if (argc < 2 || argv[1][0] == '-')
 		return usage();
-	const char *path = argv[1], *out = "grid.png", *bn = "eval";
+	const char *path = argv[1], *out = "grid.png", *bn = "eval", *npy = NULL;
 	long n = 64, cls = -1, cols = 8, seed = 1;
 	for (int i = 2; i < argc; i++) {
 		char *v = strchr(argv[i], '=');
@@ -54,6 +108,8 @@ int gf_cmd_sample(int argc, char **argv)
 			out = v;
 		else if (!strcmp(k, "bn"))
 			bn = v;
+		else if (!strcmp(k, "npy"))
+			npy = v;
 		else if (!strcmp(k, "n"))
 			rc = int_arg(k, v, &n);
 		else if (!strcmp(k, "class"))
@@ -63,7 +119,7 @@ int gf_cmd_sample(int argc, char **argv)
 		else if (!strcmp(k, "seed"))
 			rc = int_arg(k, v, &seed);
 		else {
-			fprintf(stderr, "ganflow sample: unknown key '%s' (n, out, class, cols, seed, bn)\n", k);
+			fprintf(stderr, "ganflow sample: unknown key '%s' (n, out, class, cols, seed, bn, npy)\n", k);
 			return 2;
 		}
 		if (rc)
@@ -101,11 +157,14 @@ int gf_cmd_sample(int argc, char **argv)
 		labels[i] = cls >= 0 ? (int32_t)cls : classes ? (int32_t)((i / cols) % classes) : 0;
 	gf_rng r;
 	gf_rng_init(&r, (uint64_t)seed, 0x73616d706c65ull);
+	gf_rng r0 = r;
 	if (gf_generators_sample(gs, &r, classes ? labels : NULL, (int)n,
 	                         !strcmp(bn, "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS, images)) {
 		fprintf(stderr, "ganflow sample: %s\n", gf_errmsg());
 		goto out;
 	}
+	if (npy && write_npys(npy, gs, r0, n, images, labels))
+		goto out;
 	int gw, gh;
 	gf_grid_size((int)n, (int)cols, h, w, 2, &gw, &gh);
 	png = malloc((size_t)gw * (size_t)gh * (size_t)c);

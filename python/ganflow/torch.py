@@ -1,0 +1,410 @@
+"""The PyTorch bridge: a part of a ganflow checkpoint as a torch.nn.Module.
+
+    import torch, ganflow.torch
+    G = ganflow.torch.load("runs/dcgan_fashion-.../checkpoints/ckpt-00002000.safetensors")
+    images = G(torch.randn(16, *G.input_shape))          # conditional G: G(z, labels)
+
+load() rebuilds the network from the part's layer table (metadata
+"<part>.table", the nn engine's table: docs/nn.md) with one PyTorch module
+per layer, registered under the layer's checkpoint name (its 0-based table
+position or its `name`), so the module's state_dict names are the
+checkpoint's: net.0.weight, net.label_embedding.weight, net.5.running_var.
+The weights come from "<part>.net.<layer>.<param>"; every tensor the table
+needs is checked (name, shape) before anything is loaded.
+
+Layer kinds and their PyTorch modules (the nn engine's semantics):
+
+    linear      nn.Linear(in, out, bias)
+    conv        nn.Conv2d(in, out, k, stride, pad, bias)
+    tconv       nn.ConvTranspose2d(in, out, k, stride, pad, output_padding, bias)
+    upsample    nn.Upsample(scale_factor=scale, mode="nearest")
+    bn          nn.BatchNorm1d on (C) or (C, L), nn.BatchNorm2d on (C, H, W) (eps, momentum, affine)
+    relu, lrelu nn.ReLU, nn.LeakyReLU(slope)
+    tanh, sigmoid, softmax (over the features: dim 1)
+    dropout     nn.Dropout(p); dropout2d: nn.Dropout2d(p) on images, nn.Dropout1d(p) on (C, L)
+    reshape     x.reshape(batch, *dims) (a -1 resolved from the input shape); flatten: torch.flatten(x, 1)
+    embedding   nn.Embedding(classes, dim) of the labels
+    concat      torch.cat((input, with), dim=1)
+    maxpool     nn.MaxPool2d(k, stride, pad); avgpool: nn.AvgPool2d(k, stride, pad) (padding counted)
+
+Layers read the previous layer's output unless `input` names another node
+("x", "label", a layer name, a 1-based position); the network's output is
+the last layer's. The module is returned in eval mode (batchnorm on its
+running statistics, no dropout), as `ganflow sample` generates by default;
+.train() gives batch statistics.
+
+EMA: load(..., ema=True) takes "<part>.ema.<layer>.<param>" when the
+checkpoint holds them. ganflow does not write EMA weights yet, so today it
+always falls back to the live weights, silently (module.ema tells which
+were loaded).
+"""
+import torch
+from torch import nn
+
+from ganflow.checkpoint import Checkpoint, CheckpointError
+
+__all__ = ["load", "build", "GanflowNet", "CheckpointError"]
+
+ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+             "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+             "BOOL": torch.bool}
+
+ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_transpose": "tconv",
+           "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
+           "view": "reshape", "embed": "embedding", "cat": "concat"}
+
+
+class TableError(CheckpointError):
+    """A layer table the bridge cannot build; names the layer as the engine does: "layer N (type)"."""
+
+
+# ---- the layer table (a JSON tree of the engine's gf_value) ----
+
+def _arg(v, i):
+    """Positional argument i (0-based) of a table entry: a list item, or key "i+1" of a map."""
+    if isinstance(v, list):
+        return v[i] if i < len(v) else None
+    if isinstance(v, dict):
+        return v.get(str(i + 1))
+    return None
+
+
+def _nargs(v):
+    n = 0
+    while _arg(v, n) is not None:
+        n += 1
+    return n
+
+
+def _key(v, k):
+    return v.get(k) if isinstance(v, dict) else None
+
+
+class _Layer:
+    """One table entry, parsed: kind, checkpoint key, sources and hyper-parameters."""
+
+    def __init__(self, index, v):
+        self.index = index
+        t = _arg(v, 0)
+        self.type = t if isinstance(t, str) else "?"
+        self.v = v
+        if not isinstance(t, str):
+            raise self.error("has no type name as its first item")
+        self.kind = ALIASES.get(t, t)
+        self.pos = [_arg(v, i) for i in range(1, _nargs(v))]
+        name = _key(v, "name")
+        self.name = name if isinstance(name, str) else ""
+        self.key = self.name or str(index)
+
+    def error(self, msg):
+        return TableError(f"layer {self.index + 1} ({self.type}): {msg}")
+
+    def get(self, i, key, default):
+        """Positional argument i (after the type) or the named key, else default."""
+        if key is not None and _key(self.v, key) is not None:
+            return _key(self.v, key)
+        if i is not None and i < len(self.pos):
+            return self.pos[i]
+        return default
+
+    def int(self, i, key, default=None):
+        x = self.get(i, key, default)
+        if not isinstance(x, (int, float)) or isinstance(x, bool) or x != int(x):
+            raise self.error(f"{key or 'argument %d' % (i + 2)} must be an integer, got {x!r}")
+        return int(x)
+
+
+# ---- modules the engine has and torch.nn spells differently ----
+
+class Reshape(nn.Module):
+    """The engine's reshape: per-sample dims (a -1 already resolved)."""
+
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = tuple(dims)
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], *self.dims)
+
+    def extra_repr(self):
+        return f"dims={self.dims}"
+
+
+class Concat(nn.Module):
+    """The engine's concat: the input, then `with`, along the channels (dim 1)."""
+
+    def forward(self, x, y):
+        return torch.cat((x, y), dim=1)
+
+
+# ---- the network ----
+
+class GanflowNet(nn.Module):
+    """A ganflow layer table as a torch module. forward(x, labels=None) returns the
+    last layer's output; labels (int, (batch)) are needed when the table embeds them
+    (conditional G and D). Attributes: input_shape (per sample), output_shape, classes
+    (0 when unconditional), part, role, cls (class of a per-class part, -1 otherwise),
+    ema (whether EMA weights were loaded)."""
+
+    def __init__(self, table, input_shape=None):
+        super().__init__()
+        if isinstance(table, list):
+            entries, opts = table, {}
+        elif isinstance(table, dict):
+            n = 0
+            while str(n + 1) in table:
+                n += 1
+            entries = [table[str(i + 1)] for i in range(n)]
+            opts = table
+        else:
+            raise TableError("network: the layer table must be a table of layers")
+        if not entries:
+            raise TableError("network: the layer table has no layers")
+        shape = input_shape if input_shape is not None else opts.get("input_shape")
+        if not shape:
+            raise TableError("network: no input shape (the table has no input_shape)")
+        self.input_shape = tuple(int(d) for d in shape)
+        self.classes = int(opts.get("classes") or 0)
+        self.part, self.role, self.cls, self.ema = None, None, -1, False
+        self.net = nn.Module()   # the layers, under their checkpoint keys
+        # nodes: "x", "label", then one per layer (its output); shapes per sample
+        shapes = {"x": self.input_shape, "label": None}
+        self.plan = []   # (key, input node, with node or None, output node)
+        layers = []
+        uses_label = False
+        for i, v in enumerate(entries):
+            l = _Layer(i, v)
+            if l.name and (l.name in ("x", "label") or "." in l.name):
+                raise l.error(f'name "{l.name}" is reserved or contains a dot')
+            src = _key(v, "input")
+            if src is not None:
+                inp = self._source(l, layers, "input", src)
+            elif l.kind == "embedding":
+                inp = "label"
+            else:
+                inp = layers[-1].node if layers else "x"
+            if l.kind == "concat" and _key(v, "with") is None:
+                raise l.error('needs with = <layer name, position, "x">')
+            w = self._source(l, layers, "with", _key(v, "with")) if l.kind == "concat" else None
+            l.node = f"n{i}"
+            if (inp == "label") != (l.kind == "embedding"):
+                raise l.error("only an embedding reads the labels" if inp == "label"
+                              else 'expects the labels as input (input = "label")')
+            uses_label |= inp == "label"
+            mod, out = self._module(l, shapes[inp], shapes[w] if w else None)
+            shapes[l.node] = out
+            if l.kind == "embedding":
+                if self.classes and self.classes != l.int(0, None):
+                    raise l.error(f"has {l.int(0, None)} classes but the network has {self.classes}")
+                self.classes = l.int(0, None)
+            try:
+                self.net.add_module(l.key, mod)
+            except KeyError:
+                raise l.error(f'name "{l.key}" cannot be a torch module name') from None
+            self.plan.append((l.key, inp, w, l.node))
+            layers.append(l)
+        if not uses_label:
+            self.classes = 0
+        self.output_shape = tuple(shapes[layers[-1].node])
+        self.eval()
+
+    @staticmethod
+    def _source(l, layers, key, src):
+        if isinstance(src, str):
+            if src == "x":
+                return "x"
+            if src in ("label", "labels"):
+                return "label"
+            for p in layers:
+                if p.name == src:
+                    return p.node
+            raise l.error(f'{key} = "{src}" names no earlier layer (nor "x" or "label")')
+        if isinstance(src, (int, float)) and not isinstance(src, bool) and int(src) == src:
+            if 1 <= src <= len(layers):
+                return layers[int(src) - 1].node
+            raise l.error(f"{key} = {src} is not an earlier layer (1..{len(layers)})")
+        raise l.error(f"{key} must be a layer name or position, got {src!r}")
+
+    @staticmethod
+    def _module(l, s, ws):
+        """(module, output shape per sample) of a layer reading shape s (and ws for concat)."""
+        k = l.kind
+
+        def image(channels=None):
+            if s is None or len(s) != 3:
+                raise l.error(f"expects an image input (C, H, W), got {s}")
+            if channels is not None and s[0] != channels:
+                raise l.error(f"expects {channels} input channels, got {s[0]}")
+
+        if k == "linear":
+            fin, fout = l.int(0, None), l.int(1, None)
+            if s != (fin,):
+                raise l.error(f"expects a flat input of {fin} features, got {s}")
+            return nn.Linear(fin, fout, bias=bool(l.get(None, "bias", True))), (fout,)
+        if k in ("conv", "tconv"):
+            cin, cout, ks = l.int(0, None), l.int(1, None), l.int(2, None)
+            stride, pad = l.int(3, "stride", 1), l.int(4, "pad", 0)
+            bias = bool(l.get(None, "bias", True))
+            image(cin)
+            if k == "conv":
+                h, w = [(d + 2 * pad - ks) // stride + 1 for d in s[1:]]
+                return nn.Conv2d(cin, cout, ks, stride, pad, bias=bias), (cout, h, w)
+            opad = l.int(5, "output_padding", 0)
+            h, w = [(d - 1) * stride - 2 * pad + ks + opad for d in s[1:]]
+            return nn.ConvTranspose2d(cin, cout, ks, stride, pad, output_padding=opad, bias=bias), (cout, h, w)
+        if k == "upsample":
+            scale = l.int(0, "scale", 2)
+            mode = l.get(None, "mode", "nearest")
+            if mode != "nearest":
+                raise l.error('only mode = "nearest" is supported')
+            image()
+            return nn.Upsample(scale_factor=scale, mode="nearest"), (s[0], s[1] * scale, s[2] * scale)
+        if k == "bn":
+            c = l.int(0, None)
+            eps, momentum = float(l.get(1, "eps", 1e-5)), float(l.get(2, "momentum", 0.1))
+            affine = bool(l.get(None, "affine", True))
+            if s is None or not 1 <= len(s) <= 3 or s[0] != c:
+                raise l.error(f"expects {c} channels in (C), (C, L) or (C, H, W), got {s}")
+            cls = nn.BatchNorm2d if len(s) == 3 else nn.BatchNorm1d
+            return cls(c, eps=eps, momentum=momentum, affine=affine), s
+        if k == "relu":
+            return nn.ReLU(), s
+        if k == "lrelu":
+            return nn.LeakyReLU(float(l.get(0, "slope", 0.01))), s
+        if k == "tanh":
+            return nn.Tanh(), s
+        if k == "sigmoid":
+            return nn.Sigmoid(), s
+        if k == "dropout":
+            return nn.Dropout(float(l.get(0, "p", 0.5))), s
+        if k == "dropout2d":
+            p = float(l.get(0, "p", 0.5))
+            if len(s) < 2:
+                raise l.error(f"expects (C, H, W) or (C, L) input, got {s}")
+            return (nn.Dropout2d(p) if len(s) == 3 else nn.Dropout1d(p)), s
+        if k == "softmax":
+            if len(s) != 1:
+                raise l.error(f"expects a flat input, got {s}")
+            return nn.Softmax(dim=1), s
+        if k == "flatten":
+            n = 1
+            for d in s:
+                n *= d
+            return nn.Flatten(1), (n,)
+        if k == "reshape":
+            dims = [int(d) for d in l.pos]
+            n = 1
+            for d in s:
+                n *= d
+            known = 1
+            for d in dims:
+                known *= d if d != -1 else 1
+            if dims.count(-1) == 1 and known > 0 and n % known == 0:
+                dims[dims.index(-1)] = n // known
+            m = 1
+            for d in dims:
+                m *= d
+            if m != n:
+                raise l.error(f"cannot reshape {s} ({n} values) to {tuple(dims)}")
+            return Reshape(dims), tuple(dims)
+        if k == "embedding":
+            classes, dim = l.int(0, None), l.int(1, None)
+            return nn.Embedding(classes, dim), (dim,)
+        if k == "concat":
+            if ws is None or len(ws) != len(s) or tuple(ws[1:]) != tuple(s[1:]):
+                raise l.error(f"cannot concatenate {s} and {ws} along the channels")
+            return Concat(), (s[0] + ws[0],) + tuple(s[1:])
+        if k in ("maxpool", "avgpool"):
+            ks = l.int(0, None)
+            stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)
+            image()
+            h, w = [(d + 2 * pad - ks) // stride + 1 for d in s[1:]]
+            mod = nn.MaxPool2d(ks, stride, pad) if k == "maxpool" else nn.AvgPool2d(ks, stride, pad)
+            return mod, (s[0], h, w)
+        raise l.error("unknown layer type")
+
+    def forward(self, x, labels=None):
+        nodes = self._run(x, labels, None)
+        return nodes[self.plan[-1][3]]
+
+    def node(self, name, x, labels=None):
+        """The output of the layer named `name` (e.g. the classifier's "features"),
+        as the engine's gf_net_node gives it."""
+        for key, _, _, out in self.plan:
+            if key == name:
+                return self._run(x, labels, out)[out]
+        raise KeyError(f"network: no layer named '{name}'")
+
+    def _run(self, x, labels, stop):
+        if self.classes:
+            if labels is None:
+                raise ValueError(f"this network takes labels: forward(x, labels) with labels in 0..{self.classes - 1}")
+            labels = labels.long() if isinstance(labels, torch.Tensor) else torch.as_tensor(labels).long()
+        nodes = {"x": x, "label": labels}
+        mods = self.net._modules
+        for key, inp, w, out in self.plan:
+            m = mods[key]
+            nodes[out] = m(nodes[inp], nodes[w]) if w is not None else m(nodes[inp])
+            if out == stop:
+                break
+        return nodes
+
+
+# ---- loading ----
+
+def _tensor(ck, name):
+    buf, off, count, dt = ck.bytes_of(name)
+    t = torch.frombuffer(buf, dtype=ST_DTYPES[dt], count=count, offset=off)
+    return t.reshape(ck.info(name)[1]).clone()
+
+
+def build(table, input_shape=None):
+    """A GanflowNet with the layers of `table` (a layer table as json.loads gives it,
+    or a JSON string) and PyTorch's default initialisation."""
+    if isinstance(table, (str, bytes)):
+        import json
+        table = json.loads(table)
+    return GanflowNet(table, input_shape)
+
+
+def load(checkpoint, part="g", ema=True, device=None):
+    """A part of a ganflow checkpoint as a GanflowNet, in eval mode.
+
+    checkpoint  a checkpoint file, a run directory or its checkpoints folder (through
+                checkpoints/latest), or a ganflow.checkpoint.Checkpoint
+    part        an instance name ("g", "d", "clf", "g3" of a per-class checkpoint) or a
+                role ("generator", "discriminator", "classifier": the first such part)
+    ema         use the part's EMA weights ("<part>.ema.*") when the checkpoint has them;
+                ganflow writes none yet, so this falls back to the live weights
+    device      where the module goes (default: the CPU)
+
+    Raises CheckpointError (a TableError for a table the bridge cannot build) naming the
+    file, the part and the first tensor missing or of another shape."""
+    ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+    name = ck.find(part)
+    try:
+        net = GanflowNet(ck.table(name))
+    except TableError as e:
+        raise TableError(f"{ck.path}: part '{name}': {e}") from None
+    net.part, net.role, net.cls = name, ck.role(name), ck.part_class(name)
+    state = net.net.state_dict()
+    prefix = f"{name}.net."
+    wanted = [k for k in state if not k.endswith("num_batches_tracked")]
+    if ema and all(ck.has(f"{name}.ema.{k}") for k in wanted):
+        prefix, net.ema = f"{name}.ema.", True
+    new = {}
+    for k in wanted:
+        tname = prefix + k
+        if not ck.has(tname):
+            raise CheckpointError(f"{ck.path}: part '{name}' has no tensor '{tname}' (its layer table needs it)")
+        shape = ck.info(tname)[1]
+        if tuple(shape) != tuple(state[k].shape):
+            raise CheckpointError(f"{ck.path}: tensor '{tname}' is {tuple(shape)}, the layer table needs "
+                                  f"{tuple(state[k].shape)}")
+        new[k] = _tensor(ck, tname).to(state[k].dtype)
+    for k in state:
+        if k.endswith("num_batches_tracked"):
+            new[k] = state[k]
+    net.net.load_state_dict(new, strict=True)
+    net.eval()
+    return net.to(device) if device is not None else net

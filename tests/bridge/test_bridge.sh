@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
+# run by CTest as its own test:
+#
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors
+#
+# kinds: a network of every layer kind (tests/bridge/kinds.json) in a
+# checkpoint made by net_forward --make, bridge and ONNX vs ganflow.
+# dcgan, cgan, perclass, classifier: train the backbone's pipeline 3 steps on
+# Fashion-MNIST, then ganflow.torch.load must give ganflow's outputs on the
+# same inputs within 1e-4: G through `ganflow sample npy=` (same noise and
+# labels), D and the classifier through net_forward (same x, labels; the
+# classifier's "features" too). export: `ganflow export` of the conditional
+# G and D and of the classifier, checked with python3-onnx (checker, inputs,
+# outputs) and run on the same inputs. errors: what the bridge and the
+# command say about a missing part, a missing PyTorch, a bad checkpoint.
+# Exit 0 pass, 1 fail, 77 skip (no python3-torch / python3-onnx or no
+# Fashion-MNIST on this machine).
+set -u
+case_name=${1:?usage: test_bridge.sh CASE}
+B=${GF_BINARY_DIR:?} S=${GF_SOURCE_DIR:?}
+G=$B/ganflow PY=/usr/bin/python3 CHECK=$S/tests/bridge/check_bridge.py
+if ! "$PY" -c 'import torch, onnx' 2>/dev/null; then
+  echo "skip: $PY lacks torch or onnx (apt-get install python3-torch python3-onnx)"
+  exit 77
+fi
+if [ "$case_name" != kinds ] && [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "skip: /usr/share/datasets/fashion-mnist is missing (apt-get install dataset-fashion-mnist)"
+  exit 77
+fi
+export PYTHONPATH=$S/python OMP_NUM_THREADS=2
+T=$(mktemp -d /tmp/gf-bridge.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL [$case_name]: $*"; fails=$((fails + 1)); }
+check() { if ! eval "$1"; then fail "$2"; fi; }
+
+# train PIPELINE [key=value...]: 3 steps into $T/r; prints the checkpoint
+train() {
+  local p=$1
+  shift
+  [ -d "$T/fm" ] || "$G" dataset fashion-mnist out="$T/fm" >/dev/null 2>&1 ||
+    { echo "FAIL: cannot convert Fashion-MNIST" >&2; exit 1; }
+  "$G" run "$S/pipelines/$p.lua" data="$T/fm/train" batch=16 dir="$T/r" quiet=true steps=3 log=1 "$@" \
+    >"$T/r.log" 2>&1 || { echo "FAIL: $p failed: $(tail -3 "$T/r.log")" >&2; exit 1; }
+  echo "$T/r/checkpoints/$(cat "$T/r/checkpoints/latest")"
+}
+
+# compare WHAT ARGS...: check_bridge.py, its report shown, a failure counted
+compare() {
+  local what=$1
+  shift
+  "$PY" "$CHECK" "$@" >"$T/c.log" 2>&1
+  local rc=$?
+  cat "$T/c.log"
+  check "[ $rc -eq 0 ]" "$what"
+}
+
+# sample CKPT N: ganflow's images, noise (and labels) as $T/s.*.npy
+sample() {
+  "$G" sample "$1" n="$2" out="$T/s.png" npy="$T/s" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] && [ -s '$T/s.z.npy' ] && [ -s '$T/s.images.npy' ]" "ganflow sample npy= failed: $(cat "$T/s.log")"
+}
+
+# forward CKPT PART N: ganflow's forward of a part on random inputs, $T/PART.st
+forward() {
+  "$B/tests/net_forward" "$1" "$2" "$T/$2.st" "$3" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward $2 failed: $(cat "$T/f.log")"
+}
+
+case $case_name in
+kinds)
+  # every layer kind and alias, named sources, positions, no-bias and
+  # non-affine layers, bn on (C), (C, L) and (C, H, W), through a checkpoint
+  # that net_forward --make writes (no backbone uses tconv, avgpool, softmax...)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds.json" "$T/k.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make failed: $(cat "$T/f.log")"
+  forward "$T/k.safetensors" t 9
+  compare "every layer kind: bridge vs ganflow" net "$T/k.safetensors" t "$T/t.st"
+  "$G" export "$T/k.safetensors" "$T/k.onnx" part=t >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export of every layer kind failed: $(cat "$T/e.log")"
+  compare "every layer kind: ONNX vs ganflow" onnx "$T/k.onnx" "$T/t.st"
+  ;;
+dcgan)
+  ck=$(train dcgan_fashion samples=1000) || exit 1
+  sample "$ck" 16
+  check "[ ! -e '$T/s.labels.npy' ]" "an unconditional G should write no labels.npy"
+  compare "G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  # the run directory and the role select the same part
+  compare "G by run directory and role" g "$T/r" generator "$T/s"
+  forward "$ck" d 16
+  compare "D: bridge vs ganflow" net "$ck" d "$T/d.st"
+  "$G" sample "$ck" n=2 out="$T/s.png" npy="$T/no/such/s" >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'cannot write .*no/such/s.z.npy' '$T/e.log'" "npy= into a missing directory: $(cat "$T/e.log")"
+  ;;
+cgan)
+  ck=$(train cgan_fashion samples=1000 labels=data) || exit 1
+  sample "$ck" 20
+  check "[ -s '$T/s.labels.npy' ]" "a conditional G should write labels.npy"
+  compare "conditional G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  forward "$ck" d 20
+  compare "conditional D: bridge vs ganflow" net "$ck" d "$T/d.st"
+  ;;
+perclass)
+  # one G per class: part="g<k>" on the rows of class k of the mixture
+  ck=$(train perclass_fashion samples=1000 classes=3) || exit 1
+  sample "$ck" 9
+  for k in 0 1 2; do
+    compare "per-class G$k: bridge vs ganflow sample" g "$ck" g$k "$T/s"
+  done
+  ;;
+classifier)
+  ck=$(train classifier_fashion test= out="$T/clf.safetensors") || exit 1
+  forward "$ck" clf 16
+  compare "classifier (logits, features): bridge vs ganflow" net "$ck" clf "$T/clf.st"
+  # the file classifier_step exports for the evaluator loads the same way
+  compare "exported classifier: bridge vs ganflow" net "$T/clf.safetensors" classifier "$T/clf.st"
+  ;;
+export)
+  ck=$(train cgan_fashion samples=1000 labels=data) || exit 1
+  sample "$ck" 20
+  forward "$ck" d 12
+  "$G" export "$ck" "$T/g.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'labels' '$T/e.log'" "ganflow export (G) failed: $(cat "$T/e.log")"
+  cat "$T/e.log"
+  compare "ONNX conditional G vs ganflow sample" onnx "$T/g.onnx" "$T/s"
+  "$G" export "$ck" "$T/d.onnx" part=discriminator batch=3 >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export part=discriminator failed: $(cat "$T/e.log")"
+  compare "ONNX conditional D vs ganflow" onnx "$T/d.onnx" "$T/d.st"
+  ck=$(train classifier_fashion test= out="$T/clf.safetensors") || exit 1
+  forward "$ck" clf 8
+  "$G" export "$ck" "$T/c.onnx" part=clf >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export part=clf failed: $(cat "$T/e.log")"
+  compare "ONNX classifier vs ganflow" onnx "$T/c.onnx" "$T/clf.st"
+  # an installed tree: the command finds the package under share/ganflow/python
+  cmake --install "$B" --prefix "$T/inst" >"$T/i.log" 2>&1
+  check "[ $? -eq 0 ] && [ -f '$T/inst/share/ganflow/python/ganflow/export.py' ]" "cmake --install put no python package: $(tail -3 "$T/i.log")"
+  (cd / && env -u PYTHONPATH "$T/inst/bin/ganflow" export "$ck" "$T/i.onnx" part=clf) >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && [ -s '$T/i.onnx' ]" "the installed ganflow export failed: $(cat "$T/e.log")"
+  ;;
+errors)
+  ck=$(train classifier_fashion test= out="$T/clf.safetensors") || exit 1
+  "$G" export "$ck" "$T/x.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q \"has no part 'g' (its parts: clf (classifier))\" '$T/e.log'" \
+    "export without part g should name the parts: $(cat "$T/e.log")"
+  check "[ ! -e '$T/x.onnx' ]" "a failed export should write no file"
+  # PyTorch missing: python3 -S leaves dist-packages (torch) off the path
+  printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$T/py" && chmod +x "$T/py"
+  GANFLOW_PYTHON=$T/py "$G" export "$ck" "$T/x.onnx" part=clf >"$T/e.log" 2>&1
+  check "[ $? -eq 3 ] && grep -q 'install python3-torch' '$T/e.log'" "no torch should say install python3-torch: $(cat "$T/e.log")"
+  GANFLOW_PYTHON=$T/none "$G" export "$ck" "$T/x.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'python3-torch' '$T/e.log'" "no interpreter should say what to install: $(cat "$T/e.log")"
+  "$G" export "$T/fm" "$T/x.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'checkpoints/latest' '$T/e.log'" "a directory without checkpoints: $(cat "$T/e.log")"
+  "$G" export "$ck" "$T/x.onnx" part=clf bogus=1 >"$T/e.log" 2>&1
+  check "[ $? -eq 2 ] && grep -q \"unknown argument 'bogus=1'\" '$T/e.log'" "unknown key: $(cat "$T/e.log")"
+  # the Python API: a part that is not there, a tensor of another shape
+  out=$("$PY" - "$ck" <<'PY' 2>&1
+import sys, torch, ganflow.torch as gt
+from ganflow.checkpoint import CheckpointError
+try:
+    gt.load(sys.argv[1], part="g3")
+except CheckpointError as e:
+    print("E1", e)
+net = gt.load(sys.argv[1], part="classifier", ema=True)
+print("EMA", net.ema, net.training, net.input_shape, net.output_shape, net.classes)
+PY
+)
+  echo "$out"
+  check "echo \"\$out\" | grep -q \"E1 .*has no part 'g3'\"" "load(part=g3) should name the missing part"
+  check "echo \"\$out\" | grep -q 'EMA False False (1, 32, 32) (10,) 0'" "ema=True without EMA weights: live weights, eval mode"
+  ;;
+*)
+  echo "unknown case $case_name"
+  exit 2
+  ;;
+esac
+[ $fails -eq 0 ] || exit 1
+echo "ok [$case_name]"
