@@ -19,7 +19,7 @@ static int softmax_shapes(gf_net *net, struct layer *l)
 
 static int softmax_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 {
-	(void)mode;
+	(void)mode;   /* the same in training and eval */
 	const struct node *in = layer_in(net, l);
 	return OPS(net)->softmax_forward(BE(net), layer_out(net, l)->data, in->data, B, (int)in->numel);
 }
