@@ -340,6 +340,41 @@ static void test_bad_tables(void **state)
 	assert_non_null(strstr(gf_errmsg(), "multiple of 16"));
 }
 
+/* Every alias in docs/nn.md builds its canonical kind (layers/registry.c),
+ * which the summary names. */
+static void test_aliases(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *entry, *input, *type;
+	} cases[] = {
+		{ "{'conv2d', 2, 2, 3}", "{2, 4, 4}", "conv" },
+		{ "{'deconv', 2, 2, 3}", "{2, 4, 4}", "tconv" },
+		{ "{'convtranspose', 2, 2, 3}", "{2, 4, 4}", "tconv" },
+		{ "{'conv_transpose', 2, 2, 3}", "{2, 4, 4}", "tconv" },
+		{ "{'batchnorm', 2}", "{2, 4, 4}", "bn" },
+		{ "{'bn1d', 2}", "{2}", "bn" },
+		{ "{'bn2d', 2}", "{2, 4, 4}", "bn" },
+		{ "{'leaky_relu', 0.2}", "{4}", "lrelu" },
+		{ "{'leakyrelu'}", "{4}", "lrelu" },
+		{ "{'view', 2, 2}", "{4}", "reshape" },
+		{ "{'embed', 3, 4}", "{4}", "embedding" },
+		{ "{'cat', with = 'x'}", "{4}", "concat" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char code[256], sum[512], want[64];
+		snprintf(code, sizeof(code), "return { %s, input_shape = %s }", cases[i].entry, cases[i].input);
+		gf_net *net = build(code, 2);
+		gf_net_summary(net, sum, sizeof(sum));
+		snprintf(want, sizeof(want), "  1 %-10s", cases[i].type);
+		if (strncmp(sum, want, strlen(want)) != 0) {
+			fprintf(stderr, "%s: summary '%s', wanted type %s\n", cases[i].entry, sum, cases[i].type);
+			fail();
+		}
+		gf_net_destroy(net);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -349,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_fusion),
 		cmocka_unit_test(test_init),
 		cmocka_unit_test(test_bad_tables),
+		cmocka_unit_test(test_aliases),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,20 +1,20 @@
 /* Networks: memory, forward, backward, flat blocks and views.
- * See <ganflow/nn.h>; layers.c turns the table into layers and nodes.
+ * See <ganflow/nn.h>; net_build.c turns the table into layers and nodes,
+ * and each layer kind (layers/, layer_kind.h) computes its own forward and
+ * backward: this file walks the layers, never naming a kind.
  *
  * Memory: three backend allocations hold the parameters, their gradients
  * and the buffers (running statistics), with named views; one more, the
  * workspace, holds every node's activation and gradient for max_batch and
  * what layers save for backward. Nothing is allocated after create. */
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ganflow/err.h>
 
-#include "net_internal.h"
+#include "layer_kind.h"
 
 /* Prefixes the current detail message with the layer that failed. */
 static int layer_fail(const struct layer *l, int rc)
@@ -22,23 +22,6 @@ static int layer_fail(const struct layer *l, int rc)
 	char msg[900];
 	snprintf(msg, sizeof(msg), "%s", gf_errmsg());
 	return gf_seterr(rc, "layer %d (%s): %s", l->index + 1, l->type, msg[0] ? msg : gf_strerror(rc));
-}
-
-#define TRY(l, call)                                   \
-	do {                                           \
-		int rc_ = (call);                      \
-		if (rc_)                               \
-			return layer_fail((l), rc_);   \
-	} while (0)
-
-static float *P(gf_net *net, long off)
-{
-	return off < 0 ? NULL : net->params + off;
-}
-
-static float *G(gf_net *net, long off)
-{
-	return off < 0 ? NULL : net->grads + off;
 }
 
 static size_t align16(size_t n)
@@ -77,25 +60,30 @@ static int add_view(gf_view **v, size_t *n, const char *key, const char *what, s
 static int build_views(gf_net *net)
 {
 	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
-		int64_t c[1];
+		const struct layer *l = &net->layers[i];
 		int rc = 0;
-		if (l->w_off >= 0)
-			rc = add_view(&net->pviews, &net->npviews, l->key, "weight", (size_t)l->w_off, l->w_ndim, l->w_shape);
-		if (!rc && l->b_off >= 0) {
-			c[0] = (int64_t)l->b_n;
-			rc = add_view(&net->pviews, &net->npviews, l->key, "bias", (size_t)l->b_off, 1, c);
-		}
-		if (!rc && l->rm_off >= 0) {
-			c[0] = l->cin;
-			rc = add_view(&net->bviews, &net->nbviews, l->key, "running_mean", (size_t)l->rm_off, 1, c);
-			if (!rc)
-				rc = add_view(&net->bviews, &net->nbviews, l->key, "running_var", (size_t)l->rv_off, 1, c);
-		}
+		for (int j = 0; j < l->nparam && !rc; j++)
+			rc = add_view(&net->pviews, &net->npviews, l->key, l->param[j].name, (size_t)l->param[j].off,
+			              l->param[j].ndim, l->param[j].shape);
+		for (int j = 0; j < l->nbuf && !rc; j++)
+			rc = add_view(&net->bviews, &net->nbviews, l->key, l->buf[j].name, (size_t)l->buf[j].off,
+			              l->buf[j].ndim, l->buf[j].shape);
 		if (rc)
 			return gf_seterr(rc, "network: out of memory");
 	}
 	return 0;
+}
+
+/* Running statistics and other buffers to their declared start values. */
+static int reset_buffers(gf_net *net)
+{
+	int rc = 0;
+	for (int i = 0; i < net->nlayers && !rc; i++) {
+		const struct layer *l = &net->layers[i];
+		for (int j = 0; j < l->nbuf && !rc; j++)
+			rc = OPS(net)->fill(BE(net), layer_buffer(net, l, j), l->buf[j].n, l->buf[j].fill);
+	}
+	return rc;
 }
 
 /* ---- create / destroy ---- */
@@ -136,19 +124,8 @@ static int plan_workspace(gf_net *net)
 		}
 		for (int i = 0; i < net->nlayers; i++) {
 			struct layer *l = &net->layers[i];
-			struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-			if (l->skip)
-				continue;
-			if (l->kind == L_BN) {
-				TAKE(l->mean, float, (size_t)l->cin);
-				TAKE(l->rstd, float, (size_t)l->cin);
-			} else if (l->kind == L_DROPOUT) {
-				TAKE(l->mask, float, B * in->numel);
-			} else if (l->kind == L_DROPOUT2D) {
-				TAKE(l->mask, float, B * (size_t)in->shape[0]);
-			} else if (l->kind == L_MAXPOOL) {
-				TAKE(l->idx, int32_t, B * out->numel);
-			}
+			for (int j = 0; j < l->nsave && !l->skip; j++)
+				TAKE(l->save[j], void, l->save_n[j]);   /* sized for max_batch by the kind */
 		}
 		TAKE(net->acc, float, acc);
 #undef TAKE
@@ -195,14 +172,8 @@ int gf_net_create(gf_net **out, gf_backend *be, const gf_value *table, const gf_
 	if ((rc = plan_workspace(net)))
 		goto fail;
 	if ((rc = OPS(net)->fill(be, net->params, net->nparams, 0.0f)) ||
-	    (rc = OPS(net)->fill(be, net->grads, net->nparams, 0.0f)))
+	    (rc = OPS(net)->fill(be, net->grads, net->nparams, 0.0f)) || (rc = reset_buffers(net)))
 		goto fail;
-	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
-		if (l->rm_off >= 0 && ((rc = OPS(net)->fill(be, net->buffers + l->rm_off, (size_t)l->cin, 0.0f)) ||
-		                       (rc = OPS(net)->fill(be, net->buffers + l->rv_off, (size_t)l->cin, 1.0f))))
-			goto fail;
-	}
 	*out = net;
 	return 0;
 fail:
@@ -239,65 +210,21 @@ int gf_net_init(gf_net *net, gf_rng *rng)
 {
 	size_t maxn = 1;
 	for (int i = 0; i < net->nlayers; i++)
-		if (net->layers[i].w_n > maxn)
-			maxn = net->layers[i].w_n;
+		for (int j = 0; j < net->layers[i].nparam; j++)
+			if (net->layers[i].param[j].n > maxn)
+				maxn = net->layers[i].param[j].n;
 	float *host = malloc(maxn * sizeof(float));
 	if (!host)
 		return gf_seterr(-ENOMEM, "network init: out of memory");
 	int rc = 0;
+	/* table order: the draws of each layer follow the previous layer's */
 	for (int i = 0; i < net->nlayers && !rc; i++) {
 		struct layer *l = &net->layers[i];
-		if (l->w_off < 0)
-			continue;
-		size_t nw = l->w_n, nb = l->b_n;
-		switch (l->kind) {
-		case L_LINEAR:
-		case L_CONV:
-		case L_TCONV: {
-			/* PyTorch: kaiming_uniform(a = sqrt 5) = U(+-1/sqrt(fan_in)), the bias
-			 * likewise; fan_in = weight.size(1) * receptive field */
-			double fan_in = (double)l->w_shape[1] * (l->w_ndim == 4 ? l->k * l->k : 1);
-			float bound = (float)(1.0 / sqrt(fan_in));
-			if (l->init == INIT_DCGAN)
-				gf_rng_normal(rng, host, nw, 0.0f, 0.02f);
-			else
-				gf_rng_uniform(rng, host, nw, -bound, bound);
-			rc = OPS(net)->copy(BE(net), P(net, l->w_off), host, nw * sizeof(float), GF_COPY_H2D);
-			if (rc || !nb)
-				break;
-			if (l->init == INIT_DCGAN) {
-				rc = OPS(net)->fill(BE(net), P(net, l->b_off), nb, 0.0f);
-			} else {
-				gf_rng_uniform(rng, host, nb, -bound, bound);
-				rc = OPS(net)->copy(BE(net), P(net, l->b_off), host, nb * sizeof(float), GF_COPY_H2D);
-			}
-			break;
-		}
-		case L_BN:
-			if (l->init == INIT_DCGAN) {
-				gf_rng_normal(rng, host, nw, 1.0f, 0.02f);
-				rc = OPS(net)->copy(BE(net), P(net, l->w_off), host, nw * sizeof(float), GF_COPY_H2D);
-			} else {
-				rc = OPS(net)->fill(BE(net), P(net, l->w_off), nw, 1.0f);
-			}
-			if (!rc)
-				rc = OPS(net)->fill(BE(net), P(net, l->b_off), nb, 0.0f);
-			break;
-		case L_EMBEDDING:
-			gf_rng_normal(rng, host, nw, 0.0f, 1.0f);
-			rc = OPS(net)->copy(BE(net), P(net, l->w_off), host, nw * sizeof(float), GF_COPY_H2D);
-			break;
-		default:
-			break;
-		}
+		if (l->nparam && l->kind->init)
+			rc = l->kind->init(net, l, rng, host);
 	}
 	free(host);
-	for (int i = 0; i < net->nlayers && !rc; i++) {
-		struct layer *l = &net->layers[i];
-		if (l->rm_off >= 0 && !(rc = OPS(net)->fill(BE(net), net->buffers + l->rm_off, (size_t)l->cin, 0.0f)))
-			rc = OPS(net)->fill(BE(net), net->buffers + l->rv_off, (size_t)l->cin, 1.0f);
-	}
-	return rc;
+	return rc ? rc : reset_buffers(net);
 }
 
 gf_rng *gf_net_rng(gf_net *net)
@@ -328,165 +255,6 @@ int gf_net_classes(const gf_net *net)
 }
 
 /* ---- forward ---- */
-
-static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int batch)
-{
-	const struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	gf_conv_desc d;
-	memset(&d, 0, sizeof(d));
-	d.n = batch;
-	d.cin = (int)in->shape[0];
-	d.h = (int)in->shape[1];
-	d.w = (int)in->shape[2];
-	d.cout = (int)out->shape[0];
-	d.hout = (int)out->shape[1];
-	d.wout = (int)out->shape[2];
-	d.kh = d.kw = l->k;
-	d.sh = d.sw = l->stride;
-	d.ph = d.pw = l->pad;
-	d.up = l->up ? l->up : 1;
-	d.dtype = GF_F32;
-	d.layout = GF_NCHW;
-	return d;
-}
-
-/* The transposed conv as the conv it is the data gradient of. */
-static gf_conv_desc tconv_desc(const gf_net *net, const struct layer *l, int batch)
-{
-	const struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	gf_conv_desc d = conv_desc(net, l, batch);
-	d.cin = (int)out->shape[0];
-	d.h = (int)out->shape[1];
-	d.w = (int)out->shape[2];
-	d.cout = (int)in->shape[0];
-	d.hout = (int)in->shape[1];
-	d.wout = (int)in->shape[2];
-	d.up = 1;
-	return d;
-}
-
-static gf_bn_desc bn_desc(const gf_net *net, const struct layer *l, int batch)
-{
-	const struct node *in = &net->nodes[l->in];
-	gf_bn_desc d;
-	memset(&d, 0, sizeof(d));
-	d.n = batch;
-	d.c = l->cin;
-	d.hw = (int)(in->numel / (size_t)l->cin);
-	d.eps = l->eps;
-	d.momentum = l->momentum;
-	d.act = l->act;
-	d.slope = l->act_param;
-	d.dtype = GF_F32;
-	d.layout = GF_NCHW;
-	return d;
-}
-
-static gf_pooling_desc pooling_desc(const gf_net *net, const struct layer *l, int batch)
-{
-	const struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	gf_pooling_desc d = { batch, (int)in->shape[0], (int)in->shape[1], (int)in->shape[2], (int)out->shape[1],
-	                   (int)out->shape[2], l->k, l->k, l->stride, l->stride, l->pad, l->pad,
-	                   l->kind == L_MAXPOOL };
-	return d;
-}
-
-static gf_act act_of(layer_kind k)
-{
-	switch (k) {
-	case L_RELU: return GF_ACT_RELU;
-	case L_LRELU: return GF_ACT_LRELU;
-	case L_TANH: return GF_ACT_TANH;
-	case L_SIGMOID: return GF_ACT_SIGMOID;
-	default: return GF_ACT_NONE;
-	}
-}
-
-static int forward_layer(gf_net *net, struct layer *l, int B, unsigned mode)
-{
-	gf_backend *be = BE(net);
-	const gf_backend_ops *o = OPS(net);
-	struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	float *x = in->data, *y = out->data;
-	size_t nin = (size_t)B * in->numel;
-	int train = (mode & GF_TRAIN) != 0;
-
-	switch (l->kind) {
-	case L_LINEAR:
-		TRY(l, o->gemm(be, 0, 1, B, l->fout, l->fin, 1.0f, x, l->fin, P(net, l->w_off), l->fin, 0.0f, y, l->fout));
-		if (l->b_off >= 0)
-			TRY(l, o->bias_add(be, y, P(net, l->b_off), B, l->fout, 1));
-		return 0;
-	case L_CONV: {
-		gf_conv_desc d = conv_desc(net, l, B);
-		TRY(l, o->conv2d_forward(be, y, x, P(net, l->w_off), P(net, l->b_off), &d));
-		return 0;
-	}
-	case L_TCONV: {
-		gf_conv_desc d = tconv_desc(net, l, B);
-		TRY(l, o->conv2d_backward(be, y, NULL, NULL, x, NULL, P(net, l->w_off), &d, 0));
-		if (l->b_off >= 0)
-			TRY(l, o->bias_add(be, y, P(net, l->b_off), B, l->cout, (int)(out->numel / (size_t)l->cout)));
-		return 0;
-	}
-	case L_UPSAMPLE:
-		TRY(l, o->upsample_forward(be, y, x, B * (int)in->shape[0], (int)in->shape[1], (int)in->shape[2],
-		                           l->scale));
-		return 0;
-	case L_BN: {
-		gf_bn_desc d = bn_desc(net, l, B);
-		float *g = P(net, l->w_off), *b = P(net, l->b_off);
-		if (train) {
-			int freeze = (mode & GF_FREEZE_STATS) != 0;
-			TRY(l, o->bn_forward_train(be, y, l->mean, l->rstd, freeze ? NULL : net->buffers + l->rm_off,
-			                           freeze ? NULL : net->buffers + l->rv_off, x, g, b, &d));
-		} else {
-			TRY(l, o->bn_forward_eval(be, y, x, g, b, net->buffers + l->rm_off, net->buffers + l->rv_off, &d));
-		}
-		return 0;
-	}
-	case L_RELU:
-	case L_LRELU:
-	case L_TANH:
-	case L_SIGMOID:
-		TRY(l, o->act_forward(be, y, x, nin, act_of(l->kind), l->slope));
-		return 0;
-	case L_DROPOUT:
-	case L_DROPOUT2D: {
-		if (!train || l->p == 0.0f) {
-			TRY(l, o->copy(be, y, x, nin * sizeof(float), GF_COPY_D2D));
-			return 0;
-		}
-		size_t groups = l->kind == L_DROPOUT ? nin : (size_t)B * (size_t)in->shape[0];
-		TRY(l, o->dropout_forward(be, y, l->mask, x, groups, nin / groups, l->p, &net->rng));
-		net->rng.offset += gf_rng_blocks(groups);
-		return 0;
-	}
-	case L_RESHAPE:
-	case L_FLATTEN:
-		TRY(l, o->copy(be, y, x, nin * sizeof(float), GF_COPY_D2D));
-		return 0;
-	case L_EMBEDDING:
-		TRY(l, o->embedding_forward(be, y, P(net, l->w_off), (const int32_t *)(void *)x, B, l->fout, l->fin));
-		return 0;
-	case L_CONCAT: {
-		struct node *w = &net->nodes[l->with];
-		TRY(l, o->copy2d(be, y, out->numel, x, in->numel, (size_t)B, in->numel, 0));
-		TRY(l, o->copy2d(be, y + in->numel, out->numel, w->data, w->numel, (size_t)B, w->numel, 0));
-		return 0;
-	}
-	case L_MAXPOOL:
-	case L_AVGPOOL: {
-		gf_pooling_desc d = pooling_desc(net, l, B);
-		TRY(l, o->pooling_forward(be, y, l->idx, x, &d));
-		return 0;
-	}
-	case L_SOFTMAX:
-		TRY(l, o->softmax_forward(be, y, x, B, (int)in->numel));
-		return 0;
-	}
-	return gf_seterr(GF_EPARAM, "layer %d: unknown kind", l->index + 1);
-}
 
 static int check_input(const gf_net *net, const gf_tensor *x, const gf_tensor *labels, int *batch)
 {
@@ -537,8 +305,8 @@ int gf_net_forward(gf_net *net, const gf_tensor *x, const gf_tensor *labels, uns
 	net->batch = 0;
 	for (int i = 0; i < net->nlayers; i++) {
 		struct layer *l = &net->layers[i];
-		if (!l->skip && (rc = forward_layer(net, l, B, mode)))
-			return rc;
+		if (!l->skip && (rc = l->kind->forward(net, l, B, mode)))
+			return layer_fail(l, rc);
 	}
 	net->batch = B;
 	net->mode = mode;
@@ -580,13 +348,13 @@ int gf_net_node(const gf_net *net, const char *name, gf_tensor *out)
 /* Where a layer writes the gradient for node id: the node's own buffer the
  * first time in this backward, the accumulation scratch after that (then
  * grad_done adds it in). */
-static float *grad_dst(gf_net *net, int id)
+float *gf_net_grad_dst(gf_net *net, int id)
 {
 	struct node *n = &net->nodes[id];
 	return n->written ? net->acc : n->grad;
 }
 
-static int grad_done(gf_net *net, int id, int B)
+int gf_net_grad_done(gf_net *net, int id, int B)
 {
 	struct node *n = &net->nodes[id];
 	if (n->written)
@@ -597,7 +365,7 @@ static int grad_done(gf_net *net, int id, int B)
 
 static int has_params(const struct layer *l)
 {
-	return l->w_off >= 0 || l->b_off >= 0;
+	return l->nparam > 0;
 }
 
 /* Which nodes want a gradient: the input when GF_NEED_DX, and the output of
@@ -621,122 +389,25 @@ static void mark_needs(gf_net *net, unsigned flags)
 
 static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 {
-	gf_backend *be = BE(net);
-	const gf_backend_ops *o = OPS(net);
-	struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	const float *dy = out->grad;
-	int dw = (flags & GF_NEED_DW) && has_params(l);
-	int acc = (flags & GF_ACCUMULATE) != 0;
-	int want_dx = in->needs && !in->is_label;
-	float *dx = want_dx ? grad_dst(net, l->in) : NULL;
-	size_t nin = (size_t)B * in->numel;
-
-	switch (l->kind) {
-	case L_LINEAR:
-		if (dw) {
-			TRY(l, o->gemm(be, 1, 0, l->fout, l->fin, B, 1.0f, dy, l->fout, in->data, l->fin, acc ? 1.0f : 0.0f,
-			               G(net, l->w_off), l->fin));
-			if (l->b_off >= 0)
-				TRY(l, o->bias_grad(be, G(net, l->b_off), dy, B, l->fout, 1, acc));
-		}
-		if (dx)
-			TRY(l, o->gemm(be, 0, 0, B, l->fin, l->fout, 1.0f, dy, l->fout, P(net, l->w_off), l->fin, 0.0f, dx,
-			               l->fin));
-		break;
-	case L_CONV: {
-		gf_conv_desc d = conv_desc(net, l, B);
-		TRY(l, o->conv2d_backward(be, dx, dw ? G(net, l->w_off) : NULL, dw ? G(net, l->b_off) : NULL, dy,
-		                          in->data, P(net, l->w_off), &d, acc));
-		break;
-	}
-	case L_TCONV: {
-		gf_conv_desc d = tconv_desc(net, l, B);
-		if (dw) {
-			TRY(l, o->conv2d_backward(be, NULL, G(net, l->w_off), NULL, in->data, dy, P(net, l->w_off), &d, acc));
-			if (l->b_off >= 0)
-				TRY(l, o->bias_grad(be, G(net, l->b_off), dy, B, l->cout, (int)(out->numel / (size_t)l->cout), acc));
-		}
-		if (dx)
-			TRY(l, o->conv2d_forward(be, dx, dy, P(net, l->w_off), NULL, &d));
-		break;
-	}
-	case L_UPSAMPLE:
-		if (dx)
-			TRY(l, o->upsample_backward(be, dx, dy, B * (int)in->shape[0], (int)in->shape[1], (int)in->shape[2],
-			                            l->scale));
-		break;
-	case L_BN: {
-		gf_bn_desc d = bn_desc(net, l, B);
-		TRY(l, o->bn_backward(be, dx, dw ? G(net, l->w_off) : NULL, dw ? G(net, l->b_off) : NULL, dy, out->data,
-		                      in->data, P(net, l->w_off), l->mean, l->rstd, &d, acc));
-		break;
-	}
-	case L_RELU:
-	case L_LRELU:
-	case L_TANH:
-	case L_SIGMOID:
-		if (dx)
-			TRY(l, o->act_backward(be, dx, dy, out->data, nin, act_of(l->kind), l->slope));
-		break;
-	case L_DROPOUT:
-	case L_DROPOUT2D:
-		if (!dx)
-			break;
-		if (!(net->mode & GF_TRAIN) || l->p == 0.0f) {
-			TRY(l, o->copy(be, dx, dy, nin * sizeof(float), GF_COPY_D2D));
-		} else {
-			size_t groups = l->kind == L_DROPOUT ? nin : (size_t)B * (size_t)in->shape[0];
-			TRY(l, o->dropout_backward(be, dx, dy, l->mask, groups, nin / groups));
-		}
-		break;
-	case L_RESHAPE:
-	case L_FLATTEN:
-		if (dx)
-			TRY(l, o->copy(be, dx, dy, nin * sizeof(float), GF_COPY_D2D));
-		break;
-	case L_EMBEDDING:
-		if (dw)
-			TRY(l, o->embedding_backward(be, G(net, l->w_off), dy, (const int32_t *)(void *)in->data, B, l->fout,
-			                             l->fin, acc));
-		break;
-	case L_CONCAT: {
-		struct node *w = &net->nodes[l->with];
-		if (dx) {
-			TRY(l, o->copy2d(be, dx, in->numel, dy, out->numel, (size_t)B, in->numel, 0));
-			TRY(l, grad_done(net, l->in, B));
-			dx = NULL;
-		}
-		if (w->needs && !w->is_label) {
-			float *dw2 = grad_dst(net, l->with);
-			TRY(l, o->copy2d(be, dw2, w->numel, dy + in->numel, out->numel, (size_t)B, w->numel, 0));
-			TRY(l, grad_done(net, l->with, B));
-		}
-		break;
-	}
-	case L_MAXPOOL:
-	case L_AVGPOOL:
-		if (dx) {
-			gf_pooling_desc d = pooling_desc(net, l, B);
-			TRY(l, o->pooling_backward(be, dx, dy, l->idx, &d));
-		}
-		break;
-	case L_SOFTMAX:
-		if (dx)
-			TRY(l, o->softmax_backward(be, dx, dy, out->data, B, (int)in->numel));
-		break;
-	}
-	if (dx)
-		TRY(l, grad_done(net, l->in, B));
-	return 0;
+	const struct node *in = &net->nodes[l->in];
+	gf_layer_grad g;
+	g.dw = (flags & GF_NEED_DW) && has_params(l);
+	g.acc = (flags & GF_ACCUMULATE) != 0;
+	g.dx = in->needs && !in->is_label ? gf_net_grad_dst(net, l->in) : NULL;
+	int rc = l->kind->backward(net, l, B, &g);
+	if (!rc && g.dx)
+		rc = gf_net_grad_done(net, l->in, B);
+	return rc ? layer_fail(l, rc) : 0;
 }
 
 /* Tells the gradient hook that layer l's weight and bias gradients are
  * final (they are laid out back to back: weight, then bias). */
 static int grads_ready(gf_net *net, const struct layer *l)
 {
-	size_t lo = l->w_off >= 0 ? (size_t)l->w_off : (size_t)l->b_off;
-	size_t n = (l->w_off >= 0 ? l->w_n : 0) + (l->b_off >= 0 ? l->b_n : 0);
-	return net->hook(net->hook_ud, lo, n);
+	size_t n = 0;
+	for (int j = 0; j < l->nparam; j++)
+		n += l->param[j].n;
+	return net->hook(net->hook_ud, (size_t)l->param[0].off, n);
 }
 
 void gf_net_set_grad_hook(gf_net *net, gf_grad_hook fn, void *ud)
@@ -766,12 +437,10 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 			continue;
 		if (!net->nodes[l->out].written) {
 			/* a branch nothing downstream used: its gradient is zero */
-			if ((flags & GF_NEED_DW) && !(flags & GF_ACCUMULATE) && has_params(l)) {
-				if (l->w_off >= 0 && (rc = OPS(net)->fill(BE(net), G(net, l->w_off), l->w_n, 0.0f)))
-					return rc;
-				if (l->b_off >= 0 && (rc = OPS(net)->fill(BE(net), G(net, l->b_off), l->b_n, 0.0f)))
-					return rc;
-			}
+			if ((flags & GF_NEED_DW) && !(flags & GF_ACCUMULATE))
+				for (int j = 0; j < l->nparam; j++)
+					if ((rc = OPS(net)->fill(BE(net), layer_grad(net, l, j), l->param[j].n, 0.0f)))
+						return rc;
 			if (hook && has_params(l) && (rc = grads_ready(net, l)))
 				return rc;
 			continue;
@@ -851,19 +520,7 @@ int gf_net_zero_grad(gf_net *net)
 
 static double layer_flops(const gf_net *net, const struct layer *l, int B, int exec)
 {
-	const struct node *in = &net->nodes[l->in], *out = &net->nodes[l->out];
-	switch (l->kind) {
-	case L_LINEAR:
-		return 2.0 * B * l->fin * l->fout;
-	case L_CONV: {
-		double taps = (exec && l->up == 2) ? 4.0 : (double)l->k * l->k;
-		return 2.0 * B * (double)out->numel * l->cin * taps;
-	}
-	case L_TCONV:
-		return 2.0 * B * (double)in->numel * l->cout * l->k * l->k;
-	default:
-		return 0;
-	}
+	return l->kind->flops ? l->kind->flops(net, l, B, exec) : 0;
 }
 
 void gf_net_flops(const gf_net *net, int batch, unsigned flags, double *model, double *exec)
@@ -920,11 +577,9 @@ int gf_net_summary(const gf_net *net, char *buf, size_t size)
 			k += (size_t)snprintf(sh + k, sizeof(sh) - k, "%s%lld", d ? ", " : "", (long long)out->shape[d]);
 		if (k < sizeof(sh))
 			snprintf(sh + k, sizeof(sh) - k, ")");
-		const char *note = l->skip ? (l->kind == L_UPSAMPLE ? "  fused into the next conv" : "  fused into the batchnorm")
-		                 : l->up == 2 ? "  sub-pixel (upsample fused)"
-		                 : l->act == GF_ACT_LRELU ? "  + lrelu" : l->act == GF_ACT_RELU ? "  + relu" : "";
+		const char *note = l->skip ? l->absorber->kind->absorbed_note : l->kind->note ? l->kind->note(l) : NULL;
 		int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0, "%3d %-10s %-6s -> %s%s\n", i + 1,
-		                 l->type, l->key, sh, note);
+		                 l->type, l->key, sh, note ? note : "");
 		if (n > 0)
 			len += (size_t)n;
 	}

@@ -1,6 +1,7 @@
-/* The network's internal structures, shared by layers.c (table parsing,
- * shape inference, fusion) and net.c (memory, forward, backward, views).
- * Not installed. */
+/* The network's internal structures, shared by net_build.c (the table ->
+ * layers, fusions, layout), net.c (memory, forward, backward, views), the
+ * layer kinds under layers/ (through layer_kind.h) and optim.c. Not
+ * installed. */
 #ifndef GF_NN_NET_INTERNAL_H
 #define GF_NN_NET_INTERNAL_H
 
@@ -9,30 +10,13 @@
 
 #include <ganflow/nn.h>
 
-typedef enum {
-	L_LINEAR = 0,
-	L_CONV,
-	L_TCONV,
-	L_UPSAMPLE,
-	L_BN,
-	L_RELU,
-	L_LRELU,
-	L_TANH,
-	L_SIGMOID,
-	L_DROPOUT,
-	L_DROPOUT2D,
-	L_RESHAPE,
-	L_FLATTEN,
-	L_EMBEDDING,
-	L_CONCAT,
-	L_MAXPOOL,
-	L_AVGPOOL,
-	L_SOFTMAX
-} layer_kind;
+typedef struct gf_layer_kind gf_layer_kind;   /* layer_kind.h */
 
 enum { INIT_TORCH = 0, INIT_DCGAN };
 
 #define MAX_SDIMS (GF_MAX_DIMS - 1)   /* per-sample dimensions */
+#define LAYER_MAX_TENSORS 2           /* parameters, buffers, saved tensors: each per layer */
+#define LAYER_CFG_BYTES 96            /* room for a kind's own configuration */
 
 /* A value flowing between layers: the net input "x", the labels, or the
  * output of a layer. Shapes are per sample; buffers hold max_batch. */
@@ -49,40 +33,51 @@ struct node {
 	int needs;           /* backward: a gradient is wanted here */
 };
 
+/* A parameter or buffer a layer declares: its view is "<key>.<name>". */
+struct ltensor {
+	const char *name;    /* "weight", "bias", "running_mean"... (static) */
+	int ndim;
+	int64_t shape[GF_MAX_DIMS];
+	size_t n;
+	long off;            /* floats into the params (or buffers) block */
+	float fill;          /* buffers: value at create and gf_net_init */
+};
+
 struct layer {
-	layer_kind kind;
+	const gf_layer_kind *kind;
 	const char *type;    /* canonical type name */
 	int index;           /* 0-based table position */
 	char key[64];        /* view prefix: the name, or the index */
 	char name[48];       /* user name ("" when none) */
-	int in, with, out;   /* node ids; with = -1 unless concat */
+	int in, with, out;   /* node ids; with = -1 unless the kind reads a second input */
+	int init;            /* INIT_*: the entry's init key, else the network's */
 
-	/* hyper-parameters */
-	int cin, cout, k, stride, pad, opad;   /* conv, tconv, pooling */
-	int up;              /* conv: 2 when a nearest upsample x2 is fused in */
-	int scale;           /* upsample */
-	int fin, fout;       /* linear; embedding: fin = classes, fout = dim */
-	float eps, momentum; /* bn */
-	float slope;         /* lrelu */
-	float p;             /* dropout */
-	int bias, affine;
-	int init;
+	/* declared by the kind's shapes (gf_layer_param, _buffer, _save) and
+	 * laid out by net_build.c (offsets) and net.c (saved workspace) */
+	struct ltensor param[LAYER_MAX_TENSORS];   /* params block, in this order */
+	int nparam;
+	struct ltensor buf[LAYER_MAX_TENSORS];     /* buffers block */
+	int nbuf;
+	size_t save_n[LAYER_MAX_TENSORS];          /* floats saved for backward (max_batch) */
+	void *save[LAYER_MAX_TENSORS];             /* their place in the workspace */
+	int nsave;
 
-	/* parameters: offsets (floats) into params/grads, -1 when absent */
-	long w_off, b_off;
-	int w_ndim;
-	int64_t w_shape[4];
-	size_t w_n, b_n;
-	long rm_off, rv_off; /* bn running statistics in buffers */
-
-	/* saved for backward (workspace) */
-	float *mean, *rstd, *mask;
-	int32_t *idx;
+	/* what the layer is, for a neighbour's fusion (set by its kind's parse) */
+	gf_act as_act;       /* a pointwise activation act(x; as_act_param) */
+	float as_act_param;
+	int as_upsample;     /* a nearest upsample by this factor */
 
 	/* fusion */
 	int skip;            /* absorbed into another layer, not run */
-	gf_act act;          /* bn: activation fused after the affine step */
-	float act_param;
+	const struct layer *absorber;   /* the layer that absorbed it */
+
+	/* the kind's own configuration (LAYER_CFG in layer_kind.h) */
+	union {
+		unsigned char bytes[LAYER_CFG_BYTES];
+		double d_;
+		int64_t i_;
+		void *p_;
+	} cfg;
 };
 
 struct gf_net {
@@ -116,11 +111,11 @@ struct gf_net {
 	void *hook_ud;
 };
 
-/* layers.c: parses the table into net->layers and net->nodes (shapes
+/* net_build.c: parses the table into net->layers and net->nodes (shapes
  * inferred, parameters laid out, fusions applied). Errors name the layer. */
 int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts);
 
-/* Backend op call with the error check, for net.c and layers.c. */
+/* The backend and its ops, for net.c and the layer kinds. */
 #define BE(net) ((net)->be)
 #define OPS(net) ((net)->be->ops)
 

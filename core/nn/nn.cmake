@@ -6,12 +6,29 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/ops_cpu.c
   ${GF_NN_DIR}/cpu/conv_cpu.c
   ${GF_NN_DIR}/cpu/bn_cpu.c)
+# One file per layer kind (layer_kind.h), listed in layers/registry.c.
+set(GF_NN_LAYER_SOURCES
+  ${GF_NN_DIR}/layers/registry.c
+  ${GF_NN_DIR}/layers/linear.c
+  ${GF_NN_DIR}/layers/conv.c
+  ${GF_NN_DIR}/layers/tconv.c
+  ${GF_NN_DIR}/layers/upsample.c
+  ${GF_NN_DIR}/layers/bn.c
+  ${GF_NN_DIR}/layers/activations.c
+  ${GF_NN_DIR}/layers/dropout.c
+  ${GF_NN_DIR}/layers/reshape.c
+  ${GF_NN_DIR}/layers/embedding.c
+  ${GF_NN_DIR}/layers/concat.c
+  ${GF_NN_DIR}/layers/pool.c
+  ${GF_NN_DIR}/layers/softmax.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c
   ${GF_NN_DIR}/backend.c
-  ${GF_NN_DIR}/layers.c
+  ${GF_NN_DIR}/layer_kind.c
+  ${GF_NN_DIR}/net_build.c
   ${GF_NN_DIR}/net.c
+  ${GF_NN_LAYER_SOURCES}
   ${GF_NN_DIR}/loss.c
   ${GF_NN_DIR}/optim.c
   ${GF_NN_DIR}/net_ckpt.c

@@ -1,0 +1,208 @@
+/* Layer kinds: what one kind of layer tells the engine.
+ *
+ * Each kind lives in one file under core/nn/layers/ (linear.c, conv.c,
+ * bn.c...), which fills one const gf_layer_kind: the Lua key and the
+ * arguments it takes, how it reads them, how it infers its output shape
+ * and declares its parameters, buffers and saved state, its forward and
+ * its backward (backend ops only: the numeric kernels stay in the
+ * backends), and where it needs them its initialisation, FLOP count,
+ * summary note and fusions. layers/registry.c lists the kinds; the engine
+ * (net_build.c for the table, net.c for the runs) walks descriptors and
+ * never names a kind. docs/nn.md "Adding a layer" walks through one kind
+ * end to end.
+ *
+ * The helpers below are what a kind may call: argument readers and layer
+ * errors (layer_kind.c), declarations, initialisation, and the node and
+ * parameter accessors. Not installed: kinds are part of libganflow, not
+ * plugins. */
+#ifndef GF_NN_LAYER_KIND_H
+#define GF_NN_LAYER_KIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ganflow/err.h>
+
+#include "net_internal.h"
+
+/* Flags of gf_layer_kind. */
+enum {
+	GF_LK_STATEFUL = 1u << 0,   /* runs differently in GF_TRAIN and GF_EVAL (bn, dropout):
+	                             * gf_net_backward refuses an eval forward */
+	GF_LK_LABELS = 1u << 1      /* reads the i32 labels: its input defaults to them */
+};
+
+/* One table entry being parsed, for the argument readers. */
+typedef struct gf_layer_args {
+	const gf_value *v;   /* {"type", positional..., key = value...} */
+	struct layer *l;
+	int npos;            /* positional arguments after the type */
+} gf_layer_args;
+
+/* What a backward is asked for. */
+typedef struct gf_layer_grad {
+	float *dx;   /* write (overwrite) the gradient w.r.t. the input here; NULL: not wanted.
+	              * The engine adds it into the input's gradient after backward returns;
+	              * a kind that handles a second input (concat) folds dx in itself first
+	              * (gf_net_grad_done) and sets dx to NULL. */
+	int dw;      /* compute the parameter gradients (into layer_grad) */
+	int acc;     /* add them to the grads block instead of overwriting it */
+} gf_layer_grad;
+
+struct gf_layer_kind {
+	const char *name;               /* the Lua key and canonical type name: {"conv", ...} */
+	const char *const *aliases;     /* other keys for it, NULL-terminated; may be NULL */
+	int min_pos, max_pos;           /* positional arguments after the type */
+	const char *keys[8];            /* named keys besides name and input */
+	unsigned flags;                 /* GF_LK_* */
+	int variant;                    /* for kinds that share one file's functions (the
+	                                 * activations, poolings, dropouts): which one */
+
+	/* Reads the entry's arguments into the layer's configuration
+	 * (LAYER_CFG) and what neighbours see (as_act, as_upsample). Errors
+	 * through gf_layer_err. NULL: nothing to read. */
+	int (*parse)(gf_net *net, struct layer *l, const gf_layer_args *a);
+	/* Checks the input node(s), sets the output node's shape
+	 * (gf_layer_set_shape) and declares parameters, buffers and saved
+	 * state (gf_layer_param, gf_layer_buffer, gf_layer_save). The engine
+	 * has already refused the labels as input unless GF_LK_LABELS. */
+	int (*shapes)(gf_net *net, struct layer *l);
+	/* Initialises the parameters from rng (host: scratch as large as the
+	 * largest parameter), drawing in the same order every time: checkpoints
+	 * and references depend on it. Called only when the layer has
+	 * parameters; NULL: none to initialise. */
+	int (*init)(gf_net *net, struct layer *l, gf_rng *rng, float *host);
+	/* y = f(x) for a batch of B into the output node, through backend ops.
+	 * mode: GF_TRAIN, GF_FREEZE_STATS. A failing op's rc is returned as is
+	 * (the engine names the layer). */
+	int (*forward)(gf_net *net, struct layer *l, int B, unsigned mode);
+	/* Gradients of the last forward from the output node's grad (see
+	 * gf_layer_grad): the input's and the parameters' separately, so a G
+	 * step can go through D without D's weight gradients. */
+	int (*backward)(gf_net *net, struct layer *l, int B, gf_layer_grad *g);
+
+	/* ---- optional ---- */
+	/* FLOPs of one forward at batch B (exec: as this engine runs it after
+	 * fusions). NULL: 0 (only convolutions and GEMMs are counted). */
+	double (*flops)(const gf_net *net, const struct layer *l, int B, int exec);
+	/* gf_net_summary's note for the layer ("  + lrelu"), or NULL. */
+	const char *(*note)(const struct layer *l);
+	/* Fusions (net_build.c "fusions"): the engine offers each unnamed layer
+	 * with a single consumer and that consumer. absorb_input: l may take
+	 * over prev, the producer of its input (prev is then not run and l reads
+	 * prev's input); absorb_output: l may take over next, the consumer of
+	 * its output (next is then not run and its readers read l's output).
+	 * Return 1 after recording in l's configuration how to run both, 0 to
+	 * leave the pair alone. absorbed_note: the summary note of a layer this
+	 * kind absorbed. */
+	int (*absorb_input)(const gf_net *net, struct layer *l, const struct layer *prev);
+	int (*absorb_output)(const gf_net *net, struct layer *l, const struct layer *next);
+	const char *absorbed_note;
+};
+
+/* layers/registry.c: the kind whose name or alias is type, or NULL. */
+const gf_layer_kind *gf_layer_kind_find(const char *type);
+
+/* ---- a kind's configuration ----
+ * Kept inside its struct layer (no allocation):
+ *   struct conv_cfg { int cin, cout, k; ... };
+ *   LAYER_CFG_FITS(struct conv_cfg);
+ *   struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l); */
+#define LAYER_CFG(type, l) ((type *)(void *)(l)->cfg.bytes)
+#define LAYER_CCFG(type, l) ((const type *)(const void *)(l)->cfg.bytes)
+#define LAYER_CFG_FITS(type) \
+	_Static_assert(sizeof(type) <= LAYER_CFG_BYTES, #type " does not fit in struct layer's cfg")
+
+/* ---- errors and arguments (layer_kind.c) ---- */
+
+/* Sets the detail message "layer N (type): <fmt>" and returns rc. */
+int gf_layer_err(int rc, const struct layer *l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "(4, 8, 8)" into buf; returns buf. */
+char *gf_layer_shape_str(const struct node *n, char *buf, size_t size);
+
+/* GF_ESHAPE unless in is an image (C, H, W) of `channels` channels (any
+ * when channels is 0). */
+int gf_layer_expect_image(const struct layer *l, const struct node *in, int channels);
+
+/* The f32 NCHW descriptor of a square k x k convolution from image node x
+ * to image node y at batch B (up = 1): conv.c runs it from its input to its
+ * output, tconv.c from its output to its input. */
+gf_conv_desc gf_layer_conv_desc(const struct node *x, const struct node *y, int k, int stride, int pad, int B);
+
+/* Positional argument i (0 = the first after the type), NULL when absent. */
+const gf_value *gf_layer_arg(const gf_layer_args *a, int i);
+
+/* An integer from positional argument i or, when key is not NULL, the
+ * named key (never both), def when neither; GF_EPARAM naming the argument
+ * unless min <= value <= 2^30. */
+int gf_layer_arg_int(const gf_layer_args *a, int i, const char *key, int def, int min, int *out);
+/* A number likewise (i < 0: by name only). */
+int gf_layer_arg_num(const gf_layer_args *a, int i, const char *key, double def, float *out);
+/* A boolean from a named key. */
+int gf_layer_arg_bool(const gf_layer_args *a, const char *key, int def, int *out);
+
+/* The node an `input` / `with` value names: "x", "label", the name of an
+ * earlier layer or its 1-based table position. Errors name the key. */
+int gf_layer_source(gf_net *net, struct layer *l, const char *key, const gf_value *v, int *node);
+
+/* ---- shapes and declarations (layer_kind.c) ---- */
+
+void gf_layer_set_shape(struct node *n, int ndim, const int64_t *shape);
+
+/* Declares the next parameter (view "<key>.<name>", name a static string)
+ * of the given shape (ndim <= GF_MAX_DIMS); parameters are laid out in
+ * declaration order. */
+void gf_layer_param(struct layer *l, const char *name, int ndim, const int64_t *shape);
+/* Declares the next buffer (n floats, reset to fill at create and init). */
+void gf_layer_buffer(struct layer *l, const char *name, size_t n, float fill);
+/* Asks for n floats of workspace saved from forward to backward; returns
+ * the slot: l->save[slot] points to them once the network is created. */
+int gf_layer_save(struct layer *l, size_t n);
+
+/* ---- initialisation (layer_kind.c) ---- */
+
+/* Weight (param 0) and bias (param 1, when declared) of a linear or
+ * convolution: PyTorch's default, U(+-1/sqrt(fan_in)) for both, or with
+ * init = "dcgan" N(0, 0.02) and a zero bias. */
+int gf_layer_init_fan_in(gf_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in);
+/* Copies host (param i's size) into parameter i. */
+int gf_layer_upload(gf_net *net, const struct layer *l, int i, const float *host);
+
+/* ---- backward across nodes (net.c) ---- */
+
+/* Where to write the gradient for node id (its grad the first time in a
+ * backward, the accumulation scratch after), and the call that makes it
+ * count once written. For a kind with a second input. */
+float *gf_net_grad_dst(gf_net *net, int id);
+int gf_net_grad_done(gf_net *net, int id, int B);
+
+/* ---- accessors ---- */
+
+static inline struct node *layer_in(const gf_net *net, const struct layer *l)
+{
+	return &net->nodes[l->in];
+}
+
+static inline struct node *layer_out(const gf_net *net, const struct layer *l)
+{
+	return &net->nodes[l->out];
+}
+
+/* Parameter i of l, its gradient, buffer i: NULL when not declared. */
+static inline float *layer_param(const gf_net *net, const struct layer *l, int i)
+{
+	return i < l->nparam ? net->params + l->param[i].off : NULL;
+}
+
+static inline float *layer_grad(const gf_net *net, const struct layer *l, int i)
+{
+	return i < l->nparam ? net->grads + l->param[i].off : NULL;
+}
+
+static inline float *layer_buffer(const gf_net *net, const struct layer *l, int i)
+{
+	return i < l->nbuf ? net->buffers + l->buf[i].off : NULL;
+}
+
+#endif

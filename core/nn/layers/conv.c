@@ -1,0 +1,121 @@
+/* conv: 2-d convolution with a square kernel, PyTorch's nn.Conv2d(in, out,
+ * k, stride, pad, bias = bias) with the weight (out, in, k, k).
+ *
+ *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ...}
+ *
+ * Forward and backward are the backend's conv2d_forward / conv2d_backward.
+ * Fusion: a conv 3x3 stride 1 pad 1 absorbs a nearest upsample x2 before
+ * it when the backend advertises GF_CAP_CONV_UP2, and then runs as a
+ * sub-pixel convolution of the low-resolution input (up = 2 in its
+ * descriptor: 4 taps per output instead of 9; docs/nn.md "Engine
+ * fusions"). */
+#include "../layer_kind.h"
+
+struct conv_cfg {
+	int cin, cout, k, stride, pad, bias;
+	int up;   /* 2 when a nearest upsample x2 is fused in, else 1 */
+};
+LAYER_CFG_FITS(struct conv_cfg);
+
+static int conv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+{
+	(void)net;
+	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
+	int rc;
+	c->up = 1;
+	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->cin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->cout)) ||
+	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
+	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)))
+		return rc;
+	return 0;
+}
+
+static int conv_shapes(gf_net *net, struct layer *l)
+{
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	const struct node *in = layer_in(net, l);
+	char s[96];
+	int rc = gf_layer_expect_image(l, in, c->cin);
+	if (rc)
+		return rc;
+	int64_t h = in->shape[1], w = in->shape[2];
+	if (h + 2 * c->pad < c->k || w + 2 * c->pad < c->k)
+		return gf_layer_err(GF_ESHAPE, l, "kernel %d does not fit the padded input %s", c->k,
+		                    gf_layer_shape_str(in, s, sizeof(s)));
+	int64_t ho = (h + 2 * c->pad - c->k) / c->stride + 1, wo = (w + 2 * c->pad - c->k) / c->stride + 1;
+	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
+	gf_layer_param(l, "weight", 4, (int64_t[]){ c->cout, c->cin, c->k, c->k });
+	if (c->bias)
+		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
+	return 0;
+}
+
+static int conv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+{
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	return gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->k * c->k));
+}
+
+static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
+{
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	gf_conv_desc d = gf_layer_conv_desc(layer_in(net, l), layer_out(net, l), c->k, c->stride, c->pad, B);
+	d.up = c->up;
+	return d;
+}
+
+static int conv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+{
+	(void)mode;
+	gf_conv_desc d = conv_desc(net, l, B);
+	return OPS(net)->conv2d_forward(BE(net), layer_out(net, l)->data, layer_in(net, l)->data, layer_param(net, l, 0),
+	                                layer_param(net, l, 1), &d);
+}
+
+static int conv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+{
+	gf_conv_desc d = conv_desc(net, l, B);
+	return OPS(net)->conv2d_backward(BE(net), g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
+	                                 g->dw ? layer_grad(net, l, 1) : NULL, layer_out(net, l)->grad,
+	                                 layer_in(net, l)->data, layer_param(net, l, 0), &d, g->acc);
+}
+
+static double conv_flops(const gf_net *net, const struct layer *l, int B, int exec)
+{
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	double taps = (exec && c->up == 2) ? 4.0 : (double)c->k * c->k;
+	return 2.0 * B * (double)layer_out(net, l)->numel * c->cin * taps;
+}
+
+static const char *conv_note(const struct layer *l)
+{
+	return LAYER_CCFG(struct conv_cfg, l)->up == 2 ? "  sub-pixel (upsample fused)" : NULL;
+}
+
+/* nearest upsample x2 -> 3x3/1/1 conv: the sub-pixel conv */
+static int conv_absorb_input(const gf_net *net, struct layer *l, const struct layer *prev)
+{
+	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
+	if (prev->as_upsample != 2 || c->k != 3 || c->stride != 1 || c->pad != 1 || c->up != 1 ||
+	    !(net->be->caps & GF_CAP_CONV_UP2))
+		return 0;
+	c->up = 2;
+	return 1;
+}
+
+const gf_layer_kind gf_layer_conv = {
+	.name = "conv",
+	.aliases = (const char *const[]){ "conv2d", NULL },
+	.min_pos = 3,
+	.max_pos = 5,
+	.keys = { "stride", "pad", "bias", "init" },
+	.parse = conv_parse,
+	.shapes = conv_shapes,
+	.init = conv_init,
+	.forward = conv_forward,
+	.backward = conv_backward,
+	.flops = conv_flops,
+	.note = conv_note,
+	.absorb_input = conv_absorb_input,
+	.absorbed_note = "  fused into the next conv",
+};

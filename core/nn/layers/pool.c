@@ -1,0 +1,105 @@
+/* maxpool and avgpool: PyTorch's nn.MaxPool2d(k, stride, pad) and
+ * nn.AvgPool2d(k, stride, pad) (padded zeros counted:
+ * count_include_pad = True).
+ *
+ *   {"maxpool", k, stride = k, pad = 0}  {"avgpool", k, stride = k, pad = 0}
+ *
+ * Two kinds in one file because they are one backend op with a flag
+ * (pooling_forward / pooling_backward, gf_pooling_desc.max); max pooling
+ * also saves the argmax positions for backward. */
+#include "../layer_kind.h"
+
+struct pool_cfg {
+	int k, stride, pad;
+	int max;   /* the kind's variant: 1 max pooling, 0 average */
+	int idx;   /* max: save slot of the argmax positions */
+};
+LAYER_CFG_FITS(struct pool_cfg);
+
+static int pool_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+{
+	(void)net;
+	struct pool_cfg *c = LAYER_CFG(struct pool_cfg, l);
+	int rc;
+	c->max = l->kind->variant;
+	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 1, "stride", c->k, 1, &c->stride)) ||
+	    (rc = gf_layer_arg_int(a, 2, "pad", 0, 0, &c->pad)))
+		return rc;
+	return 0;
+}
+
+static int pool_shapes(gf_net *net, struct layer *l)
+{
+	struct pool_cfg *c = LAYER_CFG(struct pool_cfg, l);
+	const struct node *in = layer_in(net, l);
+	struct node *out = layer_out(net, l);
+	char s[96];
+	int rc = gf_layer_expect_image(l, in, 0);
+	if (rc)
+		return rc;
+	if (2 * c->pad > c->k)
+		return gf_layer_err(GF_EPARAM, l, "pad %d must be at most half the kernel %d", c->pad, c->k);
+	int64_t h = in->shape[1], w = in->shape[2];
+	if (h + 2 * c->pad < c->k || w + 2 * c->pad < c->k)
+		return gf_layer_err(GF_ESHAPE, l, "window %d does not fit the input %s", c->k,
+		                    gf_layer_shape_str(in, s, sizeof(s)));
+	gf_layer_set_shape(out, 3,
+	                   (int64_t[]){ in->shape[0], (h + 2 * c->pad - c->k) / c->stride + 1,
+	                                (w + 2 * c->pad - c->k) / c->stride + 1 });
+	if (c->max)
+		c->idx = gf_layer_save(l, (size_t)net->max_batch * out->numel);   /* int32 */
+	return 0;
+}
+
+static gf_pooling_desc pool_desc(const gf_net *net, const struct layer *l, int B)
+{
+	const struct pool_cfg *c = LAYER_CCFG(struct pool_cfg, l);
+	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
+	gf_pooling_desc d = { B,      (int)in->shape[0], (int)in->shape[1], (int)in->shape[2], (int)out->shape[1],
+	                      (int)out->shape[2], c->k, c->k, c->stride, c->stride, c->pad, c->pad, c->max };
+	return d;
+}
+
+static int32_t *argmax(const struct layer *l)
+{
+	const struct pool_cfg *c = LAYER_CCFG(struct pool_cfg, l);
+	return c->max ? l->save[c->idx] : NULL;
+}
+
+static int pool_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+{
+	(void)mode;
+	gf_pooling_desc d = pool_desc(net, l, B);
+	return OPS(net)->pooling_forward(BE(net), layer_out(net, l)->data, argmax(l), layer_in(net, l)->data, &d);
+}
+
+static int pool_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+{
+	if (!g->dx)
+		return 0;
+	gf_pooling_desc d = pool_desc(net, l, B);
+	return OPS(net)->pooling_backward(BE(net), g->dx, layer_out(net, l)->grad, argmax(l), &d);
+}
+
+const gf_layer_kind gf_layer_maxpool = {
+	.name = "maxpool",
+	.min_pos = 1,
+	.max_pos = 3,
+	.keys = { "stride", "pad" },
+	.variant = 1,
+	.parse = pool_parse,
+	.shapes = pool_shapes,
+	.forward = pool_forward,
+	.backward = pool_backward,
+};
+
+const gf_layer_kind gf_layer_avgpool = {
+	.name = "avgpool",
+	.min_pos = 1,
+	.max_pos = 3,
+	.keys = { "stride", "pad" },
+	.parse = pool_parse,
+	.shapes = pool_shapes,
+	.forward = pool_forward,
+	.backward = pool_backward,
+};

@@ -1,0 +1,40 @@
+/* The layer kinds the engine knows, by Lua key. Each kind's descriptor is
+ * defined in its own file in this folder; adding a kind is that file, one
+ * line here, one in core/nn/nn.cmake, its backend ops and its tests
+ * (docs/nn.md "Adding a layer"). */
+#include <string.h>
+
+#include "../layer_kind.h"
+
+extern const gf_layer_kind gf_layer_linear, gf_layer_conv, gf_layer_tconv, gf_layer_upsample, gf_layer_bn,
+	gf_layer_relu, gf_layer_lrelu, gf_layer_tanh, gf_layer_sigmoid, gf_layer_dropout, gf_layer_dropout2d,
+	gf_layer_reshape, gf_layer_flatten, gf_layer_embedding, gf_layer_concat, gf_layer_maxpool, gf_layer_avgpool,
+	gf_layer_softmax;
+
+static const gf_layer_kind *const kinds[] = {
+	&gf_layer_linear,                                       /* linear.c */
+	&gf_layer_conv,                                         /* conv.c */
+	&gf_layer_tconv,                                        /* tconv.c */
+	&gf_layer_upsample,                                     /* upsample.c */
+	&gf_layer_bn,                                           /* bn.c */
+	&gf_layer_relu, &gf_layer_lrelu, &gf_layer_tanh, &gf_layer_sigmoid,   /* activations.c */
+	&gf_layer_dropout, &gf_layer_dropout2d,                 /* dropout.c */
+	&gf_layer_reshape, &gf_layer_flatten,                   /* reshape.c */
+	&gf_layer_embedding,                                    /* embedding.c */
+	&gf_layer_concat,                                       /* concat.c */
+	&gf_layer_maxpool, &gf_layer_avgpool,                   /* pool.c */
+	&gf_layer_softmax,                                      /* softmax.c */
+};
+
+const gf_layer_kind *gf_layer_kind_find(const char *type)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const gf_layer_kind *k = kinds[i];
+		if (strcmp(type, k->name) == 0)
+			return k;
+		for (const char *const *a = k->aliases; a && *a; a++)
+			if (strcmp(type, *a) == 0)
+				return k;
+	}
+	return NULL;
+}

@@ -1,0 +1,120 @@
+/* tconv: 2-d transposed convolution with a square kernel, PyTorch's
+ * nn.ConvTranspose2d(in, out, k, stride, pad, output_padding, bias = bias)
+ * with the weight (in, out, k, k).
+ *
+ *   {"tconv", in, out, k, stride = 1, pad = 0, output_padding = 0, bias = true, init = ...}
+ *
+ * A transposed conv is the data gradient of the conv from its output to
+ * its input, so it runs on the backend's conv ops with input and output
+ * swapped: forward = conv2d_backward (data), input gradient =
+ * conv2d_forward, weight gradient = conv2d_backward (filter); the bias
+ * through bias_add / bias_grad. */
+#include "../layer_kind.h"
+
+struct tconv_cfg {
+	int cin, cout, k, stride, pad, opad, bias;
+};
+LAYER_CFG_FITS(struct tconv_cfg);
+
+static int tconv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+{
+	(void)net;
+	struct tconv_cfg *c = LAYER_CFG(struct tconv_cfg, l);
+	int rc;
+	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->cin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->cout)) ||
+	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
+	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
+	    (rc = gf_layer_arg_int(a, 5, "output_padding", 0, 0, &c->opad)))
+		return rc;
+	return 0;
+}
+
+static int tconv_shapes(gf_net *net, struct layer *l)
+{
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	const struct node *in = layer_in(net, l);
+	char s[96];
+	int rc = gf_layer_expect_image(l, in, c->cin);
+	if (rc)
+		return rc;
+	if (c->opad >= c->stride && c->opad >= 1)
+		return gf_layer_err(GF_EPARAM, l, "output_padding %d must be smaller than the stride %d", c->opad, c->stride);
+	int64_t h = in->shape[1], w = in->shape[2];
+	int64_t ho = (h - 1) * c->stride - 2 * c->pad + c->k + c->opad;
+	int64_t wo = (w - 1) * c->stride - 2 * c->pad + c->k + c->opad;
+	if (ho < 1 || wo < 1)
+		return gf_layer_err(GF_ESHAPE, l, "output would be empty for input %s", gf_layer_shape_str(in, s, sizeof(s)));
+	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
+	gf_layer_param(l, "weight", 4, (int64_t[]){ c->cin, c->cout, c->k, c->k });
+	if (c->bias)
+		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
+	return 0;
+}
+
+static int tconv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+{
+	/* PyTorch's fan_in is weight.size(1) * k * k: the output channels */
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	return gf_layer_init_fan_in(net, l, rng, host, (double)c->cout * (c->k * c->k));
+}
+
+/* The conv whose data gradient this layer is: from the output to the input. */
+static gf_conv_desc tconv_desc(const gf_net *net, const struct layer *l, int B)
+{
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	return gf_layer_conv_desc(layer_out(net, l), layer_in(net, l), c->k, c->stride, c->pad, B);
+}
+
+static int tconv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+{
+	(void)mode;
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	struct node *out = layer_out(net, l);
+	float *b = layer_param(net, l, 1);
+	gf_conv_desc d = tconv_desc(net, l, B);
+	int rc = OPS(net)->conv2d_backward(BE(net), out->data, NULL, NULL, layer_in(net, l)->data, NULL,
+	                                   layer_param(net, l, 0), &d, 0);
+	if (!rc && b)
+		rc = OPS(net)->bias_add(BE(net), out->data, b, B, c->cout, (int)(out->numel / (size_t)c->cout));
+	return rc;
+}
+
+static int tconv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+{
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	const struct node *out = layer_out(net, l);
+	gf_conv_desc d = tconv_desc(net, l, B);
+	int rc;
+	if (g->dw) {
+		if ((rc = OPS(net)->conv2d_backward(BE(net), NULL, layer_grad(net, l, 0), NULL, layer_in(net, l)->data,
+		                                    out->grad, layer_param(net, l, 0), &d, g->acc)))
+			return rc;
+		if (c->bias && (rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), out->grad, B, c->cout,
+		                                         (int)(out->numel / (size_t)c->cout), g->acc)))
+			return rc;
+	}
+	if (g->dx)
+		return OPS(net)->conv2d_forward(BE(net), g->dx, out->grad, layer_param(net, l, 0), NULL, &d);
+	return 0;
+}
+
+static double tconv_flops(const gf_net *net, const struct layer *l, int B, int exec)
+{
+	(void)exec;
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	return 2.0 * B * (double)layer_in(net, l)->numel * c->cout * c->k * c->k;
+}
+
+const gf_layer_kind gf_layer_tconv = {
+	.name = "tconv",
+	.aliases = (const char *const[]){ "deconv", "convtranspose", "conv_transpose", NULL },
+	.min_pos = 3,
+	.max_pos = 6,
+	.keys = { "stride", "pad", "output_padding", "bias", "init" },
+	.parse = tconv_parse,
+	.shapes = tconv_shapes,
+	.init = tconv_init,
+	.forward = tconv_forward,
+	.backward = tconv_backward,
+	.flops = tconv_flops,
+};
