@@ -68,7 +68,8 @@ static int load_classifier(gf_evaluator *e, const char *path)
 	rc = gf_ckpt_net(c, i, e->be, e->o.batch, &e->clf);
 	gf_ckpt_close(c);
 	if (rc)
-		return gf_seterr(rc, "classifier checkpoint does not match its backbone: %s", gf_errmsg());
+		return gf_seterr(rc, "classifier checkpoint %s: %s", rc == GF_ENONFINITE ? "is not finite" :
+		                 "does not match its backbone", gf_errmsg());
 	gf_tensor in, out, feat;
 	gf_net_shapes(e->clf, &in, &out);
 	if (in.ndim != 4 || out.ndim != 2)

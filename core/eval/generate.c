@@ -164,10 +164,16 @@ static int run_rows(gf_generators *gs, gen *g, int m, unsigned mode, float *imag
 	size_t per = (size_t)gs->c * (size_t)gs->h * (size_t)gs->w;
 	gf_backend *be = gf_net_backend(g->net);
 	for (int i = 0; i < m; i++) {
-		rc = be->ops->copy(be, images + (size_t)gs->rows[i] * per, (const float *)o.data + (size_t)i * per,
-		                   per * sizeof(float), GF_COPY_D2H);
+		float *img = images + (size_t)gs->rows[i] * per;
+		rc = be->ops->copy(be, img, (const float *)o.data + (size_t)i * per, per * sizeof(float), GF_COPY_D2H);
 		if (rc)
 			return rc;
+		/* a black grid or a finite-looking FID must not hide a broken G */
+		size_t k = gf_finite_find(img, per);
+		if (k < per)
+			return gf_seterr(GF_ENONFINITE, "generator '%s': generator output is not finite (image %d, value %zu "
+			                                "is %s)",
+			                 g->name, gs->rows[i], k, img[k] != img[k] ? "nan" : "inf");
 	}
 	return 0;
 }

@@ -4,7 +4,8 @@
 # stage, and bad input. One CTest test per case:
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
-#                               small_n | wrong_size | not_classifier | mismatch
+#                               small_n | wrong_size | not_classifier | mismatch |
+#                               nonfinite
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -46,6 +47,20 @@ fi
 gck="$F/g/checkpoints/$(cat "$F/g/checkpoints/latest")"
 # fid FILE: the FID ganflow eval printed
 fid() { awk '$1 == "FID" { print $2 }' "$1"; }
+# poison IN OUT TENSOR VALUE [all]: a copy of checkpoint IN with TENSOR's first
+# value (all: every value, alternating in sign) set to VALUE (nan, inf, 3e38)
+poison() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+a, b = json.loads(raw[8:8 + n])[sys.argv[3]]["data_offsets"]
+v = float(sys.argv[4])
+for i in range(0, (b - a) if sys.argv[5:] == ["all"] else 4, 4):
+    raw[8 + n + a + i:8 + n + a + i + 4] = struct.pack("<f", v if i % 8 == 0 else -v)
+open(sys.argv[2], "wb").write(raw)
+PY
+}
 acc_of() { grep -o '"test_acc":[0-9.]*' "$1" | tail -1 | cut -d: -f2; }
 
 case $case_name in
@@ -101,6 +116,19 @@ mismatch)
   "$G" eval "$F/fm/test" classifier="$T/bad.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ]" "a classifier whose weights do not match its table should fail"
   check "grep -q 'does not match its backbone' '$T/e.log' && grep -q \"clf.net\" '$T/e.log'" "the error should name the first tensor that differs: $(cat "$T/e.log")"
+  ;;
+nonfinite)
+  # a NaN weight, then finite weights whose images are not: named errors,
+  # not a finite-looking FID
+  poison "$gck" "$T/nan.safetensors" g.net.2.weight nan
+  "$G" eval "$T/nan.safetensors" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.2.weight\[0\] is nan' '$T/e.log'" "a NaN weight should fail naming it: $(tail -2 "$T/e.log")"
+  poison "$gck" "$T/out.safetensors" g.net.4.weight 3e38 all
+  "$G" eval "$T/out.safetensors" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generator output is not finite' '$T/e.log'" "non-finite images should fail: $(tail -2 "$T/e.log")"
+  poison "$F/clf32.safetensors" "$T/clf.safetensors" clf.net.0.weight inf
+  "$G" eval "$gck" classifier="$T/clf.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'clf.net.0.weight\[0\] is inf' '$T/e.log'" "a non-finite classifier should fail naming the tensor: $(tail -2 "$T/e.log")"
   ;;
 *)
   echo "unknown case $case_name"

@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | cgan | perclass | async | resume |
 #                                  shape | resume_other | rundir | nan |
-#                                  diverge | enospc | sigint | plot
+#                                  diverge | nonfinite | enospc | sigint | plot
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -63,6 +63,21 @@ for path in sys.argv[1:]:
             a = array.array("f", raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
             if not all(math.isfinite(x) for x in a):
                 print(path, k)
+PY
+}
+
+# poison IN OUT TENSOR VALUE [all]: a copy of checkpoint IN with TENSOR's first
+# value (all: every value, alternating in sign) set to VALUE (nan, inf, 3e38)
+poison() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+a, b = json.loads(raw[8:8 + n])[sys.argv[3]]["data_offsets"]
+v = float(sys.argv[4])
+for i in range(0, (b - a) if sys.argv[5:] == ["all"] else 4, 4):
+    raw[8 + n + a + i:8 + n + a + i + 4] = struct.pack("<f", v if i % 8 == 0 else -v)
+open(sys.argv[2], "wb").write(raw)
 PY
 }
 
@@ -216,6 +231,26 @@ diverge)
   # not be: sample either draws them or says so, never a black grid
   "$G" sample "$(latest "$T/r")" n=4 out="$T/s.png" >"$T/s.log" 2>&1
   check "[ $? -eq 0 ] || grep -q 'generator output is not finite' '$T/s.log'" "the last good checkpoint should load: $(cat "$T/s.log")"
+  ;;
+nonfinite)
+  # checkpoints of broken networks: sample and resume name the tensor
+  run dcgan_fashion "$T/r" steps=3 samples=1000
+  ck=$(latest "$T/r")
+  poison "$ck" "$T/nan.safetensors" g.net.2.weight nan
+  "$G" sample "$T/nan.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.2.weight\[0\] is nan' '$T/s.log'" "sampling a NaN weight should fail naming it: $(cat "$T/s.log")"
+  check "[ ! -f '$T/s.png' ]" "no grid should be written from a NaN generator"
+  poison "$ck" "$T/inf.safetensors" g.net.5.running_var inf
+  "$G" sample "$T/inf.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.5.running_var\[0\] is inf' '$T/s.log'" "sampling an inf running variance should fail naming it: $(cat "$T/s.log")"
+  # finite weights whose images are not (inf - inf in a convolution)
+  poison "$ck" "$T/out.safetensors" g.net.4.weight 3e38 all
+  "$G" sample "$T/out.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generator output is not finite' '$T/s.log'" "non-finite images should fail: $(cat "$T/s.log")"
+  check "[ ! -f '$T/s.png' ]" "no grid should be written from non-finite images"
+  poison "$ck" "$T/d.safetensors" d.net.6.running_var inf
+  run dcgan_fashion "$T/c" steps=6 samples=1000 resume="$T/d.safetensors"
+  check "[ $? -ne 0 ] && grep -q 'd.net.6.running_var\[0\] is inf' '$T/c.log'" "resuming a non-finite checkpoint should fail naming the tensor: $(tail -2 "$T/c.log")"
   ;;
 enospc)
   [ -f "$B/tests/libgf_enospc.so" ] || { echo "FAIL: libgf_enospc.so not built"; exit 1; }

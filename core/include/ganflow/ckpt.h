@@ -96,7 +96,9 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
 /* Builds part i's network on be for batches up to max_batch and loads its
  * parameters and buffers (not its optimiser). Returns 0 (*out owned by the
  * caller: gf_net_destroy) or an error naming the file, the part and the
- * first tensor that differs. */
+ * first tensor that differs; GF_ENONFINITE naming the first NaN or
+ * infinite value ("g.net.2.weight[0] is nan") when the loaded network is
+ * not finite. */
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out);
 
 /* The data position recorded for lmdb_reader instance `reader` (the

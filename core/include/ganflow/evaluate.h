@@ -41,8 +41,9 @@ typedef struct gf_generators gf_generators;
  * "generator"): builds each network from "<g>.table" for batches up to
  * max_batch on backend be and loads its weights. Per-class checkpoints
  * hold one generator per class ("<g>.class" >= 0). Returns 0, or
- * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT with the message in
- * gf_errmsg(). Release with gf_generators_close. */
+ * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT, GF_ENONFINITE (a
+ * NaN or infinite weight, named: "g.net.2.weight[0] is nan") with the
+ * message in gf_errmsg(). Release with gf_generators_close. */
 int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch);
 void gf_generators_close(gf_generators *g);
 
@@ -67,7 +68,9 @@ gf_net *gf_generators_net(gf_generators *g, int i);
  * f32 in [-1, 1], from noise drawn with r. labels (n) selects the class of
  * each image (conditional G: its label; per-class: which G), or is NULL
  * for an unconditional single G. mode is GF_EVAL (batchnorm on running
- * statistics) or GF_TRAIN | GF_FREEZE_STATS. */
+ * statistics) or GF_TRAIN | GF_FREEZE_STATS. Returns 0, GF_EPARAM, or
+ * GF_ENONFINITE when an image holds NaN or infinite values ("generator
+ * output is not finite", naming the generator and the image). */
 int gf_generators_sample(gf_generators *g, gf_rng *r, const int32_t *labels, int n, unsigned mode,
                          float *images);
 
