@@ -192,6 +192,12 @@ int gf_cmd_eval(int argc, char **argv)
 		return 1;
 	}
 	double real_sec = gf_now() - t0, gen_sec = 0;
+	if (!is_dataset(what) && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
+		/* before generating anything: n=0 would reach the statistics empty */
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		gf_evaluator_close(e);
+		return 1;
+	}
 	int64_t count = n;
 	uint64_t bad = 0;
 	int rc = is_dataset(what) ? gf_evaluator_add_dataset(e, what, n, &count, &bad)

@@ -85,12 +85,14 @@ int gf_generators_create(gf_generators **out, const gf_value *table, int count, 
 	return 0;
 }
 
-int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch)
+int gf_generators_open(gf_generators **out, const char *given, gf_backend *be, int max_batch)
 {
 	gf_ckpt *c;
+	char path[4096];
 	*out = NULL;
-	int rc = gf_ckpt_open(&c, path);
-	if (rc)
+	/* a run directory (its latest checkpoint) as resume= takes it */
+	int rc = gf_ckpt_resolve(given, path, sizeof(path));
+	if (rc || (rc = gf_ckpt_open(&c, path)))
 		return rc;
 	gf_generators *gs = calloc(1, sizeof(*gs));
 	if (!gs || !(gs->g = calloc((size_t)gf_ckpt_nparts(c) + 1, sizeof(*gs->g)))) {

@@ -90,6 +90,9 @@ struct gf_ckpt {
 int gf_ckpt_open(gf_ckpt **out, const char *path)
 {
 	*out = NULL;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return gf_seterr(-EISDIR, "'%s' is a directory: give a checkpoint file or a run directory", path);
 	gf_ckpt *c = calloc(1, sizeof(*c));
 	if (!c || !(c->path = strdup(path))) {
 		free(c);

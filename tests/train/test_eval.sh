@@ -5,7 +5,7 @@
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
 #                               small_n | wrong_size | not_classifier | mismatch |
-#                               nonfinite | bad_records | small_real
+#                               nonfinite | bad_records | small_real | messages
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -170,6 +170,25 @@ small_real)
   "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/small" n=500 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ] && grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && grep -q \"real split 'small'\" '$T/e.log'" "a real split of 100 images should be refused naming it: $(tail -2 "$T/e.log")"
   check "! ls -a '$T/small' | grep -q '^.ganflow-fid-'" "a failed eval should write no statistics cache: $(ls -a "$T/small")"
+  ;;
+messages)
+  # a run directory stands for its latest checkpoint, as resume= takes it
+  "$G" sample "$F/g" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] && [ -f '$T/s.png' ]" "sample of a run directory should use its latest checkpoint: $(cat "$T/s.log")"
+  mkdir "$T/empty"
+  "$G" sample "$T/empty" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is a directory' '$T/s.log' && ! grep -q 'read failed' '$T/s.log'" "a directory without checkpoints should be named as one: $(cat "$T/s.log")"
+  "$G" eval "$T/empty" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is a directory' '$T/e.log' && ! grep -q 'read failed' '$T/e.log'" "eval of a directory without checkpoints: $(tail -1 "$T/e.log")"
+  # one message for the argument at fault
+  "$G" sample "$gck" n=0 >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'n=0: need 1 <= n' '$T/s.log' && ! grep -q cols '$T/s.log'" "sample n=0 should name n alone: $(cat "$T/s.log")"
+  "$G" sample "$gck" cols=0 >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'cols=0: need cols >= 1' '$T/s.log'" "sample cols=0 should name cols: $(cat "$T/s.log")"
+  "$G" sample "$gck" n=4 out="$T/missing/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"$T/missing/s.png: cannot write PNG\" '$T/s.log' && ! grep -q '\.tmp\.' '$T/s.log'" "an output in a missing directory should name the path given: $(cat "$T/s.log")"
+  "$G" eval "$gck" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=0 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generated images: n=0' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && ! grep -q NULL '$T/e.log'" "eval n=0 should ask for a larger n: $(tail -1 "$T/e.log")"
   ;;
 *)
   echo "unknown case $case_name"

@@ -67,7 +67,9 @@ typedef struct gf_ckpt gf_ckpt;
 
 /* Opens the checkpoint file path (see gf_ckpt_resolve for the other forms)
  * and lists its training-stage parts (the instances with a NAME.role).
- * Returns 0 or an error naming the file in gf_errmsg(). */
+ * Returns 0, -EISDIR for a directory ("'x' is a directory: give a
+ * checkpoint file or a run directory"), or an error naming the file in
+ * gf_errmsg(). */
 int gf_ckpt_open(gf_ckpt **out, const char *path);
 void gf_ckpt_close(gf_ckpt *c);
 

@@ -38,7 +38,8 @@ extern "C" {
 typedef struct gf_generators gf_generators;
 
 /* Opens every generator of a training checkpoint (metadata "<g>.role" =
- * "generator"): builds each network from "<g>.table" for batches up to
+ * "generator"; path is a checkpoint file or a run directory, resolved as
+ * gf_ckpt_resolve does): builds each network from "<g>.table" for batches up to
  * max_batch on backend be and loads its weights. Per-class checkpoints
  * hold one generator per class ("<g>.class" >= 0). Returns 0, or
  * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT, GF_ENONFINITE (a
