@@ -1,12 +1,14 @@
 /* `ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=PATH] [real=PATH]
  *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
- *  [threads=0] [cache=true]`
+ *  [threads=0] [cache=true] [max_bad_fraction=0.01]`
  *
  * FID, IS, KID, precision/recall (and per-class FID for conditional and
  * per-class models) of n images from the generators of a training
  * checkpoint, or of the images of a dataset (e.g. the test split: FID of
  * real data against real data), measured with the classifier's features
- * against the real split's statistics (cached beside the dataset). */
+ * against the real split's statistics (cached beside the dataset). Bad
+ * records of a dataset are skipped and counted as in training, up to
+ * max_bad_fraction. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@ static int usage(void)
 	fprintf(stderr,
 	        "usage: ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=" DEFAULT_CLASSIFIER "]\n"
 	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
-	        "                    [pr=true] [json=PATH] [threads=0] [cache=true]\n"
+	        "                    [pr=true] [json=PATH] [threads=0] [cache=true] [max_bad_fraction=0.01]\n"
 	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split\n");
 	return 2;
 }
@@ -46,50 +48,6 @@ static int is_dataset(const char *path)
 		return 1;
 	snprintf(p, sizeof(p), "%s/shard-00000", path);
 	return !stat(p, &st);
-}
-
-/* Adds the images of a dataset (n of them, evenly spaced) to e. */
-static int add_dataset(gf_evaluator *e, const char *path, int64_t *n, int batch)
-{
-	gf_dataset *ds;
-	gf_decoder *dec = NULL;
-	int rc = gf_dataset_open(path, &ds);
-	if (rc)
-		return rc;
-	uint64_t count = gf_dataset_metadata(ds)->count;
-	if (*n <= 0 || (uint64_t)*n > count)
-		*n = (int64_t)count;
-	int c, h, w;
-	gf_evaluator_shape(e, &c, &h, &w);
-	size_t per = (size_t)c * h * w;
-	float *img = malloc((size_t)batch * per * sizeof(float));
-	int32_t *lab = malloc((size_t)batch * sizeof(int32_t));
-	if (!img || !lab || (rc = gf_decoder_create(&dec))) {
-		rc = rc ? rc : -ENOMEM;
-		goto out;
-	}
-	gf_transform t = { .height = h, .width = w, .channels = c, .resize = GF_RESIZE_BILINEAR };
-	double start = gf_now();
-	for (int64_t i = 0; i < *n; i += batch) {
-		int b = (int)(*n - i < batch ? *n - i : batch);
-		for (int j = 0; j < b; j++) {
-			gf_record r;
-			uint64_t pos = (uint64_t)((i + j) * (int64_t)count / *n);
-			if ((rc = gf_dataset_get(ds, pos, &r)) ||
-			    (rc = gf_decode_record(dec, &t, &r.h, r.payload, 0, img + (size_t)j * per, per)))
-				goto out;
-			lab[j] = r.h.label;
-		}
-		if ((rc = gf_evaluator_add(e, img, lab, b, c, h, w)))
-			goto out;
-		gf_progress_bar("features", (uint64_t)(i + b), (uint64_t)*n, start);
-	}
-out:
-	free(img);
-	free(lab);
-	gf_decoder_destroy(dec);
-	gf_dataset_close(ds);
-	return rc;
 }
 
 /* Generates n images from the checkpoint's generators into e. */
@@ -157,6 +115,7 @@ int gf_cmd_eval(int argc, char **argv)
 		return usage();
 	const char *what = argv[1], *classifier = DEFAULT_CLASSIFIER, *real = DEFAULT_REAL, *json = NULL;
 	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0;
+	double max_bad = 0.01;
 	int kid = 1, pr = 1, cache = 1;
 	for (int i = 2; i < argc; i++) {
 		char *v = strchr(argv[i], '=');
@@ -190,9 +149,12 @@ int gf_cmd_eval(int argc, char **argv)
 			seed = strtoll(v, &end, 10);
 		else if (!strcmp(k, "threads"))
 			threads = strtoll(v, &end, 10);
-		else {
+		else if (!strcmp(k, "max_bad_fraction")) {
+			max_bad = strtod(v, &end);
+			bad = !(max_bad >= 0 && max_bad <= 1);
+		} else {
 			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, real, real_n, batch, seed, kid, pr, "
-			                "json, threads, cache)\n", k);
+			                "json, threads, cache, max_bad_fraction)\n", k);
 			return 2;
 		}
 		if (bad || (end && (*end || end == v))) {
@@ -219,6 +181,7 @@ int gf_cmd_eval(int argc, char **argv)
 	o.threads = (int)threads;
 	o.stats_threads = threads > 0 ? (int)threads : 0;
 	o.use_cache = cache;
+	o.max_bad_fraction = max_bad;
 	o.batch = (int)batch;
 	o.stats.kid_subsets = kid ? o.stats.kid_subsets : 0;
 	o.stats.pr_k = pr ? o.stats.pr_k : 0;
@@ -229,8 +192,15 @@ int gf_cmd_eval(int argc, char **argv)
 		return 1;
 	}
 	double real_sec = gf_now() - t0, gen_sec = 0;
+	if (!is_dataset(what) && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
+		/* before generating anything: n=0 would reach the statistics empty */
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		gf_evaluator_close(e);
+		return 1;
+	}
 	int64_t count = n;
-	int rc = is_dataset(what) ? add_dataset(e, what, &count, (int)batch)
+	uint64_t bad = 0;
+	int rc = is_dataset(what) ? gf_evaluator_add_dataset(e, what, n, &count, &bad)
 	                          : add_generated(e, what, n, (int)batch, (uint64_t)seed, &gen_sec);
 	if (rc) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
@@ -251,6 +221,9 @@ int gf_cmd_eval(int argc, char **argv)
 	printf("%s: %lld images vs real split '%s' (%lld images, %s), classifier %s, %d features\n", what,
 	       (long long)res.n, real, (long long)rs->n, gf_evaluator_real_cached(e) ? "cached statistics" : "statistics computed",
 	       classifier, gf_evaluator_dim(e));
+	if (bad || gf_evaluator_real_bad(e))
+		printf("  bad records skipped: %llu of %s, %llu of the real split\n", (unsigned long long)bad, what,
+		       (unsigned long long)gf_evaluator_real_bad(e));
 	printf("  FID        %.4f\n", res.fid);
 	printf("  IS         %.4f +- %.4f\n", res.is_mean, res.is_std);
 	if (!isnan(res.kid_mean))

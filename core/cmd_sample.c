@@ -125,8 +125,16 @@ int gf_cmd_sample(int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	if (n < 1 || n > 65536 || cols < 1 || (strcmp(bn, "eval") && strcmp(bn, "batch"))) {
-		fprintf(stderr, "ganflow sample: need 1 <= n <= 65536, cols >= 1, bn = eval or batch\n");
+	if (n < 1 || n > 65536) {
+		fprintf(stderr, "ganflow sample: n=%ld: need 1 <= n <= 65536\n", n);
+		return 2;
+	}
+	if (cols < 1) {
+		fprintf(stderr, "ganflow sample: cols=%ld: need cols >= 1\n", cols);
+		return 2;
+	}
+	if (strcmp(bn, "eval") && strcmp(bn, "batch")) {
+		fprintf(stderr, "ganflow sample: bn=%s: need bn=eval or bn=batch\n", bn);
 		return 2;
 	}
 

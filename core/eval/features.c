@@ -35,6 +35,7 @@ struct gf_evaluator {
 	float *real_kid;       /* (real.n, d) real features / kid_scale */
 	float *fake_kid;       /* (cap, d) scratch */
 	int cached;
+	uint64_t real_bad;     /* bad records of the real split, skipped */
 	float *feats;          /* (cap, d) added images */
 	float *probs;          /* (cap, classes) */
 	int32_t *labels;       /* (cap) */
@@ -45,7 +46,8 @@ struct gf_evaluator {
 
 gf_evaluator_opts gf_evaluator_defaults(void)
 {
-	gf_evaluator_opts o = { .batch = 256, .use_cache = 1, .per_class = 1, .stats = gf_eval_opts_default() };
+	gf_evaluator_opts o = { .batch = 256, .use_cache = 1, .per_class = 1, .max_bad_fraction = 0.01,
+		                    .stats = gf_eval_opts_default() };
 	return o;
 }
 
@@ -68,7 +70,8 @@ static int load_classifier(gf_evaluator *e, const char *path)
 	rc = gf_ckpt_net(c, i, e->be, e->o.batch, &e->clf);
 	gf_ckpt_close(c);
 	if (rc)
-		return gf_seterr(rc, "classifier checkpoint does not match its backbone: %s", gf_errmsg());
+		return gf_seterr(rc, "classifier checkpoint %s: %s", rc == GF_ENONFINITE ? "is not finite" :
+		                 "does not match its backbone", gf_errmsg());
 	gf_tensor in, out, feat;
 	gf_net_shapes(e->clf, &in, &out);
 	if (in.ndim != 4 || out.ndim != 2)
@@ -119,44 +122,93 @@ static int classify(gf_evaluator *e, const float *images, int n, float *feats, f
 
 /* ---- real statistics ---- */
 
-static int real_features(gf_evaluator *e, gf_dataset *ds, int64_t n, uint64_t count, float *feats, int32_t *labels)
+/* ---- reading a dataset split ---- */
+
+/* What read_split hands each batch of decoded images (b of them) to. */
+typedef int (*batch_fn)(gf_evaluator *e, const float *img, const int32_t *labels, int b, void *ud);
+
+/* Reads n records of ds evenly spaced over it through t, in batches of
+ * e->o.batch handed to fn. A bad record (GF_ECORRUPT from the dataset or
+ * the decoder) is skipped with a warning and counted in *bad, as the
+ * training data path does (lmdb_reader, jpeg_decode): more than
+ * max_bad_fraction of the records seen (judged after 100, and at the end)
+ * fails naming the last one. *used receives the images handed on. */
+static int read_split(gf_evaluator *e, gf_dataset *ds, const char *path, const gf_transform *t, int64_t n,
+                      const char *bar, batch_fn fn, void *ud, int64_t *used, uint64_t *bad)
 {
+	uint64_t count = gf_dataset_metadata(ds)->count;
+	*used = 0;
+	*bad = 0;
 	gf_decoder *dec;
 	int rc = gf_decoder_create(&dec);
 	if (rc)
 		return rc;
-	size_t per = (size_t)e->c * e->h * e->w;
+	size_t per = (size_t)t->channels * t->height * t->width;
 	float *img = malloc((size_t)e->o.batch * per * sizeof(float));
-	float *probs = malloc((size_t)e->o.batch * (size_t)e->classes * sizeof(float));
-	if (!img || !probs) {
+	int32_t *lab = malloc((size_t)e->o.batch * sizeof(int32_t));
+	if (!img || !lab) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	gf_transform t = { .height = e->h, .width = e->w, .channels = e->c, .resize = e->resize,
-	                   .crop = GF_CROP_CENTER };
 	double start = gf_now();
-	for (int64_t i = 0; i < n; i += e->o.batch) {
-		int b = (int)(n - i < e->o.batch ? n - i : e->o.batch);
-		for (int j = 0; j < b; j++) {
-			/* evenly spaced over the split when only part of it is used */
-			uint64_t pos = (uint64_t)((i + j) * (int64_t)count / n);
-			gf_record r;
-			if ((rc = gf_dataset_get(ds, pos, &r)) ||
-			    (rc = gf_decode_record(dec, &t, &r.h, r.payload, 0, img + (size_t)j * per, per))) {
-				rc = gf_seterr(rc, "%s: record %" PRIu64 ": %s", e->o.real, r.key, gf_errmsg());
+	char last[512] = "";
+	int b = 0;
+	for (int64_t i = 0; i < n; i++) {
+		gf_record r;
+		uint64_t pos = (uint64_t)(i * (int64_t)count / n); /* evenly spaced over the split */
+		rc = gf_dataset_get(ds, pos, &r);
+		if (!rc && (rc = gf_decode_record(dec, t, &r.h, r.payload, 0, img + (size_t)b * per, per)))
+			rc = gf_seterr(rc, "key %" PRIu64 ": %s", r.key, gf_errmsg());
+		if (rc == GF_ECORRUPT) {
+			snprintf(last, sizeof(last), "%s", gf_errmsg());
+			if (++*bad <= 20)
+				gf_log(GF_LOG_WARN, "%s: skipping bad record (%" PRIu64 " so far): %s", path, *bad, last);
+			if (gf_bad_exceeded(*bad, (uint64_t)(i + 1), e->o.max_bad_fraction, 100, i + 1 == n)) {
+				rc = gf_seterr(GF_ECORRUPT, "%s: %" PRIu64 " of %" PRId64 " records read are bad (more than "
+				                            "max_bad_fraction = %g); last: %s",
+				               path, *bad, i + 1, e->o.max_bad_fraction, last);
 				goto out;
 			}
-			labels[i + j] = r.h.label;
-		}
-		if ((rc = classify(e, img, b, feats + (size_t)i * e->d, probs)))
+		} else if (rc) {
+			rc = gf_seterr(rc, "%s: record at %" PRIu64 ": %s", path, pos, gf_errmsg());
 			goto out;
-		gf_progress_bar("real features", (uint64_t)(i + b), (uint64_t)n, start);
+		} else {
+			lab[b++] = r.h.label;
+		}
+		rc = 0;
+		if (b > 0 && (b == e->o.batch || i + 1 == n)) {
+			if ((rc = fn(e, img, lab, b, ud)))
+				goto out;
+			*used += b;
+			b = 0;
+			gf_progress_bar(bar, (uint64_t)(i + 1), (uint64_t)n, start);
+		}
 	}
 out:
 	free(img);
-	free(probs);
+	free(lab);
 	gf_decoder_destroy(dec);
 	return rc;
+}
+
+/* The real split's batches: features, probabilities (discarded) and
+ * labels, packed one after the other. */
+typedef struct real_out {
+	float *feats;    /* (n, d) */
+	int32_t *labels; /* (n) */
+	float *probs;    /* (batch, classes) scratch */
+	int64_t at;
+} real_out;
+
+static int real_batch(gf_evaluator *e, const float *img, const int32_t *labels, int b, void *ud)
+{
+	real_out *o = ud;
+	int rc = classify(e, img, b, o->feats + (size_t)o->at * e->d, o->probs);
+	if (rc)
+		return rc;
+	memcpy(o->labels + o->at, labels, (size_t)b * sizeof(int32_t));
+	o->at += b;
+	return 0;
 }
 
 /* KID's cubic kernel k(x, y) = (x.y / d + 1)^3 assumes features whose
@@ -208,6 +260,10 @@ static int load_real(gf_evaluator *e)
 		rc = -ENOMEM;
 		goto out;
 	}
+	char what[128];
+	snprintf(what, sizeof(what), "real split '%s' (real=%s)", split, e->o.real);
+	if ((rc = gf_evalstats_check_n(n, e->d, what)))
+		goto out; /* before any work, and before anything is cached */
 	if (e->o.use_cache && gf_feat_stats_load(cache, key, split, &e->real) == 0 && e->real.feats &&
 	    e->real.n == n && e->real.d == e->d) {
 		e->cached = 1;
@@ -224,15 +280,30 @@ static int load_real(gf_evaluator *e)
 			rc = -ENOMEM;
 			goto out;
 		}
-		if ((rc = real_features(e, ds, n, count, feats, e->real_labels)) ||
-		    (rc = gf_feat_stats_compute(feats, n, e->d, &e->real))) {
+		float *probs = malloc((size_t)e->o.batch * (size_t)e->classes * sizeof(float));
+		real_out ro = { feats, e->real_labels, probs, 0 };
+		gf_transform t = { .height = e->h, .width = e->w, .channels = e->c, .resize = e->resize,
+		                   .crop = GF_CROP_CENTER };
+		int64_t used = 0;
+		uint64_t bad = 0;
+		rc = probs ? read_split(e, ds, e->o.real, &t, n, "real features", real_batch, &ro, &used, &bad) : -ENOMEM;
+		free(probs);
+		if (!rc && bad)
+			rc = gf_evalstats_check_n(used, e->d, what);
+		if (rc || (rc = gf_feat_stats_compute(feats, used, e->d, &e->real))) {
 			free(feats);
 			goto out;
 		}
 		e->real.feats = feats;
 		e->real.key = key;
+		e->real_bad = bad;
+		n = used;
 		snprintf(e->real.split, sizeof(e->real.split), "%s", split);
-		if (e->o.use_cache && gf_feat_stats_save(cache, &e->real, feats))
+		/* a split read with bad records skipped is not cached: its key
+		 * says which records were meant, not which were used */
+		if (bad)
+			gf_log(GF_LOG_WARN, "%s: %" PRIu64 " bad records skipped; its statistics are not cached", e->o.real, bad);
+		else if (e->o.use_cache && gf_feat_stats_save(cache, &e->real, feats))
 			gf_log(GF_LOG_WARN, "cannot cache the real statistics: %s", gf_errmsg());
 	}
 	if (e->o.per_class && e->classes > 0) {
@@ -364,6 +435,36 @@ int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels
 	e->n += n;
 	e->feat_sec += gf_now() - t0;
 	return 0;
+}
+
+/* The images of a dataset's batches go where generated ones go. */
+static int add_batch(gf_evaluator *e, const float *img, const int32_t *labels, int b, void *ud)
+{
+	(void)ud;
+	return gf_evaluator_add(e, img, labels, b, e->c, e->h, e->w);
+}
+
+int gf_evaluator_add_dataset(gf_evaluator *e, const char *path, int64_t n, int64_t *added, uint64_t *bad)
+{
+	*added = 0;
+	*bad = 0;
+	gf_dataset *ds;
+	int rc = gf_dataset_open(path, &ds);
+	if (rc)
+		return rc;
+	uint64_t count = gf_dataset_metadata(ds)->count;
+	if (n <= 0 || (uint64_t)n > count)
+		n = (int64_t)count;
+	gf_transform t = { .height = e->h, .width = e->w, .channels = e->c, .resize = GF_RESIZE_BILINEAR };
+	rc = n > 0 ? read_split(e, ds, path, &t, n, "features", add_batch, NULL, added, bad)
+	           : gf_seterr(GF_EPARAM, "%s holds no records", path);
+	gf_dataset_close(ds);
+	return rc;
+}
+
+uint64_t gf_evaluator_real_bad(const gf_evaluator *e)
+{
+	return e->real_bad;
 }
 
 int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class)

@@ -85,12 +85,14 @@ int gf_generators_create(gf_generators **out, const gf_value *table, int count, 
 	return 0;
 }
 
-int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch)
+int gf_generators_open(gf_generators **out, const char *given, gf_backend *be, int max_batch)
 {
 	gf_ckpt *c;
+	char path[4096];
 	*out = NULL;
-	int rc = gf_ckpt_open(&c, path);
-	if (rc)
+	/* a run directory (its latest checkpoint) as resume= takes it */
+	int rc = gf_ckpt_resolve(given, path, sizeof(path));
+	if (rc || (rc = gf_ckpt_open(&c, path)))
 		return rc;
 	gf_generators *gs = calloc(1, sizeof(*gs));
 	if (!gs || !(gs->g = calloc((size_t)gf_ckpt_nparts(c) + 1, sizeof(*gs->g)))) {
@@ -164,10 +166,16 @@ static int run_rows(gf_generators *gs, gen *g, int m, unsigned mode, float *imag
 	size_t per = (size_t)gs->c * (size_t)gs->h * (size_t)gs->w;
 	gf_backend *be = gf_net_backend(g->net);
 	for (int i = 0; i < m; i++) {
-		rc = be->ops->copy(be, images + (size_t)gs->rows[i] * per, (const float *)o.data + (size_t)i * per,
-		                   per * sizeof(float), GF_COPY_D2H);
+		float *img = images + (size_t)gs->rows[i] * per;
+		rc = be->ops->copy(be, img, (const float *)o.data + (size_t)i * per, per * sizeof(float), GF_COPY_D2H);
 		if (rc)
 			return rc;
+		/* a black grid or a finite-looking FID must not hide a broken G */
+		size_t k = gf_finite_find(img, per);
+		if (k < per)
+			return gf_seterr(GF_ENONFINITE, "generator '%s': generator output is not finite (image %d, value %zu "
+			                                "is %s)",
+			                 g->name, gs->rows[i], k, img[k] != img[k] ? "nan" : "inf");
 	}
 	return 0;
 }

@@ -47,8 +47,8 @@ int gf_png_write(const char *path, const uint8_t *pixels, int w, int h, int chan
 	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	FILE *f = fopen(tmp, "wb");
-	if (!f)
-		return gf_seterr(-errno, "%s: %s", tmp, strerror(errno));
+	if (!f) /* the user's path in the message: the temporary name is ours */
+		return gf_seterr(-errno, "%s: cannot write PNG: %s", path, strerror(errno));
 	int rc = write_file(f, pixels, w, h, channels, stride);
 	if (fflush(f) != 0 && rc == 0)
 		rc = -errno;

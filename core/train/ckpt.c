@@ -90,6 +90,9 @@ struct gf_ckpt {
 int gf_ckpt_open(gf_ckpt **out, const char *path)
 {
 	*out = NULL;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return gf_seterr(-EISDIR, "'%s' is a directory: give a checkpoint file or a run directory", path);
 	gf_ckpt *c = calloc(1, sizeof(*c));
 	if (!c || !(c->path = strdup(path))) {
 		free(c);
@@ -220,7 +223,11 @@ int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net *
 		return gf_seterr(rc, "%s: network of '%s': %s", c->path, gf_ckpt_part_name(c, i), gf_errmsg());
 	char prefix[512];
 	snprintf(prefix, sizeof(prefix), "%s.net", gf_ckpt_part_name(c, i));
-	if ((rc = gf_state_load_net(c->path, prefix, *out, NULL))) {
+	if ((rc = gf_state_load_net(c->path, prefix, *out, NULL)) == 0 &&
+	    (rc = gf_train_check_net(*out, prefix)) == GF_ENONFINITE)
+		gf_seterr(rc, "%s: %s: the network '%s' is not finite (a diverged run's checkpoint?)", c->path,
+		          gf_errmsg(), gf_ckpt_part_name(c, i));
+	if (rc) {
 		gf_net_destroy(*out);
 		*out = NULL;
 		return gf_seterr(rc, "%s", gf_errmsg());

@@ -1,6 +1,7 @@
 /* Helpers shared by the training stages: backends, networks, weights and
  * state messages, restoring from checkpoints. See <ganflow/train.h>. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,95 @@ int gf_state_describe(gf_state *s, gf_ctx *ctx, const char *role, const char *ta
 	if (!rc)
 		rc = gf_state_meta(s, gf_train_key(ctx, "class", k, sizeof(k)), c);
 	return rc;
+}
+
+/* ---- finite checks ---- */
+
+enum { FINITE_CHUNK = 1024 };
+
+/* 1 when one of FINITE_CHUNK values is NaN or infinite: the largest
+ * magnitude bit pattern has every exponent bit set. A fixed trip count of
+ * integer max operations, which GCC's -O2 vectoriser takes. */
+static int chunk_nonfinite(const float *x)
+{
+	uint32_t top = 0;
+	for (size_t j = 0; j < FINITE_CHUNK; j++) {
+		uint32_t u;
+		memcpy(&u, x + j, sizeof(u));
+		u &= 0x7fffffffu;
+		top = u > top ? u : top;
+	}
+	return top >= 0x7f800000u;
+}
+
+size_t gf_finite_find(const float *x, size_t n)
+{
+	size_t i = 0;
+	for (; i + FINITE_CHUNK <= n; i += FINITE_CHUNK)
+		if (chunk_nonfinite(x + i))
+			break;
+	for (; i < n; i++)
+		if (!isfinite(x[i]))
+			return i;
+	return n;
+}
+
+/* "nan", "inf" or "-inf" */
+static const char *nonfinite_str(float v)
+{
+	return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+int gf_train_check_block(const gf_net *net, gf_block b, const float *host, const char *prefix)
+{
+	size_t n, nv;
+	gf_net_block((gf_net *)net, b, &n);
+	size_t i = gf_finite_find(host, n);
+	if (i == n)
+		return 0;
+	const gf_view *v = gf_net_views(net, b, &nv);
+	const char *dot = prefix && prefix[0] ? "." : "";
+	prefix = prefix ? prefix : "";
+	for (size_t k = 0; k < nv; k++)
+		if (i >= v[k].offset && i < v[k].offset + v[k].numel)
+			return gf_seterr(GF_ENONFINITE, "%s%s%s[%zu] is %s", prefix, dot, v[k].name, i - v[k].offset,
+			                 nonfinite_str(host[i]));
+	return gf_seterr(GF_ENONFINITE, "%s%s%s value %zu is %s", prefix, dot, b == GF_BUFFERS ? "buffer" : "parameter",
+	                 i, nonfinite_str(host[i]));
+}
+
+int gf_train_check_net(gf_net *net, const char *prefix)
+{
+	static const gf_block blocks[2] = { GF_PARAMS, GF_BUFFERS };
+	int rc = 0;
+	for (int k = 0; k < 2 && !rc; k++) {
+		size_t n;
+		gf_net_block(net, blocks[k], &n);
+		if (!n)
+			continue;
+		float *host = malloc(n * sizeof(float));
+		if (!host)
+			return gf_seterr(-ENOMEM, "finite check: out of memory");
+		rc = gf_net_read(net, blocks[k], host);
+		if (!rc)
+			rc = gf_train_check_block(net, blocks[k], host, prefix);
+		free(host);
+	}
+	return rc;
+}
+
+int gf_state_check_finite(const gf_state *s)
+{
+	for (size_t k = 0; k < s->n; k++) {
+		const gf_tensor *t = &s->e[k].t;
+		if (t->dtype != GF_F32)
+			continue;
+		size_t n = (size_t)gf_tensor_numel(t), i = gf_finite_find(t->data, n);
+		if (i < n)
+			return gf_seterr(GF_ENONFINITE, "%s[%zu] is %s", s->e[k].name, i,
+			                 nonfinite_str(((const float *)t->data)[i]));
+	}
+	return 0;
 }
 
 /* ---- restoring ---- */

@@ -111,8 +111,14 @@ int gf_trainer_resume(gf_trainer *t, int64_t *step)
 	int rc = gf_train_resume(t->ctx, t->net, t->opt, step);
 	if (rc)
 		return rc;
-	if (gf_ctx_run(t->ctx)->resume)
-		t->last_state = *step; /* that part is the checkpoint we came from */
+	const char *from = gf_ctx_run(t->ctx)->resume;
+	if (!from)
+		return 0;
+	char prefix[160];
+	if ((rc = gf_train_check_net(t->net, gf_train_key(t->ctx, "net", prefix, sizeof(prefix)))))
+		return gf_fail(t->ctx, "resume from %s: %s%s", from, gf_errmsg(),
+		               rc == GF_ENONFINITE ? " (resume from an earlier checkpoint)" : "");
+	t->last_state = *step; /* that part is the checkpoint we came from */
 	return 0;
 }
 
@@ -202,6 +208,30 @@ int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_ten
 	return 0;
 }
 
+/* ---- finite checks ---- */
+
+/* Fails the stage for a non-finite network, gf_errmsg() naming the value:
+ * "iteration 3: network D is not finite: d.net.6.running_var[0] is inf;
+ * ...". */
+static int nonfinite(gf_trainer *t, int64_t step)
+{
+	const gf_trainer_conf *c = &t->conf;
+	return gf_fail(t->ctx, "%s %lld: network %s is not finite: %s; no checkpoint is written from it, the last good "
+	                       "checkpoint is kept",
+	               c->unit, (long long)step, c->what, gf_errmsg());
+}
+
+/* The parameter and buffer blocks of a weights message (host copies). */
+static int check_weights(gf_trainer *t, const gf_msg *m)
+{
+	char prefix[160];
+	gf_train_key(t->ctx, "net", prefix, sizeof(prefix));
+	int rc = gf_train_check_block(t->net, GF_PARAMS, m->t[0].data, prefix);
+	if (!rc && m->ntensors > 1)
+		rc = gf_train_check_block(t->net, GF_BUFFERS, m->t[1].data, prefix);
+	return rc;
+}
+
 /* ---- messages ---- */
 
 int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out)
@@ -213,6 +243,11 @@ int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out)
 	if ((rc = gf_weights_pack(m, t->net, version))) {
 		gf_msg_release(m);
 		return gf_fail(t->ctx, "%s weights: %s", t->conf.what, gf_errmsg());
+	}
+	/* the step's output: a non-finite network goes no further than here */
+	if ((rc = check_weights(t, m)) == GF_ENONFINITE) {
+		gf_msg_release(m);
+		return nonfinite(t, version);
 	}
 	m->step = version;
 	m->label = t->conf.cls;
@@ -265,6 +300,12 @@ int gf_trainer_state_begin(gf_trainer *t, int64_t step, gf_state **s)
 		rc = gf_state_add_i64(t->state, gf_train_key(ctx, "step", name, sizeof(name)), &step, 1);
 	if (!rc)
 		rc = gf_state_describe(t->state, ctx, t->conf.role, t->table, t->conf.cls);
+	/* the one place every step stage's part passes: a non-finite network
+	 * or optimiser state never reaches a checkpoint (nor `latest`) */
+	if (!rc && (rc = gf_state_check_finite(t->state)) == GF_ENONFINITE) {
+		gf_state_clear(t->state);
+		return nonfinite(t, step);
+	}
 	if (rc) {
 		gf_state_clear(t->state);
 		return gf_fail(ctx, "checkpoint state: %s", gf_errmsg());

@@ -4,7 +4,8 @@
 # stage, and bad input. One CTest test per case:
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
-#                               small_n | wrong_size | not_classifier | mismatch
+#                               small_n | wrong_size | not_classifier | mismatch |
+#                               nonfinite | bad_records | small_real | messages
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -46,6 +47,37 @@ fi
 gck="$F/g/checkpoints/$(cat "$F/g/checkpoints/latest")"
 # fid FILE: the FID ganflow eval printed
 fid() { awk '$1 == "FID" { print $2 }' "$1"; }
+# poison IN OUT TENSOR VALUE [all]: a copy of checkpoint IN with TENSOR's first
+# value (all: every value, alternating in sign) set to VALUE (nan, inf, 3e38)
+poison() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+a, b = json.loads(raw[8:8 + n])[sys.argv[3]]["data_offsets"]
+v = float(sys.argv[4])
+for i in range(0, (b - a) if sys.argv[5:] == ["all"] else 4, 4):
+    raw[8 + n + a + i:8 + n + a + i + 4] = struct.pack("<f", v if i % 8 == 0 else -v)
+open(sys.argv[2], "wb").write(raw)
+PY
+}
+# corrupt DATASET K: breaks the JPEG start marker of K records spread evenly
+# over the first shard of DATASET
+corrupt() {
+  /usr/bin/python3 - "$@" <<'PY'
+import glob, sys
+path = sorted(glob.glob(sys.argv[1] + "/shard-*/data.mdb"))[0]
+k = int(sys.argv[2])
+raw = bytearray(open(path, "rb").read())
+at, i = [], raw.find(b"\xff\xd8\xff")
+while i >= 0:
+    at.append(i)
+    i = raw.find(b"\xff\xd8\xff", i + 3)
+for j in range(k):
+    raw[at[j * len(at) // k]:at[j * len(at) // k] + 2] = b"\x00\x00"
+open(path, "wb").write(raw)
+PY
+}
 acc_of() { grep -o '"test_acc":[0-9.]*' "$1" | tail -1 | cut -d: -f2; }
 
 case $case_name in
@@ -101,6 +133,62 @@ mismatch)
   "$G" eval "$F/fm/test" classifier="$T/bad.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ]" "a classifier whose weights do not match its table should fail"
   check "grep -q 'does not match its backbone' '$T/e.log' && grep -q \"clf.net\" '$T/e.log'" "the error should name the first tensor that differs: $(cat "$T/e.log")"
+  ;;
+nonfinite)
+  # a NaN weight, then finite weights whose images are not: named errors,
+  # not a finite-looking FID
+  poison "$gck" "$T/nan.safetensors" g.net.2.weight nan
+  "$G" eval "$T/nan.safetensors" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.2.weight\[0\] is nan' '$T/e.log'" "a NaN weight should fail naming it: $(tail -2 "$T/e.log")"
+  poison "$gck" "$T/out.safetensors" g.net.4.weight 3e38 all
+  "$G" eval "$T/out.safetensors" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generator output is not finite' '$T/e.log'" "non-finite images should fail: $(tail -2 "$T/e.log")"
+  poison "$F/clf32.safetensors" "$T/clf.safetensors" clf.net.0.weight inf
+  "$G" eval "$gck" classifier="$T/clf.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'clf.net.0.weight\[0\] is inf' '$T/e.log'" "a non-finite classifier should fail naming the tensor: $(tail -2 "$T/e.log")"
+  ;;
+bad_records)
+  # as in training: bad records are skipped and counted, up to max_bad_fraction
+  "$G" dataset synth "$T/ok" count=600 width=64 height=48 classes=10 >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
+  cp -r "$T/ok" "$T/few" && corrupt "$T/few" 3
+  cp -r "$T/ok" "$T/many" && corrupt "$T/many" 30
+  "$G" eval "$T/few" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=600 pr=false >"$T/a.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'bad records skipped: 3 of' '$T/a.log' && grep -q ': 597 images vs' '$T/a.log'" "3 bad records of 600 should be skipped and counted: $(tail -3 "$T/a.log")"
+  check "grep -q 'skipping bad record.*key 200' '$T/a.log'" "each bad record should be named: $(head -3 "$T/a.log")"
+  "$G" eval "$T/many" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=600 pr=false >"$T/b.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'max_bad_fraction = 0.01' '$T/b.log'" "30 bad records of 600 should fail: $(tail -2 "$T/b.log")"
+  "$G" eval "$T/many" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=600 pr=false max_bad_fraction=0.1 >"$T/b.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'bad records skipped: 30 of' '$T/b.log'" "max_bad_fraction=0.1 should let 30 of 600 pass: $(tail -2 "$T/b.log")"
+  # the real split too; statistics with records skipped are not cached
+  "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/few" n=600 pr=false >"$T/c.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q '3 of the real split' '$T/c.log' && grep -q '(597 images, statistics computed)' '$T/c.log'" "bad records of the real split should be skipped: $(tail -3 "$T/c.log")"
+  check "! ls -a '$T/few' | grep -q '^.ganflow-fid-'" "statistics with skipped records should not be cached"
+  ;;
+small_real)
+  # too few real images for FID: refused before any work, nothing cached
+  "$G" dataset synth "$T/small" count=100 width=64 height=48 classes=10 >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
+  "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/small" n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && grep -q \"real split 'small'\" '$T/e.log'" "a real split of 100 images should be refused naming it: $(tail -2 "$T/e.log")"
+  check "! ls -a '$T/small' | grep -q '^.ganflow-fid-'" "a failed eval should write no statistics cache: $(ls -a "$T/small")"
+  ;;
+messages)
+  # a run directory stands for its latest checkpoint, as resume= takes it
+  "$G" sample "$F/g" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] && [ -f '$T/s.png' ]" "sample of a run directory should use its latest checkpoint: $(cat "$T/s.log")"
+  mkdir "$T/empty"
+  "$G" sample "$T/empty" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is a directory' '$T/s.log' && ! grep -q 'read failed' '$T/s.log'" "a directory without checkpoints should be named as one: $(cat "$T/s.log")"
+  "$G" eval "$T/empty" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is a directory' '$T/e.log' && ! grep -q 'read failed' '$T/e.log'" "eval of a directory without checkpoints: $(tail -1 "$T/e.log")"
+  # one message for the argument at fault
+  "$G" sample "$gck" n=0 >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'n=0: need 1 <= n' '$T/s.log' && ! grep -q cols '$T/s.log'" "sample n=0 should name n alone: $(cat "$T/s.log")"
+  "$G" sample "$gck" cols=0 >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'cols=0: need cols >= 1' '$T/s.log'" "sample cols=0 should name cols: $(cat "$T/s.log")"
+  "$G" sample "$gck" n=4 out="$T/missing/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"$T/missing/s.png: cannot write PNG\" '$T/s.log' && ! grep -q '\.tmp\.' '$T/s.log'" "an output in a missing directory should name the path given: $(cat "$T/s.log")"
+  "$G" eval "$gck" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=0 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generated images: n=0' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && ! grep -q NULL '$T/e.log'" "eval n=0 should ask for a larger n: $(tail -1 "$T/e.log")"
   ;;
 *)
   echo "unknown case $case_name"

@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume |
 #                                  shape | resume_other | rundir | nan |
-#                                  enospc | sigint | plot
+#                                  diverge | nonfinite | enospc | sigint | plot
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -50,6 +50,36 @@ check_metrics() {
 }
 
 latest() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
+
+# finite FILE...: prints the f32 tensors holding NaN or Inf (none: prints nothing)
+finite() {
+  /usr/bin/python3 - "$@" <<'PY'
+import array, json, math, struct, sys
+for path in sys.argv[1:]:
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k != "__metadata__" and v["dtype"] == "F32":
+            a = array.array("f", raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            if not all(math.isfinite(x) for x in a):
+                print(path, k)
+PY
+}
+
+# poison IN OUT TENSOR VALUE [all]: a copy of checkpoint IN with TENSOR's first
+# value (all: every value, alternating in sign) set to VALUE (nan, inf, 3e38)
+poison() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+a, b = json.loads(raw[8:8 + n])[sys.argv[3]]["data_offsets"]
+v = float(sys.argv[4])
+for i in range(0, (b - a) if sys.argv[5:] == ["all"] else 4, 4):
+    raw[8 + n + a + i:8 + n + a + i + 4] = struct.pack("<f", v if i % 8 == 0 else -v)
+open(sys.argv[2], "wb").write(raw)
+PY
+}
 
 case $case_name in
 dcgan)
@@ -197,6 +227,40 @@ EOF
   check "[ \"$(cat "$T/p/checkpoints/latest")\" = ckpt-00000020.safetensors ]" "the last good checkpoint (step 20) should be kept"
   "$G" sample "$T/p/checkpoints/ckpt-00000020.safetensors" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the last good checkpoint should still load"
+  ;;
+diverge)
+  # lr=1e9: weights ~1e9 after one step, D's batch-norm running variances
+  # overflow to inf at iteration 2; the loss and gradient norm stay finite
+  run dcgan_fashion "$T/r" steps=10 lr=1e9 checkpoint_every=1 samples=1000 log=1
+  check "[ $? -ne 0 ]" "a run whose networks become non-finite should fail"
+  check "grep -q 'is not finite' '$T/r.log' && grep -Eq '[dg]\.net\.[0-9]+\.[a-z_]+\[[0-9]+\] is (nan|inf|-inf)' '$T/r.log'" "the error should name the first non-finite tensor: $(tail -2 "$T/r.log")"
+  check "[ \"$(cat "$T/r/checkpoints/latest" 2>/dev/null)\" = ckpt-00000001.safetensors ]" "latest should stay at the last good checkpoint (step 1): $(ls "$T/r/checkpoints")"
+  bad=$(finite "$T"/r/checkpoints/*.safetensors)
+  check "[ -z '$bad' ]" "a checkpoint holds non-finite tensors: $bad"
+  # its weights are finite (~1e9) but G's images on running statistics may
+  # not be: sample either draws them or says so, never a black grid
+  "$G" sample "$(latest "$T/r")" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] || grep -q 'generator output is not finite' '$T/s.log'" "the last good checkpoint should load: $(cat "$T/s.log")"
+  ;;
+nonfinite)
+  # checkpoints of broken networks: sample and resume name the tensor
+  run dcgan_fashion "$T/r" steps=3 samples=1000
+  ck=$(latest "$T/r")
+  poison "$ck" "$T/nan.safetensors" g.net.2.weight nan
+  "$G" sample "$T/nan.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.2.weight\[0\] is nan' '$T/s.log'" "sampling a NaN weight should fail naming it: $(cat "$T/s.log")"
+  check "[ ! -f '$T/s.png' ]" "no grid should be written from a NaN generator"
+  poison "$ck" "$T/inf.safetensors" g.net.5.running_var inf
+  "$G" sample "$T/inf.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'g.net.5.running_var\[0\] is inf' '$T/s.log'" "sampling an inf running variance should fail naming it: $(cat "$T/s.log")"
+  # finite weights whose images are not (inf - inf in a convolution)
+  poison "$ck" "$T/out.safetensors" g.net.4.weight 3e38 all
+  "$G" sample "$T/out.safetensors" n=4 out="$T/s.png" >"$T/s.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'generator output is not finite' '$T/s.log'" "non-finite images should fail: $(cat "$T/s.log")"
+  check "[ ! -f '$T/s.png' ]" "no grid should be written from non-finite images"
+  poison "$ck" "$T/d.safetensors" d.net.6.running_var inf
+  run dcgan_fashion "$T/c" steps=6 samples=1000 resume="$T/d.safetensors"
+  check "[ $? -ne 0 ] && grep -q 'd.net.6.running_var\[0\] is inf' '$T/c.log'" "resuming a non-finite checkpoint should fail naming the tensor: $(tail -2 "$T/c.log")"
   ;;
 enospc)
   [ -f "$B/tests/libgf_enospc.so" ] || { echo "FAIL: libgf_enospc.so not built"; exit 1; }

@@ -67,7 +67,9 @@ typedef struct gf_ckpt gf_ckpt;
 
 /* Opens the checkpoint file path (see gf_ckpt_resolve for the other forms)
  * and lists its training-stage parts (the instances with a NAME.role).
- * Returns 0 or an error naming the file in gf_errmsg(). */
+ * Returns 0, -EISDIR for a directory ("'x' is a directory: give a
+ * checkpoint file or a run directory"), or an error naming the file in
+ * gf_errmsg(). */
 int gf_ckpt_open(gf_ckpt **out, const char *path);
 void gf_ckpt_close(gf_ckpt *c);
 
@@ -96,7 +98,9 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
 /* Builds part i's network on be for batches up to max_batch and loads its
  * parameters and buffers (not its optimiser). Returns 0 (*out owned by the
  * caller: gf_net_destroy) or an error naming the file, the part and the
- * first tensor that differs. */
+ * first tensor that differs; GF_ENONFINITE naming the first NaN or
+ * infinite value ("g.net.2.weight[0] is nan") when the loaded network is
+ * not finite. */
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out);
 
 /* The data position recorded for lmdb_reader instance `reader` (the

@@ -38,11 +38,13 @@ extern "C" {
 typedef struct gf_generators gf_generators;
 
 /* Opens every generator of a training checkpoint (metadata "<g>.role" =
- * "generator"): builds each network from "<g>.table" for batches up to
+ * "generator"; path is a checkpoint file or a run directory, resolved as
+ * gf_ckpt_resolve does): builds each network from "<g>.table" for batches up to
  * max_batch on backend be and loads its weights. Per-class checkpoints
  * hold one generator per class ("<g>.class" >= 0). Returns 0, or
- * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT with the message in
- * gf_errmsg(). Release with gf_generators_close. */
+ * GF_ENOTFOUND (no generator), GF_ESHAPE / GF_ECORRUPT, GF_ENONFINITE (a
+ * NaN or infinite weight, named: "g.net.2.weight[0] is nan") with the
+ * message in gf_errmsg(). Release with gf_generators_close. */
 int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch);
 void gf_generators_close(gf_generators *g);
 
@@ -67,7 +69,9 @@ gf_net *gf_generators_net(gf_generators *g, int i);
  * f32 in [-1, 1], from noise drawn with r. labels (n) selects the class of
  * each image (conditional G: its label; per-class: which G), or is NULL
  * for an unconditional single G. mode is GF_EVAL (batchnorm on running
- * statistics) or GF_TRAIN | GF_FREEZE_STATS. */
+ * statistics) or GF_TRAIN | GF_FREEZE_STATS. Returns 0, GF_EPARAM, or
+ * GF_ENONFINITE when an image holds NaN or infinite values ("generator
+ * output is not finite", naming the generator and the image). */
 int gf_generators_sample(gf_generators *g, gf_rng *r, const int32_t *labels, int n, unsigned mode,
                          float *images);
 
@@ -84,17 +88,25 @@ typedef struct gf_evaluator_opts {
 	int stats_threads;       /* BLAS threads for the statistics (0 = leave as is) */
 	int use_cache;           /* read / write the real statistics cache */
 	int per_class;           /* keep per-class real statistics (per-class FID) */
+	double max_bad_fraction; /* bad records of a dataset that are skipped (counted,
+	                          * warned about) before reading fails (default 0.01,
+	                          * as lmdb_reader and jpeg_decode) */
 	gf_eval_opts stats;      /* IS splits, KID subsets, precision/recall k */
 } gf_evaluator_opts;
 
-/* Defaults: batch 256, whole split, cache on, per-class on, stats defaults. */
+/* Defaults: batch 256, whole split, cache on, per-class on,
+ * max_bad_fraction 0.01, stats defaults. */
 gf_evaluator_opts gf_evaluator_defaults(void);
 
 /* Loads the classifier and the real statistics (from the cache, or by
  * extracting features of the real split and writing the cache), showing a
- * progress bar on long work. Returns 0 or an error with the message
- * naming the file (a classifier checkpoint that does not match its table,
- * a dataset that cannot be read...). */
+ * progress bar on long work. Bad records of the real split are skipped
+ * and counted up to max_bad_fraction (gf_evaluator_real_bad); statistics
+ * with records skipped are not cached. A split of no more images than the
+ * feature dimension fails before any work (nothing is cached). Returns 0
+ * or an error with the message naming the file (a classifier checkpoint
+ * that does not match its table or is not finite, a dataset that cannot be
+ * read, too many bad records...). */
 int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o);
 void gf_evaluator_close(gf_evaluator *e);
 
@@ -104,9 +116,11 @@ int gf_evaluator_dim(const gf_evaluator *e);
 int gf_evaluator_classes(const gf_evaluator *e);
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w);
 
-/* Real statistics in use (owned by e) and where they came from. */
+/* Real statistics in use (owned by e), where they came from, and how many
+ * bad records of the real split were skipped (0 for cached statistics). */
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e);
 int gf_evaluator_real_cached(const gf_evaluator *e);
+uint64_t gf_evaluator_real_bad(const gf_evaluator *e);
 
 /* Forgets the images added so far. */
 void gf_evaluator_reset(gf_evaluator *e);
@@ -117,6 +131,14 @@ void gf_evaluator_reset(gf_evaluator *e);
  * classifier's input are GF_ESHAPE naming both shapes. */
 int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h,
                      int w);
+
+/* Adds n images of the dataset at path (evenly spaced over it; n <= 0 or
+ * more than it holds: all of them) with their labels, read through the
+ * classifier's size (bilinear resize), as gf_evaluator_add. Bad records
+ * are skipped and counted in *bad, up to o.max_bad_fraction of those read
+ * (more fails naming the last one); *added receives the images added.
+ * Returns 0 or an error naming the dataset. */
+int gf_evaluator_add_dataset(gf_evaluator *e, const char *path, int64_t n, int64_t *added, uint64_t *bad);
 
 /* Metrics of the added images against the real statistics (see
  * gf_eval_metrics). When per_class is not NULL and labels were given,
