@@ -64,6 +64,12 @@ printf '%s\ngf.connect(src.stats, sink.inp)\n' "$head" >kind.lua
 check "ports of different kinds" 1 "kind.lua:4: cannot connect 'src.stats' to 'sink.inp': stage 'src' sends \"metrics\" messages, stage 'sink' expects \"items\"" "$gf" run kind.lua
 printf '%s\ngf.run {}\n' "$head" >unconn.lua
 check "input left unconnected" 1 "unconn.lua:4: input 'sink.inp' of stage 'sink' (check_sink) is not connected" "$gf" run unconn.lua
+# a loop of stages that nothing feeds would wait forever: refused, naming them
+printf 'local gf = require "ganflow"\nlocal a = gf.stage "jitter" { name = "a" }\nlocal b = gf.stage "jitter" { name = "b" }\ngf.connect(a.out, b.inp)\ngf.connect(b.out, a.inp)\ngf.run {}\n' >cycle.lua
+check "cycle that nothing feeds" 1 "cycle.lua:6: stages 'a', 'b' form a cycle that nothing outside feeds" "$gf" run cycle.lua dir=cycle-run
+[ -e cycle-run ] && fail "cycle: a run directory was left behind"
+printf 'local gf = require "ganflow"\nlocal a = gf.stage "jitter" { name = "a" }\ngf.connect(a.out, a.inp)\ngf.run {}\n' >selfloop.lua
+check "stage wired to itself" 1 "stage 'a' (jitter) is wired to itself ('a.out' -> 'a.inp')" "$gf" run selfloop.lua
 cat >fail.lua <<'LUA'
 local gf = require "ganflow"
 local src = gf.stage "count_source" { n = 0 }

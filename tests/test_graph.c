@@ -499,10 +499,18 @@ static int pong_run(void *self, gf_ctx *ctx)
 	}
 }
 
+/* ping sends first: it declares that it starts the cycle */
 static const gf_stage_desc ping = {
 	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "ping", .doc = "",
 	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
-	.create = null_create, .run = ping_run,
+	.flags = GF_STAGE_CYCLE_START, .create = null_create, .run = ping_run,
+};
+
+/* the same ports without the declaration: a loop nothing starts */
+static const gf_stage_desc ping_mute = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "ping_mute", .doc = "",
+	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
+	.create = null_create, .run = pong_run,
 };
 
 static const gf_stage_desc pong = {
@@ -524,6 +532,64 @@ static void test_back_edge_lockstep(void **state)
 	link_(g, b, "back", a, "back", &one); /* the back edge */
 	assert_int_equal(run(g, 0), 0);
 	assert_true(value(g, "rounds") == ROUNDS);
+	gf_graph_destroy(g);
+}
+
+/* a loop fed from outside: items in, tokens round the loop (never run) */
+static const gf_port_desc fed_in[] = { { "inp", "items", 0, "" }, { "back", "tokens", 0, "" } };
+static const gf_stage_desc fed = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "fed", .doc = "",
+	.inputs = fed_in, .ninputs = 2, .outputs = tok_out, .noutputs = 1,
+	.create = null_create, .run = pong_run,
+};
+
+/* Cycles nothing feeds are refused at validation, naming their stages;
+ * a cycle fed from outside or started by a GF_STAGE_CYCLE_START stage is
+ * not. */
+static void test_cycles_without_source(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	/* two stages joined in a loop */
+	assert_int_equal(gf_graph_create(&g), 0);
+	int j1 = add(g, "jitter", "j1", NULL, 1), j2 = add(g, "jitter", "j2", NULL, 1);
+	link_(g, j1, "out", j2, "inp", NULL);
+	link_(g, j2, "out", j1, "inp", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH, "stages 'j1', 'j2' form a cycle that nothing outside feeds");
+	expect_error(g, run(g, 0), GF_EGRAPH, "stages 'j1', 'j2' form a cycle");
+	gf_graph_destroy(g);
+	/* a stage wired to itself */
+	assert_int_equal(gf_graph_create(&g), 0);
+	j1 = add(g, "jitter", "loop", NULL, 1);
+	link_(g, j1, "out", j1, "inp", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH,
+	             "stage 'loop' (jitter) is wired to itself ('loop.out' -> 'loop.inp') and nothing outside feeds it");
+	gf_graph_destroy(g);
+	/* ping/pong without a stage that starts the loop */
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a, b;
+	assert_int_equal(gf_graph_add_desc(g, &ping_mute, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH, "stages 'ping_mute', 'pong' form a cycle");
+	gf_graph_destroy(g);
+	/* the same loop started by ping, and a loop fed from outside: fine */
+	assert_int_equal(gf_graph_create(&g), 0);
+	assert_int_equal(gf_graph_add_desc(g, &ping, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	assert_int_equal(gf_graph_validate(g), 0);
+	gf_graph_destroy(g);
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 10 }", 1);
+	assert_int_equal(gf_graph_add_desc(g, &fed, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, src, "out", a, "inp", NULL);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	assert_int_equal(gf_graph_validate(g), 0);
 	gf_graph_destroy(g);
 }
 
@@ -584,6 +650,7 @@ int main(void)
 		cmocka_unit_test(test_failure_in_create),
 		cmocka_unit_test(test_validation_errors),
 		cmocka_unit_test(test_back_edge_lockstep),
+		cmocka_unit_test(test_cycles_without_source),
 		cmocka_unit_test(test_optional_ports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,8 +31,12 @@
  * get returns GF_ESTOP, all threads join. Then destroy() runs for every
  * instance on the calling thread.
  *
- * Back edges (cycles) are allowed; a graph whose stages wait on each other
- * forever is the pipeline's bug, but a stop still ends it.
+ * Back edges (cycles) are allowed when something outside the cycle feeds
+ * it (d_step's real batches feed the G/D loop) or one of its stages
+ * declares GF_STAGE_CYCLE_START; a cycle of stages that only feed each
+ * other (or a stage wired to itself) is refused by gf_graph_validate,
+ * naming its stages. A graph whose stages still wait on each other forever
+ * is the pipeline's bug, but a stop (and the stall watchdog) still ends it.
  */
 #ifndef GANFLOW_GRAPH_H
 #define GANFLOW_GRAPH_H
@@ -107,7 +111,8 @@ int gf_graph_add_desc(gf_graph *g, const gf_stage_desc *desc, const char *name, 
 int gf_graph_connect(gf_graph *g, int from, const char *out, int to, const char *in, const gf_edge_opts *opts);
 
 /* Checks the whole graph without running it: every input (and output)
- * not declared GF_PORT_OPTIONAL is connected, and there is a stage at all.
+ * not declared GF_PORT_OPTIONAL is connected, there is a stage at all, and
+ * every cycle is fed from outside or has a GF_STAGE_CYCLE_START stage.
  * Returns 0 or GF_EGRAPH with the message in gf_graph_error (naming the
  * stage and port). gf_graph_run does the same first. */
 int gf_graph_validate(gf_graph *g);
