@@ -82,6 +82,12 @@ void gf_graph_set_grace(gf_graph *g, double seconds)
 	g->grace = seconds > 0 ? seconds : GRACE_DEFAULT;
 }
 
+void gf_graph_set_stall(gf_graph *g, double report, double stop)
+{
+	g->stall = report > 0 ? report : 0;
+	g->stall_stop = stop > 0 ? stop : 0;
+}
+
 static int find_node(const gf_graph *g, const char *name)
 {
 	for (int i = 0; i < g->nnodes; i++)

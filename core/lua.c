@@ -519,6 +519,8 @@ static int l_run(lua_State *L)
 	o.threads = option_int(L, r, idx, "threads", 0, 0);
 	o.checkpoint_every = option_int(L, r, idx, "checkpoint_every", 0, 0);
 	o.grace = option_num(L, r, idx, "grace", 30.0);
+	o.stall = option_num(L, r, idx, "stall", 0);
+	o.stall_stop = option_num(L, r, idx, "stall_stop", 0);
 	o.quiet = option_bool(L, r, idx, "quiet", 0);
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
@@ -575,6 +577,7 @@ static int l_run(lua_State *L)
 		.checkpoint_every = o.checkpoint_every,
 	};
 	gf_graph_set_grace(g, o.grace);
+	gf_graph_set_stall(g, o.stall, o.stall_stop);
 	int sig;
 	int rc = gf_signals_run_graph(g, &info, o.quiet ? GF_GRAPH_QUIET : 0, &sig);
 

@@ -19,7 +19,8 @@
 #include "rundir.h"
 
 const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "backend",         "threads",
-	                                        "resume", "grace", "quiet", "checkpoint_every" };
+	                                        "resume", "grace", "quiet", "checkpoint_every",
+	                                        "stall",  "stall_stop" };
 
 /* ---- resume ---- */
 

@@ -19,6 +19,7 @@ typedef struct gf_run_opts {
 	int64_t threads;
 	int64_t checkpoint_every;
 	double grace;
+	double stall, stall_stop; /* watchdog limits, 0 = automatic */
 	int quiet;
 	char dir[4096];
 	char backend[32];
@@ -26,7 +27,7 @@ typedef struct gf_run_opts {
 } gf_run_opts;
 
 /* Their names, as gf.run and the command line spell them. */
-#define GF_NRUN_KEYS 9
+#define GF_NRUN_KEYS 11
 extern const char *const gf_run_keys[GF_NRUN_KEYS];
 
 /* A command-line argument key=value; used: read by the pipeline (gf.arg,

@@ -80,6 +80,18 @@ gf.connect(j.out, sink.inp)
 gf.run {}
 LUA
 check "stage failing mid-run" 1 "ganflow: error: stage 'j#1' failed: injected failure at item 5" "$gf" run fail.lua dir=fail-run
+# a run whose steps stop coming: the watchdog names the starved edge and the
+# busy stage, the progress line says "stalled" (not an ETA of years), and
+# the run stops with exit 1
+printf '%s\nlocal j = gf.stage "jitter" { name = "j", mean_us = 20000, stall_at = 30 }\ngf.connect(src.out, j.inp)\ngf.connect(j.out, sink.inp)\ngf.run { steps = 1000 }\n' "$head" >stall.lua
+check "stall watchdog names the starved edge" 1 "the run stalled: no step completed for" "$gf" run stall.lua n=0 stall=2 stall_stop=7 dir=stall-run
+check "stall watchdog names the busy stage" 1 "edge j.out -> sink.inp is starved ('sink' waits on it); busy: 'j'" "$gf" run stall.lua n=0 stall=1 stall_stop=2 dir=stall-run2
+out=$(timeout 60 "$gf" run stall.lua n=0 stall=2 stall_stop=7 dir=stall-run3 2>&1)
+if grep -qE 'ETA [0-9]{3,}h' <<<"$out" || ! grep -qE 'step 30/1000 .* stalled [0-9]+s' <<<"$out"; then
+	fail "progress line during a stall says stalled, not an ETA" "$out"
+else
+	echo "ok   progress line during a stall says stalled"
+fi
 check "missing pipeline" 1 "cannot open pipeline 'nope.lua'" "$gf" run nope.lua
 printf '%s\ngf.connect(src.out, sink.inp)\ngf.run {}\n' "$head" >ok.lua
 check "malformed argument" 1 "argument 'n20' is not of the form key=value" "$gf" run ok.lua n20

@@ -593,6 +593,41 @@ static void test_cycles_without_source(void **state)
 	gf_graph_destroy(g);
 }
 
+/* The stall watchdog: a run where no step completes reports the starved
+ * edge and the busy stage, then stops with GF_EFAIL: at once before the
+ * first step, gracefully (stages flush) after it. */
+static void stall_run(int64_t stall_at, int64_t want_step)
+{
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	char p[64];
+	snprintf(p, sizeof(p), "{ stall_at = %lld }", (long long)stall_at);
+	int j = add(g, "jitter", "j", p, 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	link_(g, src, "out", j, "inp", NULL);
+	link_(g, j, "out", sink, "inp", NULL);
+	gf_graph_set_stall(g, 0.3, 0.8);
+	double t0 = gf_now();
+	int rc = run(g, 0);
+	double el = gf_now() - t0;
+	expect_error(g, rc, GF_EFAIL, "the run stalled: no step completed for");
+	expect_error(g, rc, GF_EFAIL, "edge j.out -> sink.inp is starved ('sink' waits on it)");
+	expect_error(g, rc, GF_EFAIL, "busy: 'j'");
+	expect_error(g, rc, GF_EFAIL, want_step ? "stopped gracefully" : "stopped without a checkpoint");
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_STALL);
+	assert_int_equal(gf_graph_step(g), want_step);
+	assert_true(el < 10);
+	gf_graph_destroy(g);
+}
+
+static void test_stall_watchdog(void **state)
+{
+	(void)state;
+	stall_run(0, 0);   /* nothing ever reaches the sink */
+	stall_run(20, 20); /* 20 steps, then nothing */
+}
+
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
 static const gf_port_desc opt_out[] = { { "out", "items", GF_PORT_OPTIONAL, "" } };
 static const gf_param_desc opt_params[] = { { "tag", GF_PARAM_STR, "none", "", NULL } };
@@ -651,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_validation_errors),
 		cmocka_unit_test(test_back_edge_lockstep),
 		cmocka_unit_test(test_cycles_without_source),
+		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,7 +72,8 @@ typedef enum {
 	GF_STOP_REQUEST,    /* gf_graph_request_stop(g, 0) (SIGINT, SIGTERM) */
 	GF_STOP_HARD,       /* gf_graph_request_stop(g, 1) (second SIGINT) */
 	GF_STOP_FAILURE,    /* a stage failed */
-	GF_STOP_GRACE       /* a graceful stop did not finish in time */
+	GF_STOP_GRACE,      /* a graceful stop did not finish in time */
+	GF_STOP_STALL       /* no step completed within the stall limit */
 } gf_stop_reason;
 
 /* Creates an empty graph. Returns 0 with *out owned by the caller
@@ -135,6 +136,17 @@ void gf_graph_request_stop(gf_graph *g, int hard);
 /* Seconds a graceful stop may take before it turns into a hard stop
  * (default 30). */
 void gf_graph_set_grace(gf_graph *g, double seconds);
+
+/* The stall watchdog. When no step (and no item) is reported for
+ * `report` seconds the run logs which edges are starved (their consumer
+ * waits on them empty), which stages are blocked on full edges and which
+ * are busy; after `stop` seconds it stops the run: gracefully (stages
+ * flush, the final checkpoint is written) when a step completed since the
+ * start, at once otherwise (there is nothing new to save), and
+ * gf_graph_run returns GF_EFAIL with the report in gf_graph_error. 0 means
+ * automatic: report after 60 s before the first step, after that 10 x the
+ * slowest step seen (at least 30 s); stop after 10 x the report time. */
+void gf_graph_set_stall(gf_graph *g, double report, double stop);
 
 /* The last error message ("" when none). Owned by the graph, valid until
  * the next call on it or gf_graph_destroy. */
