@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -60,6 +61,7 @@ struct runner {
 	int runs;             /* gf.run calls so far */
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
+	int lock_fd;          /* the run directory's lock (rank 0), -1 when none */
 	char err[8192];
 };
 
@@ -504,6 +506,9 @@ static int l_run(lua_State *L)
 		check_keys(L, 1, "gf.run", gf_run_keys, GF_NRUN_KEYS);
 		idx = 1;
 	}
+	if (r->runs > 0)
+		return luaL_error(L, "gf.run: called a second time in this script; a script runs one pipeline "
+		                     "(run each pipeline from its own script)");
 	if (!r->pl || gf_placement_stages(r->pl) == 0)
 		return luaL_error(L, "gf.run: the pipeline declares no stages");
 	/* every rank must have declared the same stages and cross-rank edges
@@ -522,6 +527,7 @@ static int l_run(lua_State *L)
 	o.stall = option_num(L, r, idx, "stall", 0);
 	o.stall_stop = option_num(L, r, idx, "stall_stop", 0);
 	o.quiet = option_bool(L, r, idx, "quiet", 0);
+	o.force = option_bool(L, r, idx, "force", 0);
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
@@ -539,7 +545,7 @@ static int l_run(lua_State *L)
 		if (r->world > 1 && gf_dist_bcast_str(o.dir, sizeof(o.dir), 0))
 			return luaL_error(L, "%s", gf_errmsg());
 	}
-	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, err, sizeof(err)))
+	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, &r->lock_fd, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	/* stage objects of this pipeline are stale from here on */
 	gf_graph *g = gf_placement_take_graph(r->pl);
@@ -728,6 +734,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 	struct runner r;
 	memset(&r, 0, sizeof(r));
 	r.script = script;
+	r.lock_fd = -1;
 	r.rank = gf_dist_rank();
 	r.world = gf_dist_world();
 	err[0] = '\0';
@@ -800,6 +807,8 @@ out:
 		snprintf(err, errsize, "out of memory");
 	if (L)
 		lua_close(L);
+	if (r.lock_fd >= 0)
+		close(r.lock_fd); /* the run directory is free again */
 	gf_placement_destroy(r.pl);
 	for (int i = 0; i < r.nargs; i++) {
 		free(r.args[i].key);

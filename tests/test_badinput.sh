@@ -99,6 +99,20 @@ check "argument of the wrong type" 1 "ok.lua:2: argument n=abc: expected a numbe
 check "unwritable run directory" 1 "cannot create run directory '/proc/gf-test/run'" "$gf" run ok.lua dir=/proc/gf-test/run
 check "unused argument is warned about" 0 "argument 'stesp' was not used by the pipeline" "$gf" run ok.lua stesp=5 dir=ok-run
 check "a good run prints the edge table" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2
+# one run per run directory
+check "run into a directory holding another run" 1 "run directory 'ok-run2' already holds a run (" "$gf" run ok.lua dir=ok-run2
+check "force=1 runs into it anyway" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2 force=1
+"$gf" run stall.lua n=0 stall=30 stall_stop=40 dir=locked-run >locked.log 2>&1 &
+locker=$!
+for _ in $(seq 50); do [ -s locked-run/.lock ] && break; sleep 0.1; done
+check "a run directory in use is refused, naming the process" 1 "run directory 'locked-run' is in use by another run (process $locker)" "$gf" run ok.lua dir=locked-run force=1
+kill -INT "$locker"; wait "$locker"
+printf '%s\ngf.connect(src.out, sink.inp)\ngf.run { quiet = true }\nsrc = gf.stage "count_source" { name = "src" }\nsink = gf.stage "check_sink" { name = "sink" }\ngf.connect(src.out, sink.inp)\ngf.run { quiet = true }\n' "$head" >tworuns.lua
+check "a second gf.run in one script is refused" 1 "tworuns.lua:9: gf.run: called a second time in this script" "$gf" run tworuns.lua dir=two-run
+# partial checkpoints a killed writer left are removed at the next start
+mkdir -p partial-run/checkpoints && : >partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999
+check "partial checkpoints are removed" 0 "removed 'partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999'" "$gf" run ok.lua dir=partial-run force=1
+[ -e partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999 ] && fail "partial checkpoint still there"
 check "run without a pipeline" 2 "usage: ganflow run PIPELINE.lua" "$gf" run
 check "unknown command" 2 "unknown command 'frobnicate'" "$gf" frobnicate
 check "stages lists ports, parameters, defaults, docs" 0 "number of items (0: until the graph stops)" "$gf" stages
