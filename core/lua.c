@@ -62,6 +62,8 @@ struct runner {
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
 	int lock_fd;          /* the run directory's lock (rank 0), -1 when none */
+	const char *asked[64];/* keys gf.arg asked for that the command line lacks (owned) */
+	int nasked;
 	char err[8192];
 };
 
@@ -389,6 +391,15 @@ static int l_arg(lua_State *L)
 	const char *key = luaL_checkstring(L, 1);
 	gf_run_arg *a = find_arg(r, key);
 	if (!a) {
+		/* remembered to suggest it for a mistyped command-line key */
+		if (r->nasked < (int)(sizeof(r->asked) / sizeof(r->asked[0]))) {
+			int seen = 0;
+			for (int i = 0; i < r->nasked && !seen; i++)
+				seen = !strcmp(r->asked[i], key);
+			char *k = seen ? NULL : strdup(key);
+			if (k)
+				r->asked[r->nasked++] = k;
+		}
 		lua_settop(L, 2);
 		return 1;
 	}
@@ -531,6 +542,20 @@ static int l_run(lua_State *L)
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
+	/* a command-line key that neither the script read nor gf.run knows is
+	 * a typo: refuse it before anything runs, as script keys are */
+	for (int i = 0; i < r->nargs; i++) {
+		if (r->args[i].used)
+			continue;
+		const char *best = gf_closest(r->args[i].key, gf_run_keys, GF_NRUN_KEYS);
+		const char *alt = r->nasked ? gf_closest(r->args[i].key, r->asked, (size_t)r->nasked) : NULL;
+		if (alt && (!best || gf_edit_distance(alt, r->args[i].key) < gf_edit_distance(best, r->args[i].key)))
+			best = alt;
+		if (best && gf_edit_distance(best, r->args[i].key) > 2)
+			best = NULL;
+		return luaL_error(L, "argument '%s' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg%s%s%s",
+		                  r->args[i].key, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+	}
 	if (o.resume[0] && gf_rundir_resolve_resume(o.resume, sizeof(o.resume), err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
@@ -815,5 +840,7 @@ out:
 		free(r.args[i].val);
 	}
 	free(r.args);
+	for (int i = 0; i < r.nasked; i++)
+		free((char *)r.asked[i]);
 	return rc;
 }

@@ -97,7 +97,11 @@ printf '%s\ngf.connect(src.out, sink.inp)\ngf.run {}\n' "$head" >ok.lua
 check "malformed argument" 1 "argument 'n20' is not of the form key=value" "$gf" run ok.lua n20
 check "argument of the wrong type" 1 "ok.lua:2: argument n=abc: expected a number" "$gf" run ok.lua n=abc
 check "unwritable run directory" 1 "cannot create run directory '/proc/gf-test/run'" "$gf" run ok.lua dir=/proc/gf-test/run
-check "unused argument is warned about" 0 "argument 'stesp' was not used by the pipeline" "$gf" run ok.lua stesp=5 dir=ok-run
+# a mistyped command-line key is refused before the run starts (it used to
+# be only warned about after the run: exit 0, "was not used by the pipeline")
+check "unused argument is refused before the run" 1 "argument 'stesp' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg; did you mean 'steps'?" "$gf" run ok.lua stesp=5 dir=ok-run
+[ -e ok-run ] && fail "unused argument: the run started (ok-run exists)"
+check "a mistyped script key suggests the script's own" 1 "argument 'nn' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg; did you mean 'n'?" "$gf" run ok.lua nn=5 dir=ok-run
 check "a good run prints the edge table" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2
 # one run per run directory
 check "run into a directory holding another run" 1 "run directory 'ok-run2' already holds a run (" "$gf" run ok.lua dir=ok-run2
