@@ -82,6 +82,12 @@ void gf_graph_set_grace(gf_graph *g, double seconds)
 	g->grace = seconds > 0 ? seconds : GRACE_DEFAULT;
 }
 
+void gf_graph_set_stall(gf_graph *g, double report, double stop)
+{
+	g->stall = report > 0 ? report : 0;
+	g->stall_stop = stop > 0 ? stop : 0;
+}
+
 static int find_node(const gf_graph *g, const char *name)
 {
 	for (int i = 0; i < g->nnodes; i++)
@@ -273,6 +279,112 @@ int gf_graph_connect(gf_graph *g, int from, const char *out, int to, const char 
 
 /* ---- validation ---- */
 
+/* Cycles. A link that closes a loop (D's weights back to G) is fine when
+ * something outside the loop feeds it (d_step's real batches) or a stage of
+ * it declares GF_STAGE_CYCLE_START; a loop of stages that only feed each
+ * other waits forever. The loops are the strongly connected components of
+ * the stage graph (Tarjan's algorithm; pipelines have tens of stages, so
+ * the recursion stays shallow). */
+
+struct scc {
+	int *index, *low, *stack, *onstack, *comp;
+	int next, sp, ncomp;
+};
+
+static void scc_visit(const gf_graph *g, struct scc *t, int v)
+{
+	t->index[v] = t->low[v] = t->next++;
+	t->stack[t->sp++] = v;
+	t->onstack[v] = 1;
+	for (int i = 0; i < g->nlinks; i++) {
+		const struct link *l = &g->links[i];
+		if (l->from != v)
+			continue;
+		int w = l->to;
+		if (t->index[w] < 0) {
+			scc_visit(g, t, w);
+			if (t->low[w] < t->low[v])
+				t->low[v] = t->low[w];
+		} else if (t->onstack[w] && t->index[w] < t->low[v]) {
+			t->low[v] = t->index[w];
+		}
+	}
+	if (t->low[v] != t->index[v])
+		return;
+	int w;
+	do {
+		w = t->stack[--t->sp];
+		t->onstack[w] = 0;
+		t->comp[w] = t->ncomp;
+	} while (w != v);
+	t->ncomp++;
+}
+
+/* Refuses a cycle that nothing outside it feeds, naming its stages. */
+static int check_cycles(gf_graph *g)
+{
+	int n = g->nnodes, rc = 0;
+	struct scc t = { 0 };
+	int *buf = malloc((size_t)n * 5 * sizeof(int));
+	if (!buf)
+		return gf_graph_seterr(g, -ENOMEM, "out of memory");
+	t.index = buf;
+	t.low = buf + n;
+	t.stack = buf + 2 * n;
+	t.onstack = buf + 3 * n;
+	t.comp = buf + 4 * n;
+	for (int v = 0; v < n; v++) {
+		t.index[v] = -1;
+		t.onstack[v] = 0;
+	}
+	for (int v = 0; v < n; v++)
+		if (t.index[v] < 0)
+			scc_visit(g, &t, v);
+	for (int c = 0; c < t.ncomp && !rc; c++) {
+		int members = 0, self = -1, fed = 0, starter = 0;
+		for (int v = 0; v < n; v++)
+			if (t.comp[v] == c) {
+				members++;
+				if (g->nodes[v].desc->flags & GF_STAGE_CYCLE_START)
+					starter = 1;
+			}
+		for (int i = 0; i < g->nlinks; i++) {
+			const struct link *l = &g->links[i];
+			if (t.comp[l->to] != c)
+				continue;
+			if (t.comp[l->from] != c)
+				fed = 1;
+			else if (l->from == l->to)
+				self = i;
+		}
+		if ((members < 2 && self < 0) || fed || starter)
+			continue;
+		if (members == 1) {
+			const struct link *l = &g->links[self];
+			const struct node *a = &g->nodes[l->from];
+			rc = gf_graph_seterr(
+			    g, GF_EGRAPH,
+			    "stage '%s' (%s) is wired to itself ('%s.%s' -> '%s.%s') and nothing outside feeds it: it would wait for its own output forever (connect an input from another stage, or the stage must declare GF_STAGE_CYCLE_START)",
+			    a->name, a->desc->name, a->name, a->desc->outputs[l->out].name, a->name,
+			    a->desc->inputs[l->in].name);
+			break;
+		}
+		char names[1024];
+		size_t len = 0;
+		names[0] = '\0';
+		for (int v = 0; v < n && len < sizeof(names); v++)
+			if (t.comp[v] == c)
+				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s'%s'", len ? ", " : "",
+				                        g->nodes[v].name);
+		rc = gf_graph_seterr(
+		    g, GF_EGRAPH,
+		    "stages %s form a cycle that nothing outside feeds: each waits for another forever (connect an input of one of them from outside the cycle, or one stage must declare GF_STAGE_CYCLE_START)",
+		    names);
+	}
+	free(buf);
+	return rc;
+}
+
 int gf_graph_validate(gf_graph *g)
 {
 	if (g->nnodes == 0)
@@ -300,7 +412,7 @@ int gf_graph_validate(gf_graph *g)
 				    n->name, pd->name, n->name, n->desc->name, pd->kind);
 		}
 	}
-	return 0;
+	return check_cycles(g);
 }
 
 /* ---- teardown ---- */

@@ -39,6 +39,7 @@
 
 enum { REQ_GRACEFUL = 1, REQ_HARD = 2 };
 enum { IN_NONE = 0, IN_SINGLE, IN_MERGE, IN_ANY };
+enum { WAIT_NONE = 0, WAIT_POP, WAIT_PUSH, WAIT_GET };
 
 struct link;
 
@@ -104,6 +105,9 @@ struct gf_ctx {
 	int started;
 	atomic_int done;      /* the thread finished (run, flush, close) */
 	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
+	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
+	                         stall watchdog reports (relaxed: a snapshot) */
+	atomic_int wait_port; /* the port of that wait */
 	pthread_t thread;
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
@@ -129,6 +133,12 @@ struct gf_graph {
 	int ran;
 	unsigned flags;
 	double grace;
+	double stall, stall_stop; /* watchdog limits in seconds, 0 = automatic */
+	/* the watchdog's view, kept by the monitor thread only */
+	int64_t wd_step, wd_items;
+	double t_progress;        /* when the step (or items) last moved */
+	double slowest;           /* longest seconds per step seen after the first */
+	int stall_warned, stalled;
 
 	atomic_int stop;      /* graceful stop in effect */
 	atomic_int hard;      /* hard stop in effect */
@@ -190,6 +200,17 @@ struct gf_progress {
  * published values. pr smooths the rates between calls (t_last = the
  * run's start before the first). */
 void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, char *buf, size_t size);
+
+/* Seconds without a step after which the watchdog reports a stall (and
+ * the progress line shows "stalled" instead of an ETA), and after which
+ * it stops the run. */
+double gf_graph_stall_limit(const gf_graph *g);
+double gf_graph_stall_stop_limit(const gf_graph *g);
+
+/* What a stall looks like now: the edges whose consumer waits on them
+ * empty, the stages blocked pushing into full edges, the stages busy
+ * (neither waiting nor finished). */
+void gf_graph_stall_text(gf_graph *g, char *buf, size_t size);
 
 /* The end-of-run line (reason, time, step, items, rate) and the edge table. */
 void gf_graph_print_summary(gf_graph *g);

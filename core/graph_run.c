@@ -35,7 +35,8 @@ static int reason_rank(int r)
 	case GF_STOP_REQUEST: return 3;
 	case GF_STOP_HARD: return 4;
 	case GF_STOP_GRACE: return 5;
-	case GF_STOP_FAILURE: return 6;
+	case GF_STOP_STALL: return 6;
+	case GF_STOP_FAILURE: return 7;
 	}
 	return 0;
 }
@@ -239,6 +240,8 @@ static int setup(gf_graph *g)
 			c->worker = w;
 			atomic_init(&c->done, 0);
 			atomic_init(&c->step, -1);
+			atomic_init(&c->wait, WAIT_NONE);
+			atomic_init(&c->wait_port, 0);
 			if (n->workers > 1)
 				snprintf(c->name, sizeof(c->name), "%s#%d", n->name, w);
 			else
@@ -321,6 +324,96 @@ static void list_running(gf_graph *g, char *buf, size_t size)
 	}
 }
 
+/* ---- the stall watchdog ---- */
+
+static void seconds_text(char *buf, size_t size, double s)
+{
+	if (s >= 120)
+		snprintf(buf, size, "%.0f min", s / 60);
+	else if (s >= 10)
+		snprintf(buf, size, "%.0f s", s);
+	else
+		snprintf(buf, size, "%.1f s", s);
+}
+
+/* Called by the monitor on every tick while no stop is in effect: notes
+ * progress (a step, or items where no stage reports steps), reports a
+ * stall once past the report limit, and stops the run past the stop limit. */
+static void watchdog(gf_graph *g, double now)
+{
+	int64_t step = gf_load_relaxed_i64(&g->step);
+	int64_t items = gf_load_relaxed_i64(&g->items);
+	/* one rank of several may host no stage that reports steps (a reader
+	 * feeding another rank): there it arms with the first step */
+	if (g->info.world > 1 && step == 0 && items == 0) {
+		g->t_progress = now;
+		return;
+	}
+	if (step != g->wd_step || items != g->wd_items) {
+		/* the first interval holds the start-up (networks, first reads) */
+		if (step > g->wd_step && g->wd_step > 0) {
+			double per = (now - g->t_progress) / (double)(step - g->wd_step);
+			if (per > g->slowest)
+				g->slowest = per;
+		}
+		if (g->stall_warned)
+			gf_log(GF_LOG_INFO, "stall over: step %lld", (long long)step);
+		g->wd_step = step;
+		g->wd_items = items;
+		g->t_progress = now;
+		g->stall_warned = 0;
+		return;
+	}
+	double idle = now - g->t_progress, limit = gf_graph_stall_limit(g), stop = gf_graph_stall_stop_limit(g);
+	if (idle < limit)
+		return;
+	char what[2048], a[32], b[32], c[32];
+	seconds_text(a, sizeof(a), idle);
+	seconds_text(b, sizeof(b), stop);
+	if (!g->stall_warned || idle >= stop) {
+		gf_graph_stall_text(g, what, sizeof(what));
+		if (step > 0)
+			snprintf(c, sizeof(c), "since step %lld", (long long)step);
+		else
+			snprintf(c, sizeof(c), "since the start");
+	}
+	if (!g->stall_warned) {
+		g->stall_warned = 1;
+		gf_log(GF_LOG_WARN, "stalled: no step completed for %s (%s): %s; the run stops if none completes within %s (stall=, stall_stop=)",
+		       a, c, what, b);
+	}
+	if (idle < stop)
+		return;
+	g->stalled = 1;
+	gf_graph_set_reason(g, GF_STOP_STALL);
+	if (step > 0) {
+		gf_graph_seterr(g, GF_EFAIL, "the run stalled: no step completed for %s (%s): %s; stopped gracefully (stages flushed: a checkpoint stage wrote its final checkpoint)",
+		                a, c, what);
+		gf_log(GF_LOG_WARN, "stalled for %s: stopping (stages flush, the final checkpoint is written)", a);
+		gf_graph_stop_graceful(g);
+	} else {
+		gf_graph_seterr(g, GF_EFAIL, "the run stalled: no step completed for %s (%s): %s; stopped without a checkpoint (no step to save)",
+		                a, c, what);
+		gf_graph_stop_hard(g);
+	}
+}
+
+double gf_graph_stall_limit(const gf_graph *g)
+{
+	if (g->stall > 0)
+		return g->stall;
+	if (g->wd_step <= 0 || g->slowest <= 0)
+		return 60;
+	return 10 * g->slowest > 30 ? 10 * g->slowest : 30;
+}
+
+double gf_graph_stall_stop_limit(const gf_graph *g)
+{
+	if (g->stall_stop > 0)
+		return g->stall_stop;
+	return 10 * gf_graph_stall_limit(g);
+}
+
 static void monitor(gf_graph *g)
 {
 	struct gf_progress pr = { .t_last = g->t_start };
@@ -349,6 +442,8 @@ static void monitor(gf_graph *g)
 			gf_log(GF_LOG_INFO, "stopping: letting the stages finish and flush (interrupt again to stop at once)");
 			gf_graph_stop_graceful(g);
 		}
+		if (!gf_load_relaxed_int(&g->stop))
+			watchdog(g, now);
 		if (gf_load_relaxed_int(&g->stop) && !gf_graph_is_hard(g)) {
 			if (t_stop == 0)
 				t_stop = now;
@@ -486,6 +581,7 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	}
 
 	g->t_start = gf_now();
+	g->t_progress = g->t_start;
 	for (int i = 0; i < g->nedges; i++)
 		gf_depth_start(g->edges[i]->depth, g->t_start);
 	/* Stage threads leave SIGINT/SIGTERM to the calling thread. */
@@ -518,8 +614,8 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 		gf_depth_finish(g->edges[i]->depth, g->t_end);
 
 	gf_graph_set_reason(g, GF_STOP_EOF);
-	if (gf_load_acquire_int(&g->failed))
-		rc = GF_EFAIL;
+	if (gf_load_acquire_int(&g->failed) || g->stalled)
+		rc = GF_EFAIL; /* the message is set */
 	else if (gf_graph_is_hard(g)) {
 		rc = GF_ESTOP;
 		gf_graph_seterr(g, rc, "the run was stopped (%s)", gf_stop_reason_name(gf_graph_stop_reason(g)));
@@ -555,6 +651,7 @@ const char *gf_stop_reason_name(gf_stop_reason r)
 	case GF_STOP_HARD: return "hard stop requested";
 	case GF_STOP_FAILURE: return "stage failure";
 	case GF_STOP_GRACE: return "graceful stop timed out";
+	case GF_STOP_STALL: return "stalled";
 	}
 	return "?";
 }

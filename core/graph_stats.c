@@ -92,7 +92,13 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 		len += (size_t)snprintf(buf + len, size - len, "  slowest %s>%s %s/item d=%u", slow->from, slow->to, b,
 		                        gf_ring_depth(slow->ring));
 	}
-	if (g->info.steps > 0 && pr->step_rate > 0 && step < g->info.steps && len < size) {
+	/* a rate decaying through a stall gives ETAs of years: say what it is */
+	double idle = now - g->t_progress;
+	int stalled = g->t_progress > 0 && idle >= 5 && idle >= 3 * g->slowest;
+	if (stalled && (step > 0 || idle >= gf_graph_stall_limit(g)) && len < size) {
+		human_time(a, sizeof(a), idle);
+		len += (size_t)snprintf(buf + len, size - len, "  stalled %s", a);
+	} else if (g->info.steps > 0 && pr->step_rate > 0 && step < g->info.steps && len < size) {
 		human_time(a, sizeof(a), (double)(g->info.steps - step) / pr->step_rate);
 		len += (size_t)snprintf(buf + len, size - len, "  ETA %s", a);
 	}
@@ -100,6 +106,40 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 	for (int i = 0; i < g->nvalues && len < size; i++)
 		len += (size_t)snprintf(buf + len, size - len, "  %s %.4g", g->values[i].name, g->values[i].v);
 	pthread_mutex_unlock(&g->lock);
+}
+
+/* ---- what a stall looks like ---- */
+
+void gf_graph_stall_text(gf_graph *g, char *buf, size_t size)
+{
+	size_t len = 0;
+	char busy[512];
+	size_t blen = 0;
+	buf[0] = busy[0] = '\0';
+	for (int i = 0; i < g->ninst; i++) {
+		gf_ctx *c = g->inst[i];
+		if (!c->started || gf_load_relaxed_int(&c->done))
+			continue;
+		int wait = gf_load_relaxed_int(&c->wait), port = gf_load_relaxed_int(&c->wait_port);
+		const gf_stage_desc *d = c->node->desc;
+		if (wait == WAIT_POP && port >= 0 && (uint32_t)port < d->ninputs) {
+			struct in_port *ip = &c->in[port];
+			for (int k = 0; k < ip->nedges && len < size; k++)
+				if (gf_ring_count(ip->edges[k]->ring) == 0 && !gf_ring_is_closed(ip->edges[k]->ring))
+					len += (size_t)snprintf(buf + len, size - len, "%sedge %s -> %s is starved ('%s' waits on it)",
+					                        len ? "; " : "", ip->edges[k]->from, ip->edges[k]->to, c->name);
+		} else if (wait == WAIT_PUSH && port >= 0 && (uint32_t)port < d->noutputs && len < size) {
+			len += (size_t)snprintf(buf + len, size - len, "%s'%s' waits to push into a full edge from %s.%s",
+			                        len ? "; " : "", c->name, c->name, d->outputs[port].name);
+		} else if (wait == WAIT_GET && port >= 0 && (uint32_t)port < d->noutputs && len < size) {
+			len += (size_t)snprintf(buf + len, size - len, "%s'%s' waits for its messages of %s.%s to be released",
+			                        len ? "; " : "", c->name, c->name, d->outputs[port].name);
+		} else if (wait == WAIT_NONE && blen < sizeof(busy)) {
+			blen += (size_t)snprintf(busy + blen, sizeof(busy) - blen, "%s'%s'", blen ? ", " : "", c->name);
+		}
+	}
+	if (len < size)
+		snprintf(buf + len, size - len, "%sbusy: %s", len ? "; " : "", blen ? busy : "no stage");
 }
 
 /* ---- statistics ---- */

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -60,6 +61,9 @@ struct runner {
 	int runs;             /* gf.run calls so far */
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
+	int lock_fd;          /* the run directory's lock (rank 0), -1 when none */
+	const char *asked[64];/* keys gf.arg asked for that the command line lacks (owned) */
+	int nasked;
 	char err[8192];
 };
 
@@ -387,6 +391,15 @@ static int l_arg(lua_State *L)
 	const char *key = luaL_checkstring(L, 1);
 	gf_run_arg *a = find_arg(r, key);
 	if (!a) {
+		/* remembered to suggest it for a mistyped command-line key */
+		if (r->nasked < (int)(sizeof(r->asked) / sizeof(r->asked[0]))) {
+			int seen = 0;
+			for (int i = 0; i < r->nasked && !seen; i++)
+				seen = !strcmp(r->asked[i], key);
+			char *k = seen ? NULL : strdup(key);
+			if (k)
+				r->asked[r->nasked++] = k;
+		}
 		lua_settop(L, 2);
 		return 1;
 	}
@@ -504,6 +517,9 @@ static int l_run(lua_State *L)
 		check_keys(L, 1, "gf.run", gf_run_keys, GF_NRUN_KEYS);
 		idx = 1;
 	}
+	if (r->runs > 0)
+		return luaL_error(L, "gf.run: called a second time in this script; a script runs one pipeline "
+		                     "(run each pipeline from its own script)");
 	if (!r->pl || gf_placement_stages(r->pl) == 0)
 		return luaL_error(L, "gf.run: the pipeline declares no stages");
 	/* every rank must have declared the same stages and cross-rank edges
@@ -519,10 +535,27 @@ static int l_run(lua_State *L)
 	o.threads = option_int(L, r, idx, "threads", 0, 0);
 	o.checkpoint_every = option_int(L, r, idx, "checkpoint_every", 0, 0);
 	o.grace = option_num(L, r, idx, "grace", 30.0);
+	o.stall = option_num(L, r, idx, "stall", 0);
+	o.stall_stop = option_num(L, r, idx, "stall_stop", 0);
 	o.quiet = option_bool(L, r, idx, "quiet", 0);
+	o.force = option_bool(L, r, idx, "force", 0);
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
+	/* a command-line key that neither the script read nor gf.run knows is
+	 * a typo: refuse it before anything runs, as script keys are */
+	for (int i = 0; i < r->nargs; i++) {
+		if (r->args[i].used)
+			continue;
+		const char *best = gf_closest(r->args[i].key, gf_run_keys, GF_NRUN_KEYS);
+		const char *alt = r->nasked ? gf_closest(r->args[i].key, r->asked, (size_t)r->nasked) : NULL;
+		if (alt && (!best || gf_edit_distance(alt, r->args[i].key) < gf_edit_distance(best, r->args[i].key)))
+			best = alt;
+		if (best && gf_edit_distance(best, r->args[i].key) > 2)
+			best = NULL;
+		return luaL_error(L, "argument '%s' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg%s%s%s",
+		                  r->args[i].key, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
+	}
 	if (o.resume[0] && gf_rundir_resolve_resume(o.resume, sizeof(o.resume), err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
@@ -537,7 +570,7 @@ static int l_run(lua_State *L)
 		if (r->world > 1 && gf_dist_bcast_str(o.dir, sizeof(o.dir), 0))
 			return luaL_error(L, "%s", gf_errmsg());
 	}
-	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, err, sizeof(err)))
+	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, &r->lock_fd, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	/* stage objects of this pipeline are stale from here on */
 	gf_graph *g = gf_placement_take_graph(r->pl);
@@ -575,6 +608,7 @@ static int l_run(lua_State *L)
 		.checkpoint_every = o.checkpoint_every,
 	};
 	gf_graph_set_grace(g, o.grace);
+	gf_graph_set_stall(g, o.stall, o.stall_stop);
 	int sig;
 	int rc = gf_signals_run_graph(g, &info, o.quiet ? GF_GRAPH_QUIET : 0, &sig);
 
@@ -725,6 +759,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 	struct runner r;
 	memset(&r, 0, sizeof(r));
 	r.script = script;
+	r.lock_fd = -1;
 	r.rank = gf_dist_rank();
 	r.world = gf_dist_world();
 	err[0] = '\0';
@@ -797,11 +832,15 @@ out:
 		snprintf(err, errsize, "out of memory");
 	if (L)
 		lua_close(L);
+	if (r.lock_fd >= 0)
+		close(r.lock_fd); /* the run directory is free again */
 	gf_placement_destroy(r.pl);
 	for (int i = 0; i < r.nargs; i++) {
 		free(r.args[i].key);
 		free(r.args[i].val);
 	}
 	free(r.args);
+	for (int i = 0; i < r.nasked; i++)
+		free((char *)r.asked[i]);
 	return rc;
 }

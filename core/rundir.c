@@ -6,20 +6,27 @@
  * effective arguments (args.txt): `ganflow run DIR/pipeline.lua` with the
  * lines of args.txt repeats the run.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <ganflow/ckpt.h>
 #include <ganflow/err.h>
+#include <ganflow/log.h>
 
 #include "rundir.h"
 
 const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "backend",         "threads",
-	                                        "resume", "grace", "quiet", "checkpoint_every" };
+	                                        "resume", "grace", "quiet", "checkpoint_every",
+	                                        "stall",  "stall_stop", "force" };
 
 /* ---- resume ---- */
 
@@ -123,17 +130,112 @@ static int is_run_key(const char *key)
 	return 0;
 }
 
+/* ---- one run per directory ---- */
+
+/* Takes DIR/.lock (flock, held until *fd is closed: the kernel drops it
+ * when the process dies, so a killed run never leaves it behind) and
+ * writes our pid into it. */
+static int lock_dir(const char *dir, int *fd, char *err, size_t errsize)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (f < 0) {
+		snprintf(err, errsize, "cannot create '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(f, LOCK_EX | LOCK_NB)) {
+		char pid[32] = "";
+		ssize_t n = pread(f, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		snprintf(err, errsize, "run directory '%s' is in use by another run (process %s): give another dir=",
+		         dir, pid[0] ? pid : "?");
+		close(f);
+		return -1;
+	}
+	char pid[32];
+	int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(f, 0) || pwrite(f, pid, (size_t)len, 0) != len) {
+		snprintf(err, errsize, "cannot write '%s': %s", path, strerror(errno));
+		close(f);
+		return -1;
+	}
+	*fd = f;
+	return 0;
+}
+
+/* 1 when path lies inside dir (both resolved). */
+static int inside(const char *path, const char *dir)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	if (!realpath(path, a) || !realpath(dir, b))
+		return 0;
+	size_t n = strlen(b);
+	return !strncmp(a, b, n) && a[n] == '/';
+}
+
+/* The first entry of dir other than our lock, or "" when it is empty. */
+static void first_entry(const char *dir, char *out, size_t size)
+{
+	out[0] = '\0';
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".lock")) {
+			snprintf(out, size, "%s", e->d_name);
+			break;
+		}
+	closedir(d);
+}
+
+/* Removes checkpoints/ *.tmp.PID: the lock says no writer is alive here. */
+static void remove_partial(const char *dir)
+{
+	char cdir[4200], path[4600];
+	snprintf(cdir, sizeof(cdir), "%s/checkpoints", dir);
+	DIR *d = opendir(cdir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strstr(e->d_name, ".tmp."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", cdir, e->d_name);
+		if (unlink(path) == 0)
+			gf_log(GF_LOG_INFO, "removed '%s': a partial checkpoint left by a writer that was killed", path);
+	}
+	closedir(d);
+}
+
 int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
-                      char *err, size_t errsize)
+                      int *lock_fd, char *err, size_t errsize)
 {
 	char failed[4096], path[4200];
+	*lock_fd = -1;
 	int rc = mkdirs(o->dir, failed, sizeof(failed));
 	if (rc) {
 		snprintf(err, errsize, "cannot create run directory '%s': %s (at '%s')", o->dir, strerror(-rc), failed);
 		return -1;
 	}
 	if (rank != 0)
-		return 0; /* rank 0 records the script and the arguments */
+		return 0; /* rank 0 guards the directory, records the script and the arguments */
+	if (lock_dir(o->dir, lock_fd, err, errsize))
+		return -1;
+	char entry[256];
+	first_entry(o->dir, entry, sizeof(entry));
+	if (entry[0] && !o->force && !(o->resume[0] && inside(o->resume, o->dir))) {
+		snprintf(err, errsize,
+		         "run directory '%s' already holds a run ('%s'...): give another dir=, resume=%s to continue "
+		         "that run, or force=1 to run into it anyway",
+		         o->dir, entry, o->dir);
+		close(*lock_fd);
+		*lock_fd = -1;
+		return -1;
+	}
+	remove_partial(o->dir);
 	if (script) {
 		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
 		if ((rc = copy_file(script, path))) {

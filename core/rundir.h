@@ -19,14 +19,16 @@ typedef struct gf_run_opts {
 	int64_t threads;
 	int64_t checkpoint_every;
 	double grace;
+	double stall, stall_stop; /* watchdog limits, 0 = automatic */
 	int quiet;
+	int force;                /* force=1: run into a directory that holds another run */
 	char dir[4096];
 	char backend[32];
 	char resume[4096];
 } gf_run_opts;
 
 /* Their names, as gf.run and the command line spell them. */
-#define GF_NRUN_KEYS 9
+#define GF_NRUN_KEYS 12
 extern const char *const gf_run_keys[GF_NRUN_KEYS];
 
 /* A command-line argument key=value; used: read by the pipeline (gf.arg,
@@ -48,11 +50,16 @@ int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
  * "runs/<script name without .lua>-<YYYYmmdd-HHMMSS>" (local time). */
 void gf_rundir_default(const char *script, char *out, size_t size);
 
-/* Creates o->dir (and its parents); rank 0 then copies script (may be
- * NULL) into it as pipeline.lua and writes args.txt: the effective run
- * options, then the arguments args[0..nargs) that are not run options.
- * Returns 0, or -1 with err naming the path that failed. */
+/* Creates o->dir (and its parents); rank 0 then locks it for this process
+ * (DIR/.lock: a second run into it is refused naming the process that
+ * holds it; *lock_fd receives the descriptor to close when the run ends,
+ * -1 on other ranks), refuses a directory that already holds files unless
+ * o->resume lies inside it (resuming that run) or o->force, removes the
+ * partial checkpoints (checkpoints/ *.tmp.PID) a killed writer left,
+ * copies script (may be NULL) into it as pipeline.lua and writes args.txt:
+ * the effective run options, then the arguments args[0..nargs) that are
+ * not run options. Returns 0, or -1 with err naming the path that failed. */
 int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
-                      char *err, size_t errsize);
+                      int *lock_fd, char *err, size_t errsize);
 
 #endif

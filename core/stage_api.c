@@ -26,8 +26,21 @@
 
 /* ---- the stage ABI: ports ---- */
 
+/* What an instance is blocked on, for the stall watchdog. Relaxed: the
+ * monitor only needs a recent snapshot, never an order with the data. */
+static inline void wait_begin(gf_ctx *c, int kind, int port)
+{
+	gf_store_relaxed_int(&c->wait_port, port);
+	gf_store_relaxed_int(&c->wait, kind);
+}
+
+static inline void wait_end(gf_ctx *c)
+{
+	gf_store_relaxed_int(&c->wait, WAIT_NONE);
+}
+
 /* Pops one item from edge e of input ip; block = 0: -EAGAIN when empty. */
-static int pop_edge(struct in_port *ip, struct edge *e, gf_msg **out, int block)
+static int pop_edge(gf_ctx *c, int port, struct in_port *ip, struct edge *e, gf_msg **out, int block)
 {
 	void *p;
 	double t0 = gf_now(), t1 = t0;
@@ -37,7 +50,9 @@ static int pop_edge(struct in_port *ip, struct edge *e, gf_msg **out, int block)
 		if (!block)
 			return rc;
 		stalled = 1;
+		wait_begin(c, WAIT_POP, port);
 		rc = gf_ring_pop(e->ring, &p);
+		wait_end(c);
 		t1 = gf_now();
 	}
 	if (rc)
@@ -77,16 +92,20 @@ static int scan_any(struct in_port *ip, gf_msg **out, struct edge **from)
 	return alive ? -EAGAIN : GF_EEOF;
 }
 
-static int pop_any(gf_ctx *c, struct in_port *ip, gf_msg **out, int block)
+static int pop_any(gf_ctx *c, int port, struct in_port *ip, gf_msg **out, int block)
 {
 	struct edge *e = NULL;
 	double t0 = gf_now();
 	int rc = scan_any(ip, out, &e);
 	int stalled = rc == -EAGAIN;
+	if (stalled && block)
+		wait_begin(c, WAIT_POP, port);
 	double deadline = t0 + gf_spin_budget();
 	for (int spin = 0; rc == -EAGAIN && block; spin++) {
-		if (gf_graph_is_hard(c->g))
+		if (gf_graph_is_hard(c->g)) {
+			wait_end(c);
 			return GF_ESTOP;
+		}
 		if (spin < MIN_POLLS || ((spin & 15) || gf_now() < deadline)) {
 			gf_cpu_relax();
 			rc = scan_any(ip, out, &e);
@@ -103,6 +122,8 @@ static int pop_any(gf_ctx *c, struct in_port *ip, gf_msg **out, int block)
 		gf_event_wait(&ip->ev, key, -1);
 		rc = scan_any(ip, out, &e);
 	}
+	if (stalled && block)
+		wait_end(c);
 	if (rc)
 		return rc;
 	double t1 = stalled ? gf_now() : t0;
@@ -123,15 +144,15 @@ static int do_pop(gf_ctx *c, int port, gf_msg **out, int block)
 		case IN_NONE:
 			return GF_EEOF;
 		case IN_SINGLE:
-			rc = pop_edge(ip, ip->edges[0], out, block);
+			rc = pop_edge(c, port, ip, ip->edges[0], out, block);
 			break;
 		case IN_MERGE:
-			rc = pop_edge(ip, ip->edges[ip->rr], out, block);
+			rc = pop_edge(c, port, ip, ip->edges[ip->rr], out, block);
 			if (rc == 0)
 				ip->rr = (ip->rr + 1) % ip->nedges;
 			break;
 		default:
-			rc = pop_any(c, ip, out, block);
+			rc = pop_any(c, port, ip, out, block);
 			break;
 		}
 		if (rc)
@@ -164,11 +185,16 @@ int gf_msg_get(gf_ctx *c, int port, gf_msg **out)
 		return -EINVAL;
 	struct out_port *op = &c->out[port];
 	double deadline = 0;
-	for (int spin = 0;; spin++) {
-		if (gf_graph_is_hard(c->g))
-			return GF_ESTOP;
+	int rc = 0, spin;
+	for (spin = 0;; spin++) {
+		if (gf_graph_is_hard(c->g)) {
+			rc = GF_ESTOP;
+			break;
+		}
 		if ((*out = gf_msg_pool_get(op->pool)))
-			return 0;
+			break;
+		if (spin == 0)
+			wait_begin(c, WAIT_GET, port);
 		if (spin < MIN_POLLS || (spin & 15)) {
 			gf_cpu_relax();
 			continue;
@@ -182,14 +208,18 @@ int gf_msg_get(gf_ctx *c, int port, gf_msg **out)
 		uint32_t key = gf_event_prepare(&op->pool_ev);
 		if ((*out = gf_msg_pool_get(op->pool))) {
 			gf_event_cancel(&op->pool_ev);
-			return 0;
+			break;
 		}
 		if (gf_graph_is_hard(c->g)) {
 			gf_event_cancel(&op->pool_ev);
-			return GF_ESTOP;
+			rc = GF_ESTOP;
+			break;
 		}
 		gf_event_wait(&op->pool_ev, key, -1);
 	}
+	if (spin > 0)
+		wait_end(c);
+	return rc;
 }
 
 int gf_push(gf_ctx *c, int port, gf_msg *m)
@@ -226,7 +256,9 @@ int gf_push(gf_ctx *c, int port, gf_msg *m)
 		int rc = gf_ring_try_push(e->ring, m);
 		if (rc == -EAGAIN) {
 			waited = 1;
+			wait_begin(c, WAIT_PUSH, port);
 			rc = gf_ring_push(e->ring, m);
+			wait_end(c);
 			now = gf_now();
 		}
 		e->last_push_end = now;

@@ -45,3 +45,7 @@ add_test(NAME test_outoftree
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/outoftree/run.sh ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_LIST_DIR}/outoftree)
 set_tests_properties(test_outoftree PROPERTIES TIMEOUT 180 LABELS runtime
   ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")
+
+# ---- data paths that can never make a batch (batch, label_shard) ----
+gf_add_test(test_feasible SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_feasible.c LABELS runtime data TIMEOUT 60)
+add_dependencies(test_feasible stage_lmdb_reader stage_jpeg_decode stage_batch stage_label_shard)

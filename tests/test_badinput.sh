@@ -64,6 +64,12 @@ printf '%s\ngf.connect(src.stats, sink.inp)\n' "$head" >kind.lua
 check "ports of different kinds" 1 "kind.lua:4: cannot connect 'src.stats' to 'sink.inp': stage 'src' sends \"metrics\" messages, stage 'sink' expects \"items\"" "$gf" run kind.lua
 printf '%s\ngf.run {}\n' "$head" >unconn.lua
 check "input left unconnected" 1 "unconn.lua:4: input 'sink.inp' of stage 'sink' (check_sink) is not connected" "$gf" run unconn.lua
+# a loop of stages that nothing feeds would wait forever: refused, naming them
+printf 'local gf = require "ganflow"\nlocal a = gf.stage "jitter" { name = "a" }\nlocal b = gf.stage "jitter" { name = "b" }\ngf.connect(a.out, b.inp)\ngf.connect(b.out, a.inp)\ngf.run {}\n' >cycle.lua
+check "cycle that nothing feeds" 1 "cycle.lua:6: stages 'a', 'b' form a cycle that nothing outside feeds" "$gf" run cycle.lua dir=cycle-run
+[ -e cycle-run ] && fail "cycle: a run directory was left behind"
+printf 'local gf = require "ganflow"\nlocal a = gf.stage "jitter" { name = "a" }\ngf.connect(a.out, a.inp)\ngf.run {}\n' >selfloop.lua
+check "stage wired to itself" 1 "stage 'a' (jitter) is wired to itself ('a.out' -> 'a.inp')" "$gf" run selfloop.lua
 cat >fail.lua <<'LUA'
 local gf = require "ganflow"
 local src = gf.stage "count_source" { n = 0 }
@@ -74,13 +80,43 @@ gf.connect(j.out, sink.inp)
 gf.run {}
 LUA
 check "stage failing mid-run" 1 "ganflow: error: stage 'j#1' failed: injected failure at item 5" "$gf" run fail.lua dir=fail-run
+# a run whose steps stop coming: the watchdog names the starved edge and the
+# busy stage, the progress line says "stalled" (not an ETA of years), and
+# the run stops with exit 1
+printf '%s\nlocal j = gf.stage "jitter" { name = "j", mean_us = 20000, stall_at = 30 }\ngf.connect(src.out, j.inp)\ngf.connect(j.out, sink.inp)\ngf.run { steps = 1000 }\n' "$head" >stall.lua
+check "stall watchdog names the starved edge" 1 "the run stalled: no step completed for" "$gf" run stall.lua n=0 stall=2 stall_stop=7 dir=stall-run
+check "stall watchdog names the busy stage" 1 "edge j.out -> sink.inp is starved ('sink' waits on it); busy: 'j'" "$gf" run stall.lua n=0 stall=1 stall_stop=2 dir=stall-run2
+out=$(timeout 60 "$gf" run stall.lua n=0 stall=2 stall_stop=7 dir=stall-run3 2>&1)
+if grep -qE 'ETA [0-9]{3,}h' <<<"$out" || ! grep -qE 'step 30/1000 .* stalled [0-9]+s' <<<"$out"; then
+	fail "progress line during a stall says stalled, not an ETA" "$out"
+else
+	echo "ok   progress line during a stall says stalled"
+fi
 check "missing pipeline" 1 "cannot open pipeline 'nope.lua'" "$gf" run nope.lua
 printf '%s\ngf.connect(src.out, sink.inp)\ngf.run {}\n' "$head" >ok.lua
 check "malformed argument" 1 "argument 'n20' is not of the form key=value" "$gf" run ok.lua n20
 check "argument of the wrong type" 1 "ok.lua:2: argument n=abc: expected a number" "$gf" run ok.lua n=abc
 check "unwritable run directory" 1 "cannot create run directory '/proc/gf-test/run'" "$gf" run ok.lua dir=/proc/gf-test/run
-check "unused argument is warned about" 0 "argument 'stesp' was not used by the pipeline" "$gf" run ok.lua stesp=5 dir=ok-run
+# a mistyped command-line key is refused before the run starts (it used to
+# be only warned about after the run: exit 0, "was not used by the pipeline")
+check "unused argument is refused before the run" 1 "argument 'stesp' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg; did you mean 'steps'?" "$gf" run ok.lua stesp=5 dir=ok-run
+[ -e ok-run ] && fail "unused argument: the run started (ok-run exists)"
+check "a mistyped script key suggests the script's own" 1 "argument 'nn' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg; did you mean 'n'?" "$gf" run ok.lua nn=5 dir=ok-run
 check "a good run prints the edge table" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2
+# one run per run directory
+check "run into a directory holding another run" 1 "run directory 'ok-run2' already holds a run (" "$gf" run ok.lua dir=ok-run2
+check "force=1 runs into it anyway" 0 "src.out -> sink.inp" "$gf" run ok.lua dir=ok-run2 force=1
+"$gf" run stall.lua n=0 stall=30 stall_stop=40 dir=locked-run >locked.log 2>&1 &
+locker=$!
+for _ in $(seq 50); do [ -s locked-run/.lock ] && break; sleep 0.1; done
+check "a run directory in use is refused, naming the process" 1 "run directory 'locked-run' is in use by another run (process $locker)" "$gf" run ok.lua dir=locked-run force=1
+kill -INT "$locker"; wait "$locker"
+printf '%s\ngf.connect(src.out, sink.inp)\ngf.run { quiet = true }\nsrc = gf.stage "count_source" { name = "src" }\nsink = gf.stage "check_sink" { name = "sink" }\ngf.connect(src.out, sink.inp)\ngf.run { quiet = true }\n' "$head" >tworuns.lua
+check "a second gf.run in one script is refused" 1 "tworuns.lua:9: gf.run: called a second time in this script" "$gf" run tworuns.lua dir=two-run
+# partial checkpoints a killed writer left are removed at the next start
+mkdir -p partial-run/checkpoints && : >partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999
+check "partial checkpoints are removed" 0 "removed 'partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999'" "$gf" run ok.lua dir=partial-run force=1
+[ -e partial-run/checkpoints/ckpt-00000040.safetensors.tmp.99999 ] && fail "partial checkpoint still there"
 check "run without a pipeline" 2 "usage: ganflow run PIPELINE.lua" "$gf" run
 check "unknown command" 2 "unknown command 'frobnicate'" "$gf" frobnicate
 check "stages lists ports, parameters, defaults, docs" 0 "number of items (0: until the graph stops)" "$gf" stages

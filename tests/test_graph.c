@@ -499,10 +499,18 @@ static int pong_run(void *self, gf_ctx *ctx)
 	}
 }
 
+/* ping sends first: it declares that it starts the cycle */
 static const gf_stage_desc ping = {
 	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "ping", .doc = "",
 	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
-	.create = null_create, .run = ping_run,
+	.flags = GF_STAGE_CYCLE_START, .create = null_create, .run = ping_run,
+};
+
+/* the same ports without the declaration: a loop nothing starts */
+static const gf_stage_desc ping_mute = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "ping_mute", .doc = "",
+	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
+	.create = null_create, .run = pong_run,
 };
 
 static const gf_stage_desc pong = {
@@ -525,6 +533,99 @@ static void test_back_edge_lockstep(void **state)
 	assert_int_equal(run(g, 0), 0);
 	assert_true(value(g, "rounds") == ROUNDS);
 	gf_graph_destroy(g);
+}
+
+/* a loop fed from outside: items in, tokens round the loop (never run) */
+static const gf_port_desc fed_in[] = { { "inp", "items", 0, "" }, { "back", "tokens", 0, "" } };
+static const gf_stage_desc fed = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "fed", .doc = "",
+	.inputs = fed_in, .ninputs = 2, .outputs = tok_out, .noutputs = 1,
+	.create = null_create, .run = pong_run,
+};
+
+/* Cycles nothing feeds are refused at validation, naming their stages;
+ * a cycle fed from outside or started by a GF_STAGE_CYCLE_START stage is
+ * not. */
+static void test_cycles_without_source(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	/* two stages joined in a loop */
+	assert_int_equal(gf_graph_create(&g), 0);
+	int j1 = add(g, "jitter", "j1", NULL, 1), j2 = add(g, "jitter", "j2", NULL, 1);
+	link_(g, j1, "out", j2, "inp", NULL);
+	link_(g, j2, "out", j1, "inp", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH, "stages 'j1', 'j2' form a cycle that nothing outside feeds");
+	expect_error(g, run(g, 0), GF_EGRAPH, "stages 'j1', 'j2' form a cycle");
+	gf_graph_destroy(g);
+	/* a stage wired to itself */
+	assert_int_equal(gf_graph_create(&g), 0);
+	j1 = add(g, "jitter", "loop", NULL, 1);
+	link_(g, j1, "out", j1, "inp", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH,
+	             "stage 'loop' (jitter) is wired to itself ('loop.out' -> 'loop.inp') and nothing outside feeds it");
+	gf_graph_destroy(g);
+	/* ping/pong without a stage that starts the loop */
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a, b;
+	assert_int_equal(gf_graph_add_desc(g, &ping_mute, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	expect_error(g, gf_graph_validate(g), GF_EGRAPH, "stages 'ping_mute', 'pong' form a cycle");
+	gf_graph_destroy(g);
+	/* the same loop started by ping, and a loop fed from outside: fine */
+	assert_int_equal(gf_graph_create(&g), 0);
+	assert_int_equal(gf_graph_add_desc(g, &ping, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	assert_int_equal(gf_graph_validate(g), 0);
+	gf_graph_destroy(g);
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 10 }", 1);
+	assert_int_equal(gf_graph_add_desc(g, &fed, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &pong, NULL, NULL, 1, &b), 0);
+	link_(g, src, "out", a, "inp", NULL);
+	link_(g, a, "out", b, "inp", NULL);
+	link_(g, b, "back", a, "back", NULL);
+	assert_int_equal(gf_graph_validate(g), 0);
+	gf_graph_destroy(g);
+}
+
+/* The stall watchdog: a run where no step completes reports the starved
+ * edge and the busy stage, then stops with GF_EFAIL: at once before the
+ * first step, gracefully (stages flush) after it. */
+static void stall_run(int64_t stall_at, int64_t want_step)
+{
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	char p[64];
+	snprintf(p, sizeof(p), "{ stall_at = %lld }", (long long)stall_at);
+	int j = add(g, "jitter", "j", p, 1);
+	int sink = add(g, "check_sink", "sink", NULL, 1);
+	link_(g, src, "out", j, "inp", NULL);
+	link_(g, j, "out", sink, "inp", NULL);
+	gf_graph_set_stall(g, 0.3, 0.8);
+	double t0 = gf_now();
+	int rc = run(g, 0);
+	double el = gf_now() - t0;
+	expect_error(g, rc, GF_EFAIL, "the run stalled: no step completed for");
+	expect_error(g, rc, GF_EFAIL, "edge j.out -> sink.inp is starved ('sink' waits on it)");
+	expect_error(g, rc, GF_EFAIL, "busy: 'j'");
+	expect_error(g, rc, GF_EFAIL, want_step ? "stopped gracefully" : "stopped without a checkpoint");
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_STALL);
+	assert_int_equal(gf_graph_step(g), want_step);
+	assert_true(el < 10);
+	gf_graph_destroy(g);
+}
+
+static void test_stall_watchdog(void **state)
+{
+	(void)state;
+	stall_run(0, 0);   /* nothing ever reaches the sink */
+	stall_run(20, 20); /* 20 steps, then nothing */
 }
 
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
@@ -584,6 +685,8 @@ int main(void)
 		cmocka_unit_test(test_failure_in_create),
 		cmocka_unit_test(test_validation_errors),
 		cmocka_unit_test(test_back_edge_lockstep),
+		cmocka_unit_test(test_cycles_without_source),
+		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,10 @@
  * at a sample flagged GF_MSG_LAST or when the epoch changes; a short batch
  * at the end of an epoch or of the data is emitted (shape (n, C, H, W)) or,
  * with drop_last, dropped. Samples are copied once into the batch buffer,
- * which the envelope keeps between uses.
+ * which the envelope keeps between uses. With drop_last, a whole epoch
+ * shorter than one batch would make no batch ever while the data cycles
+ * forever: the stage fails at the end of the first complete epoch that
+ * made none, naming the shard and both counts.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,9 @@ typedef struct batch {
 	int64_t c, h, w;    /* sample shape of cur */
 	int64_t epoch;
 	uint64_t batches, dropped_samples;
+	int64_t epoch_samples; /* samples of the epoch being read */
+	uint64_t epoch_batches;
+	int epoch_ends;        /* epoch ends seen (the first may be partial: resume) */
 } batch;
 
 static const gf_port_desc inputs[] = {
@@ -50,22 +56,50 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	return 0;
 }
 
-/* Emits (or drops) the batch being filled. */
-static int close_batch(batch *b, gf_ctx *ctx)
+/* At the end of an epoch: a complete epoch (not the first, which a
+ * resume may have started midway) that made no batch means none ever will. */
+static int end_epoch(batch *b, gf_ctx *ctx, const char *source)
+{
+	int64_t n = b->epoch_samples;
+	int full = b->epoch_ends++ > 0;
+	uint64_t made = b->epoch_batches;
+	b->epoch_samples = 0;
+	b->epoch_batches = 0;
+	if (!full || made || !b->drop_last)
+		return 0;
+	/* the dataset, not its shard: "data/ten/shard-00000" -> "data/ten" */
+	if (!source)
+		source = "?";
+	const char *slash = strrchr(source, '/');
+	int len = slash && !strncmp(slash + 1, "shard-", 6) ? (int)(slash - source) : (int)strlen(source);
+	return gf_fail(ctx,
+	               "the data has %lld record%s per epoch (dataset %.*s), batch %lld with drop_last: no batch can be made "
+	               "(give a smaller batch size or drop_last = false)",
+	               (long long)n, n == 1 ? "" : "s", len, source, (long long)b->n);
+}
+
+/* Emits (or drops) the batch being filled; at the end of an epoch (eoe)
+ * also checks that the epoch made a batch. */
+static int close_batch(batch *b, gf_ctx *ctx, int eoe)
 {
 	gf_msg *m = b->cur;
 	b->cur = NULL;
 	if (!m)
 		return 0;
+	const char *source = m->source;
 	if (b->fill < b->n && b->drop_last) {
 		b->dropped_samples += (uint64_t)b->fill;
 		gf_msg_release(m);
-		return 0;
+		return eoe ? end_epoch(b, ctx, source) : 0;
 	}
 	m->t[0].shape[0] = b->fill;
 	m->t[1].shape[0] = b->fill;
 	b->batches++;
-	return gf_push(ctx, 0, m);
+	b->epoch_batches++;
+	int rc = gf_push(ctx, 0, m);
+	if (!rc && eoe)
+		rc = end_epoch(b, ctx, source);
+	return rc;
 }
 
 static int run(void *self, gf_ctx *ctx)
@@ -76,7 +110,7 @@ static int run(void *self, gf_ctx *ctx)
 		gf_msg *in;
 		if ((rc = gf_pop(ctx, 0, &in))) {
 			if (rc == GF_EEOF)
-				return close_batch(b, ctx);
+				return close_batch(b, ctx, 0);
 			return rc;
 		}
 		const gf_tensor *t = &in->t[0];
@@ -87,7 +121,7 @@ static int run(void *self, gf_ctx *ctx)
 			gf_msg_release(in);
 			return rc;
 		}
-		if (b->cur && in->epoch != b->epoch && (rc = close_batch(b, ctx))) {
+		if (b->cur && in->epoch != b->epoch && (rc = close_batch(b, ctx, 1))) {
 			gf_msg_release(in);
 			return rc;
 		}
@@ -121,6 +155,7 @@ static int run(void *self, gf_ctx *ctx)
 		memcpy(dst, t->data, chw * sizeof(float));
 		((int32_t *)b->cur->t[1].data)[b->fill] = (int32_t)in->label;
 		b->fill++;
+		b->epoch_samples++;
 		b->cur->epoch = in->epoch;
 		b->cur->pos = in->pos;
 		b->cur->key = in->key;
@@ -130,7 +165,7 @@ static int run(void *self, gf_ctx *ctx)
 		if (last)
 			b->cur->flags |= GF_MSG_LAST;
 		gf_msg_release(in);
-		if ((b->fill == b->n || last) && (rc = close_batch(b, ctx)))
+		if ((b->fill == b->n || last) && (rc = close_batch(b, ctx, last)))
 			return rc;
 	}
 }

@@ -10,7 +10,13 @@
  * -1) belong to no class and are dropped. When the dataset is large, prefer
  * the reader's own class filter (lmdb_reader classes / class_shard), which
  * never reads the other classes at all.
+ *
+ * A shard that keeps nothing of a whole epoch (the classes reaching it were
+ * filtered out upstream: two chained shards with disjoint classes) would
+ * leave training at step 0 while the data cycles forever: it fails at the
+ * end of the first complete epoch, naming its classes and those it saw.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,11 +24,18 @@
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
 
+#define SEEN_MAX 1024
+
 typedef struct label_shard {
 	int64_t *list;     /* (nlist) explicit classes, or NULL */
 	size_t nlist;
 	int64_t rank, world;
 	uint64_t passed, dropped;
+	/* the epoch being read: for the "passes no class" check */
+	int64_t epoch;
+	int epochs_seen;         /* epoch changes seen (the first epoch may be partial: resume) */
+	uint64_t epoch_records;
+	uint8_t seen[SEEN_MAX / 8]; /* labels met this epoch (those below SEEN_MAX) */
 } label_shard;
 
 static const gf_port_desc inputs[] = {
@@ -46,6 +59,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return gf_fail(ctx, "out of memory");
 	*self = s;
+	s->epoch = -1;
 	const gf_run_info *run = gf_ctx_run(ctx);
 	const gf_value *cl = gf_param(p, "classes");
 	if (cl) {
@@ -85,6 +99,32 @@ static int keep(const label_shard *s, int64_t label)
 	return label % s->world == s->rank;
 }
 
+/* Called at an epoch change while nothing passed: after a complete epoch,
+ * fails naming this shard's classes and the ones that arrived. */
+static int check_epoch(label_shard *s, gf_ctx *ctx)
+{
+	if (s->epochs_seen++ == 0)
+		return 0;
+	char mine[256], got[512];
+	size_t len = 0;
+	if (s->list) {
+		for (size_t i = 0; i < s->nlist && len < sizeof(mine); i++)
+			len += (size_t)snprintf(mine + len, sizeof(mine) - len, "%s%lld", i ? ", " : "", (long long)s->list[i]);
+	} else {
+		snprintf(mine, sizeof(mine), "c %% %lld == %lld", (long long)s->world, (long long)s->rank);
+	}
+	len = 0;
+	got[0] = '\0';
+	for (int c = 0; c < SEEN_MAX && len < sizeof(got); c++)
+		if (s->seen[c / 8] & (1u << (c % 8)))
+			len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%d", len ? ", " : "", c);
+	return gf_fail(ctx,
+	               "passes no class: its classes %s, but a whole epoch of %llu records arriving here held %s%s "
+	               "(are they filtered out before this stage?)",
+	               mine, (unsigned long long)s->epoch_records, len ? "only classes " : "no labelled record",
+	               len ? got : "");
+}
+
 static int run(void *self, gf_ctx *ctx)
 {
 	label_shard *s = self;
@@ -93,6 +133,18 @@ static int run(void *self, gf_ctx *ctx)
 		gf_msg *m;
 		if ((rc = gf_pop(ctx, 0, &m)))
 			return rc;
+		if (m->epoch != s->epoch) {
+			if (s->epoch >= 0 && !s->passed && (rc = check_epoch(s, ctx))) {
+				gf_msg_release(m);
+				return rc;
+			}
+			s->epoch = m->epoch;
+			s->epoch_records = 0;
+			memset(s->seen, 0, sizeof(s->seen));
+		}
+		s->epoch_records++;
+		if (m->label >= 0 && m->label < SEEN_MAX)
+			s->seen[m->label / 8] |= (uint8_t)(1u << (m->label % 8));
 		if (!keep(s, m->label)) {
 			s->dropped++;
 			gf_msg_release(m);

@@ -31,8 +31,12 @@
  * get returns GF_ESTOP, all threads join. Then destroy() runs for every
  * instance on the calling thread.
  *
- * Back edges (cycles) are allowed; a graph whose stages wait on each other
- * forever is the pipeline's bug, but a stop still ends it.
+ * Back edges (cycles) are allowed when something outside the cycle feeds
+ * it (d_step's real batches feed the G/D loop) or one of its stages
+ * declares GF_STAGE_CYCLE_START; a cycle of stages that only feed each
+ * other (or a stage wired to itself) is refused by gf_graph_validate,
+ * naming its stages. A graph whose stages still wait on each other forever
+ * is the pipeline's bug, but a stop (and the stall watchdog) still ends it.
  */
 #ifndef GANFLOW_GRAPH_H
 #define GANFLOW_GRAPH_H
@@ -68,7 +72,8 @@ typedef enum {
 	GF_STOP_REQUEST,    /* gf_graph_request_stop(g, 0) (SIGINT, SIGTERM) */
 	GF_STOP_HARD,       /* gf_graph_request_stop(g, 1) (second SIGINT) */
 	GF_STOP_FAILURE,    /* a stage failed */
-	GF_STOP_GRACE       /* a graceful stop did not finish in time */
+	GF_STOP_GRACE,      /* a graceful stop did not finish in time */
+	GF_STOP_STALL       /* no step completed within the stall limit */
 } gf_stop_reason;
 
 /* Creates an empty graph. Returns 0 with *out owned by the caller
@@ -107,7 +112,8 @@ int gf_graph_add_desc(gf_graph *g, const gf_stage_desc *desc, const char *name, 
 int gf_graph_connect(gf_graph *g, int from, const char *out, int to, const char *in, const gf_edge_opts *opts);
 
 /* Checks the whole graph without running it: every input (and output)
- * not declared GF_PORT_OPTIONAL is connected, and there is a stage at all.
+ * not declared GF_PORT_OPTIONAL is connected, there is a stage at all, and
+ * every cycle is fed from outside or has a GF_STAGE_CYCLE_START stage.
  * Returns 0 or GF_EGRAPH with the message in gf_graph_error (naming the
  * stage and port). gf_graph_run does the same first. */
 int gf_graph_validate(gf_graph *g);
@@ -130,6 +136,17 @@ void gf_graph_request_stop(gf_graph *g, int hard);
 /* Seconds a graceful stop may take before it turns into a hard stop
  * (default 30). */
 void gf_graph_set_grace(gf_graph *g, double seconds);
+
+/* The stall watchdog. When no step (and no item) is reported for
+ * `report` seconds the run logs which edges are starved (their consumer
+ * waits on them empty), which stages are blocked on full edges and which
+ * are busy; after `stop` seconds it stops the run: gracefully (stages
+ * flush, the final checkpoint is written) when a step completed since the
+ * start, at once otherwise (there is nothing new to save), and
+ * gf_graph_run returns GF_EFAIL with the report in gf_graph_error. 0 means
+ * automatic: report after 60 s before the first step, after that 10 x the
+ * slowest step seen (at least 30 s); stop after 10 x the report time. */
+void gf_graph_set_stall(gf_graph *g, double report, double stop);
 
 /* The last error message ("" when none). Owned by the graph, valid until
  * the next call on it or gf_graph_destroy. */

@@ -103,7 +103,14 @@ enum {
 	 * flagged GF_MSG_DROPPED). The runtime deals inputs round-robin over the
 	 * workers and merges their outputs in the same order, so downstream sees
 	 * the order of upstream. */
-	GF_STAGE_WORKERS = 1u << 0
+	GF_STAGE_WORKERS = 1u << 0,
+	/* The stage pushes before anything arrives on the inputs that close a
+	 * cycle through it (it starts a loop of stages, such as a ping that
+	 * sends first and waits for the answer on a back edge). A cycle that
+	 * nothing outside it feeds is refused at validation unless one of its
+	 * stages declares this: otherwise every stage of it would wait for
+	 * another forever. */
+	GF_STAGE_CYCLE_START = 1u << 1
 };
 
 typedef struct gf_stage_desc {

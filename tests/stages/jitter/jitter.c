@@ -10,7 +10,8 @@
  * seeded per worker (seed + worker), so runs repeat. It can run as several
  * workers (GF_STAGE_WORKERS), replace every drop_every-th item with a
  * GF_MSG_DROPPED placeholder (the merge must release it and keep order),
- * and fail at a given key (failure-path tests). Items are copied into this
+ * fail at a given key (failure-path tests), and stall at a given key: sit
+ * busy, pushing nothing, until the graph stops (stall watchdog tests). Items are copied into this
  * stage's own envelopes: gf_push writes the sequence number, so forwarding
  * the popped envelope itself would race with other consumers of it.
  */
@@ -30,7 +31,7 @@ enum { DIST_NONE, DIST_UNIFORM, DIST_EXP, DIST_BURSTY };
 typedef struct jitter {
 	int dist;
 	double mean, burst; /* seconds */
-	int64_t burst_every, drop_every, fail_at;
+	int64_t burst_every, drop_every, fail_at, stall_at;
 	uint64_t rng;
 	int64_t count;
 } jitter;
@@ -46,6 +47,7 @@ static const gf_param_desc params[] = {
 	{ "seed", GF_PARAM_INT, "1", "random seed (each worker adds its index)", NULL },
 	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder", "0.." },
 	{ "fail_at", GF_PARAM_INT, "-1", "fail on the item with this key (-1: never)", NULL },
+	{ "stall_at", GF_PARAM_INT, "-1", "on the item with this key, stop passing items on until the graph stops (-1: never)", NULL },
 };
 
 static uint64_t next_u64(uint64_t *s)
@@ -78,6 +80,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	j->burst_every = gf_param_int(p, "burst_every");
 	j->drop_every = gf_param_int(p, "drop_every");
 	j->fail_at = gf_param_int(p, "fail_at");
+	j->stall_at = gf_param_int(p, "stall_at");
 	j->rng = (uint64_t)gf_param_int(p, "seed") + (uint64_t)gf_ctx_worker(ctx);
 	return 0;
 }
@@ -125,6 +128,12 @@ static int run(void *self, gf_ctx *ctx)
 		if (key == j->fail_at) {
 			gf_msg_release(in);
 			return gf_fail(ctx, "injected failure at item %lld", (long long)key);
+		}
+		if (key == j->stall_at) {
+			gf_msg_release(in);
+			while (!gf_should_stop(ctx))
+				delay(0.01);
+			return 0;
 		}
 		delay(draw(j, key));
 		if ((rc = gf_msg_get(ctx, 0, &out))) {
