@@ -267,19 +267,11 @@ static void test_cgan_classifier(void **state)
 	gf_backend_close(g);
 }
 
-/* The layer types the DC-GANs do not use, in one network (transposed
- * conv, unfused upsample x3, average pooling, 1d batchnorm, dropout,
- * sigmoid, softmax; max pooling is the classifier's, in fp32 only: a
- * near-tie can route its gradient elsewhere in bf16), forward and
- * backward against the CPU. */
-static void test_all_layers(void **state)
+/* A network of 12 inputs and 10 outputs on the CPU and in fp32 and bf16 on
+ * the GPU: output, every gradient and dx against the CPU's. */
+static void net_vs_cpu(const char *what, const char *code)
 {
-	(void)state;
-	const char *code = "return { {'linear', 12, 64}, {'bn', 64}, {'relu'}, {'reshape', 4, 4, 4},"
-	                   " {'tconv', 4, 6, 4, 2, 1}, {'upsample', 3}, {'conv', 6, 5, 3, 1, 1}, {'avgpool', 2},"
-	                   " {'tanh'}, {'dropout', 0.3}, {'conv', 5, 3, 3, 2, 1}, {'lrelu', 0.1}, {'dropout2d', 0.2},"
-	                   " {'sigmoid'}, {'flatten'}, {'linear', 108, 10}, {'softmax'},"
-	                   " input_shape = {12} }";
+	char msg[128];
 	gf_precision precs[] = { GF_PREC_FP32, GF_PREC_BF16 };
 	for (int pi = 0; pi < 2; pi++) {
 		gf_backend *g = cuda_open(precs[pi], GF_LAYOUT_AUTO);
@@ -297,7 +289,8 @@ static void test_all_layers(void **state)
 		NN_OK(gf_net_output(a, &oa));
 		NN_OK(gf_net_output(b, &ob));
 		double tol = net_tol(precs[pi]);
-		assert_true(out_close("all layers: output", g, &ob, &oa, tol));
+		snprintf(msg, sizeof(msg), "%s: output", what);
+		assert_true(out_close(msg, g, &ob, &oa, tol));
 		float *da = calloc((size_t)B * 10, 4), *db = dev_alloc(g, (size_t)B * 10), *gt = dev_from(g, t, (size_t)B * 10);
 		gf_tensor ta = nn_tensor(t, 2, B, 10), tb = ta;
 		tb.data = gt;
@@ -306,15 +299,18 @@ static void test_all_layers(void **state)
 		float *dac = dev_from(g, da, (size_t)B * 10);   /* the CPU's loss gradient on both sides */
 		NN_OK(gf_net_backward(a, da, GF_NEED_DW | GF_NEED_DX));
 		NN_OK(gf_net_backward(b, dac, GF_NEED_DW | GF_NEED_DX));
-		assert_true(block_close("all layers: grads", b, a, GF_GRADS, tol));
+		snprintf(msg, sizeof(msg), "%s: grads", what);
+		assert_true(block_close(msg, b, a, GF_GRADS, tol));
 		NN_OK(gf_net_dx(a, &dxa));
 		NN_OK(gf_net_dx(b, &dxb));
-		assert_true(out_close("all layers: dx", g, &dxb, &dxa, tol));
+		snprintf(msg, sizeof(msg), "%s: dx", what);
+		assert_true(out_close(msg, g, &dxb, &dxa, tol));
 		/* the GPU's own loss matches too */
 		float la, lb;
 		NN_OK(gf_loss(cpu, GF_LOSS_LS, &la, NULL, &oa, &ta, 0, 1));
 		NN_OK(gf_loss(g, GF_LOSS_LS, &lb, db, &ob, &tb, 0, 1));
-		assert_true(nn_close("all layers: loss", &lb, &la, 1, tol));
+		snprintf(msg, sizeof(msg), "%s: loss", what);
+		assert_true(nn_close(msg, &lb, &la, 1, tol));
 		g->ops->free(g, db);
 		g->ops->free(g, gt);
 		g->ops->free(g, dac);
@@ -325,6 +321,37 @@ static void test_all_layers(void **state)
 		gf_net_destroy(b);
 		gf_backend_close(g);
 	}
+}
+
+/* The layer types the DC-GANs do not use, in one network (transposed
+ * conv, unfused upsample x3, average pooling, 1d batchnorm, dropout,
+ * sigmoid, softmax; max pooling is the classifier's, in fp32 only: a
+ * near-tie can route its gradient elsewhere in bf16), forward and
+ * backward against the CPU. */
+static void test_all_layers(void **state)
+{
+	(void)state;
+	net_vs_cpu("all layers",
+	           "return { {'linear', 12, 64}, {'bn', 64}, {'relu'}, {'reshape', 4, 4, 4},"
+	           " {'tconv', 4, 6, 4, 2, 1}, {'upsample', 3}, {'conv', 6, 5, 3, 1, 1}, {'avgpool', 2},"
+	           " {'tanh'}, {'dropout', 0.3}, {'conv', 5, 3, 3, 2, 1}, {'lrelu', 0.1}, {'dropout2d', 0.2},"
+	           " {'sigmoid'}, {'flatten'}, {'linear', 108, 10}, {'softmax'},"
+	           " input_shape = {12} }");
+}
+
+/* The ResNet/BigGAN kinds (issue 14), which compose existing backend ops:
+ * split chunks of z, instancenorm, residual add, global sum pooling, in a
+ * small up/down residual network. */
+static void test_resnet_kinds(void **state)
+{
+	(void)state;
+	net_vs_cpu("resnet kinds",
+	           "return { {'linear', 12, 40, name = 'z'}, {'split', 0, 32}, {'reshape', 2, 4, 4},"
+	           " {'instancenorm', 2, affine = true}, {'relu', name = 'h'}, {'conv', 2, 2, 3, 1, 1},"
+	           " {'add', with = 'h'}, {'upsample', 2}, {'conv', 2, 3, 3, 1, 1, name = 'u'}, {'avgpool', 2},"
+	           " {'instancenorm', 3}, {'gsp'}, {'split', 32, 40, input = 'z', name = 'c'},"
+	           " {'concat', input = 14, with = 'c'}, {'linear', 11, 10},"
+	           " input_shape = {12} }");
 }
 
 /* ---- training, checkpoints ---- */
@@ -650,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_dcgan),
 		cmocka_unit_test(test_cgan_classifier),
 		cmocka_unit_test(test_all_layers),
+		cmocka_unit_test(test_resnet_kinds),
 		cmocka_unit_test(test_training),
 		cmocka_unit_test(test_checkpoint_cross_device),
 		cmocka_unit_test(test_fp16_loss_scaling),

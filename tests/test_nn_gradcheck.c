@@ -292,6 +292,17 @@ CASE(test_label_plane, "label plane (CD-style)",
 CASE(test_branches, "input used twice (gradient accumulation)",
      "return { {'linear', 4, 4, name = 'a'}, {'tanh'}, {'concat', input = 'x', with = 2}, {'linear', 8, 3},"
      " input_shape = {4} }", 3, 0, 0)
+CASE(test_add, "add (residual)",
+     "return { {'conv', 2, 2, 3, 1, 1}, {'tanh'}, {'add', with = 'x'}, input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_add_self, "add (one node twice)",
+     "return { {'linear', 4, 5, name = 'a'}, {'add', with = 'a'}, {'tanh'}, input_shape = {4} }", 3, 0, 0)
+CASE(test_gsp, "gsp", "return { {'conv', 2, 3, 3, 1, 1}, {'gsp'}, {'linear', 3, 2}, input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_split, "split (two chunks of one source)",
+     "return { {'linear', 4, 8, name = 'z'}, {'split', 0, 3}, {'tanh', name = 'a'}, {'slice', from = 3, to = 8, input = 'z'},"
+     " {'concat', with = 'a'}, input_shape = {4} }", 3, 0, 0)
+CASE(test_instancenorm, "instancenorm affine",
+     "return { {'instancenorm', 3, affine = true}, {'conv', 3, 2, 1}, input_shape = {3, 4, 4} }", 3, 0, 0)
+CASE(test_instancenorm_plain, "instancenorm", "return { {'instancenorm', 2}, {'tanh'}, input_shape = {2, 3, 5} }", 2, 0, 0)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -379,6 +390,12 @@ int main(void)
 		cmocka_unit_test(test_embed_concat),
 		cmocka_unit_test(test_label_plane),
 		cmocka_unit_test(test_branches),
+		cmocka_unit_test(test_add),
+		cmocka_unit_test(test_add_self),
+		cmocka_unit_test(test_gsp),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_instancenorm),
+		cmocka_unit_test(test_instancenorm_plain),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),

@@ -20,7 +20,11 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/embedding.c
   ${GF_NN_DIR}/layers/concat.c
   ${GF_NN_DIR}/layers/pool.c
-  ${GF_NN_DIR}/layers/softmax.c)
+  ${GF_NN_DIR}/layers/softmax.c
+  ${GF_NN_DIR}/layers/add.c
+  ${GF_NN_DIR}/layers/gsp.c
+  ${GF_NN_DIR}/layers/split.c
+  ${GF_NN_DIR}/layers/instancenorm.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c
