@@ -35,15 +35,18 @@ fails=0
 fail() { echo "FAIL [$case_name]: $*"; fails=$((fails + 1)); }
 check() { if ! eval "$1"; then fail "$2"; fi; }
 
-# train PIPELINE [key=value...]: 3 steps into $T/r; prints the checkpoint
+# train PIPELINE [key=value...]: 3 steps into a new $T/r.*; prints the checkpoint
 train() {
   local p=$1
   shift
   [ -d "$T/fm" ] || "$G" dataset fashion-mnist out="$T/fm" >/dev/null 2>&1 ||
     { echo "FAIL: cannot convert Fashion-MNIST" >&2; exit 1; }
-  "$G" run "$S/pipelines/$p.lua" data="$T/fm/train" batch=16 dir="$T/r" quiet=true steps=3 log=1 "$@" \
-    >"$T/r.log" 2>&1 || { echo "FAIL: $p failed: $(tail -3 "$T/r.log")" >&2; exit 1; }
-  echo "$T/r/checkpoints/$(cat "$T/r/checkpoints/latest")"
+  # a run directory of its own: ganflow refuses to run into an earlier run's
+  local r
+  r=$(mktemp -u "$T/r.XXXXXX")
+  "$G" run "$S/pipelines/$p.lua" data="$T/fm/train" batch=16 dir="$r" quiet=true steps=3 log=1 "$@" \
+    >"$r.log" 2>&1 || { echo "FAIL: $p failed: $(tail -3 "$r.log")" >&2; exit 1; }
+  echo "$r/checkpoints/$(cat "$r/checkpoints/latest")"
 }
 
 # compare WHAT ARGS...: check_bridge.py, its report shown, a failure counted
@@ -87,7 +90,7 @@ dcgan)
   check "[ ! -e '$T/s.labels.npy' ]" "an unconditional G should write no labels.npy"
   compare "G: bridge vs ganflow sample" g "$ck" g "$T/s"
   # the run directory and the role select the same part
-  compare "G by run directory and role" g "$T/r" generator "$T/s"
+  compare "G by run directory and role" g "${ck%/checkpoints/*}" generator "$T/s"
   forward "$ck" d 16
   compare "D: bridge vs ganflow" net "$ck" d "$T/d.st"
   "$G" sample "$ck" n=2 out="$T/s.png" npy="$T/no/such/s" >"$T/e.log" 2>&1
