@@ -491,6 +491,49 @@ static void test_softmax_embedding(void **state)
 
 /* ---- losses ---- */
 
+/* spectral norm: one power iteration + sigma + w / sigma, eval (no
+ * iteration), and the gradient through sigma, against the CPU's; both
+ * layouts (a = 1: dim 0; a = 3: a transposed conv's dim 1) */
+static void sn_case(gf_backend *g, int a, int m, int k)
+{
+	size_t n = (size_t)a * k, total = n * (size_t)m;
+	float *w = host_rand(total, 71, -1, 1), *u = host_rand((size_t)m, 72, -1, 1), *v = host_rand(n, 73, -1, 1);
+	float *gr = host_rand(total, 74, -1, 1), *dw = host_rand(total, 75, -1, 1), *wsn = calloc(total, 4), sigma;
+	float *Gw = dev_from(g, w, total), *Gu = dev_from(g, u, (size_t)m), *Gv = dev_from(g, v, n);
+	float *Gg = dev_from(g, gr, total), *Gdw = dev_from(g, dw, total), *Gwsn = dev_alloc(g, total);
+	float *Gs = dev_alloc(g, 1);
+	for (int it = 1; it >= 0; it--) {
+		NN_OK(cpu->ops->sn_forward(cpu, wsn, &sigma, u, v, w, a, m, k, 1e-12f, it));
+		NN_OK(g->ops->sn_forward(g, Gwsn, Gs, Gu, Gv, Gw, a, m, k, 1e-12f, it));
+		assert_true(dev_close("sn u", g, Gu, u, (size_t)m, 1e-5));
+		assert_true(dev_close("sn v", g, Gv, v, n, 1e-5));
+		assert_true(dev_close("sn sigma", g, Gs, &sigma, 1, 1e-5));
+		assert_true(dev_close("sn w / sigma", g, Gwsn, wsn, total, 1e-5));
+	}
+	for (int acc = 0; acc < 2; acc++) {
+		NN_OK(cpu->ops->sn_backward(cpu, dw, gr, w, &sigma, u, v, a, m, k, acc));
+		NN_OK(g->ops->sn_backward(g, Gdw, Gg, Gw, Gs, Gu, Gv, a, m, k, acc));
+		assert_true(dev_close("sn backward", g, Gdw, dw, total, 1e-5));
+	}
+	float *gp[] = { Gw, Gu, Gv, Gg, Gdw, Gwsn, Gs };
+	for (size_t i = 0; i < sizeof(gp) / sizeof(gp[0]); i++)
+		g->ops->free(g, gp[i]);
+	float *hp[] = { w, u, v, gr, dw, wsn };
+	for (size_t i = 0; i < sizeof(hp) / sizeof(hp[0]); i++)
+		free(hp[i]);
+}
+
+static void test_sn(void **state)
+{
+	(void)state;
+	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
+	assert_true(GF_BACKEND_HAS(g, sn_forward) && GF_BACKEND_HAS(g, sn_backward));
+	sn_case(g, 1, 5, 7);
+	sn_case(g, 1, 64, 32 * 9);
+	sn_case(g, 3, 4, 9);
+	gf_backend_close(g);
+}
+
 static void test_loss(void **state)
 {
 	(void)state;
@@ -696,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_loss),
 		cmocka_unit_test(test_optim),
 		cmocka_unit_test(test_sumsq_rng),
+		cmocka_unit_test(test_sn),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -159,6 +159,13 @@ static void gradcheck(const char *name, const char *code, int batch, unsigned fl
 	gf_rng_normal(&init, p.r, p.ny, 0.0f, 1.0f);
 	gf_rng_init(&p.rng0, 5, 9);
 
+	/* a few training forwards first: power iterations bring sn's u and v
+	 * near the top singular vectors (from random ones, sigma = u . W v can
+	 * be near 0); the probes below run with GF_FREEZE_STATS, so nothing else
+	 * they see depends on these */
+	for (int i = 0; i < 20; i++)
+		NN_OK(gf_net_forward(p.net, &p.x, p.labels.data ? &p.labels : NULL, GF_TRAIN));
+
 	/* analytic */
 	loss_of(&p);
 	NN_OK(gf_net_backward(p.net, p.r, GF_NEED_DX | GF_NEED_DW));
@@ -303,6 +310,16 @@ CASE(test_split, "split (two chunks of one source)",
 CASE(test_instancenorm, "instancenorm affine",
      "return { {'instancenorm', 3, affine = true}, {'conv', 3, 2, 1}, input_shape = {3, 4, 4} }", 3, 0, 0)
 CASE(test_instancenorm_plain, "instancenorm", "return { {'instancenorm', 2}, {'tanh'}, input_shape = {2, 3, 5} }", 2, 0, 0)
+/* spectral norm: GF_FREEZE_STATS (every forward here) runs without the
+ * power iteration, so u and v stay fixed and the loss is a function of the
+ * weights; the gradient goes through sigma */
+CASE(test_sn_linear_conv, "sn linear + conv",
+     "return { {'conv', 2, 3, 3, 2, 1, sn = true}, {'tanh'}, {'flatten'}, {'linear', 12, 4, sn = true},"
+     " input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_sn_tconv, "sn tconv", "return { {'tconv', 3, 2, 3, 2, 1, output_padding = 1, sn = true}, input_shape = {3, 3, 3} }",
+     2, 0, 0)
+CASE(test_sn_embedding, "sn embedding", "return { {'embedding', 4, 3, sn = true}, {'linear', 3, 2}, input_shape = {1} }", 5, 0,
+     4)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -396,6 +413,9 @@ int main(void)
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_instancenorm),
 		cmocka_unit_test(test_instancenorm_plain),
+		cmocka_unit_test(test_sn_linear_conv),
+		cmocka_unit_test(test_sn_tconv),
+		cmocka_unit_test(test_sn_embedding),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),

@@ -90,7 +90,7 @@ static inline uint64_t nn_fill_params(gf_net *net, uint64_t k0, int emb_scale1)
 	int bn = 0;
 	for (size_t i = 0; i < nv; i++) {
 		const char *what = strrchr(v[i].name, '.') + 1;
-		if (strcmp(what, "weight") == 0) {
+		if (strcmp(what, "weight") == 0 || strcmp(what, "weight_orig") == 0) {
 			bn = v[i].ndim == 1;
 			double fan_in = v[i].ndim >= 2 ? (double)v[i].shape[1] : 1;
 			if (v[i].ndim == 4)

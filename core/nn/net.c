@@ -216,7 +216,8 @@ int gf_net_init(gf_net *net, gf_rng *rng)
 	float *host = malloc(maxn * sizeof(float));
 	if (!host)
 		return gf_seterr(-ENOMEM, "network init: out of memory");
-	int rc = 0;
+	/* buffers first: a kind may draw some of its own (sn's u and v) */
+	int rc = reset_buffers(net);
 	/* table order: the draws of each layer follow the previous layer's */
 	for (int i = 0; i < net->nlayers && !rc; i++) {
 		struct layer *l = &net->layers[i];
@@ -224,7 +225,7 @@ int gf_net_init(gf_net *net, gf_rng *rng)
 			rc = l->kind->init(net, l, rng, host);
 	}
 	free(host);
-	return rc ? rc : reset_buffers(net);
+	return rc;
 }
 
 gf_rng *gf_net_rng(gf_net *net)

@@ -56,6 +56,8 @@ static int check_keys(const gf_layer_args *a)
 		int known = 0;
 		for (int j = 0; j < 8 && a->l->kind->keys[j]; j++)
 			known |= strcmp(k, a->l->kind->keys[j]) == 0;
+		if (!known && strcmp(k, "sn") == 0)
+			return gf_layer_err(GF_EPARAM, a->l, "sn is not supported on this kind");
 		if (!known)
 			return gf_layer_err(GF_EPARAM, a->l, "unknown key '%s'", k);
 	}

@@ -5,10 +5,12 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/team.c
   ${GF_NN_DIR}/cpu/ops_cpu.c
   ${GF_NN_DIR}/cpu/conv_cpu.c
-  ${GF_NN_DIR}/cpu/bn_cpu.c)
+  ${GF_NN_DIR}/cpu/bn_cpu.c
+  ${GF_NN_DIR}/cpu/sn_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/registry.c
+  ${GF_NN_DIR}/layers/sn.c
   ${GF_NN_DIR}/layers/linear.c
   ${GF_NN_DIR}/layers/conv.c
   ${GF_NN_DIR}/layers/tconv.c

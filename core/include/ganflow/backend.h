@@ -275,9 +275,9 @@ struct gf_backend_ops {
 	 *
 	 * Everything from here on was appended to ABI 1: a backend built before
 	 * has a smaller `size` and still loads, and a backend may leave any of
-	 * these NULL (the CPU backend leaves them all NULL). Test with
-	 * GF_BACKEND_HAS(be, op) before calling one. docs/cuda.md describes how
-	 * stages use them. */
+	 * these NULL (the CPU backend leaves all of them NULL but sn_forward and
+	 * sn_backward). Test with GF_BACKEND_HAS(be, op) before calling one.
+	 * docs/cuda.md describes how stages use them. */
 
 	/* ---- options and statistics ---- */
 	/* Sets a backend option by name, e.g. "deterministic" = "1",
@@ -357,6 +357,21 @@ struct gf_backend_ops {
 	int (*graph_begin)(gf_backend *be, gf_graph **graph);
 	int (*graph_end)(gf_backend *be, gf_graph *graph);
 	void (*graph_destroy)(gf_backend *be, gf_graph *graph);
+
+	/* ---- spectral normalisation (torch.nn.utils.spectral_norm) ----
+	 * w (a, m, k) is read as the matrix W (m, a*k) with W[r][i*k + s] =
+	 * w[i][r][s]: a = 1 for a weight normalised along its first dimension
+	 * (linear, conv, embedding), a = in for a transposed conv (PyTorch's
+	 * dim = 1). u (m) and v (a*k) are the power-iteration vectors.
+	 * sn_forward: when iterate, one power iteration v = W^T u / max(|W^T u|,
+	 * eps), u = W v / max(|W v|, eps) updates u and v in place; then
+	 * sigma[0] = u . (W v) (device float) and w_sn = w / sigma. */
+	int (*sn_forward)(gf_backend *be, float *w_sn, float *sigma, float *u, float *v, const float *w, int a,
+	                  int m, int k, float eps, int iterate);
+	/* Gradient of w_sn = w / (u . W v) with u and v constants: dw (+)=
+	 * g / sigma - (sum g * w) / sigma^2 * u v^T (in w's layout). */
+	int (*sn_backward)(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
+	                   const float *u, const float *v, int a, int m, int k, int accumulate);
 };
 
 /* Size of gf_backend_ops without the appended ops: the smallest `size`

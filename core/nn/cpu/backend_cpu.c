@@ -114,6 +114,8 @@ static const gf_backend_ops cpu_ops = {
 	.sumsq = gf_cpu_sumsq,
 	.rng_uniform = gf_cpu_rng_uniform,
 	.rng_normal = gf_cpu_rng_normal,
+	.sn_forward = gf_cpu_sn_forward,
+	.sn_backward = gf_cpu_sn_backward,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

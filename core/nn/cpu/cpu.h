@@ -72,6 +72,12 @@ int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
 int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
 
+/* ---- sn_cpu.c ---- */
+int gf_cpu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float *v, const float *w, int a,
+                      int m, int k, float eps, int iterate);
+int gf_cpu_sn_backward(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
+                       const float *u, const float *v, int a, int m, int k, int accumulate);
+
 /* ---- conv_cpu.c ---- */
 int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
                           const gf_conv_desc *d);

@@ -597,6 +597,8 @@ static const gf_backend_ops cuda_ops = {
 	.graph_begin = gf_cu_graph_begin,
 	.graph_end = gf_cu_graph_end,
 	.graph_destroy = gf_cu_graph_destroy,
+	.sn_forward = gf_cu_sn_forward,
+	.sn_backward = gf_cu_sn_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -259,7 +259,7 @@ enum {
 	GF_CU_OP_BN_BWD, GF_CU_OP_ACT_FWD, GF_CU_OP_ACT_BWD, GF_CU_OP_UP_FWD, GF_CU_OP_UP_BWD, GF_CU_OP_DROP_FWD,
 	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
-	GF_CU_OP_UNSCALE
+	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD
 };
 
 /* ---- vtable ops by file ---- */
@@ -300,6 +300,12 @@ int gf_cu_grad_unscale(gf_backend *be, float *g, size_t n);
 int gf_cu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
 int gf_cu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+
+/* sn_cuda.c */
+int gf_cu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float *v, const float *w, int a, int m,
+                     int k, float eps, int iterate);
+int gf_cu_sn_backward(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma, const float *u,
+                      const float *v, int a, int m, int k, int accumulate);
 
 /* conv_cuda.c */
 int gf_cu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
@@ -350,6 +356,10 @@ cudaError_t gf_cu_emb_fwd_launch(cudaStream_t s, float *y, const float *table, c
                                  int num, gf_cu_status *st);
 cudaError_t gf_cu_emb_bwd_launch(cudaStream_t s, float *dtable, const float *dy, const int32_t *idx, int n,
                                  int dim, int num, int acc);
+cudaError_t gf_cu_sn_fwd_launch(cudaStream_t s, float *w_sn, float *sigma, float *u, float *v, const float *w,
+                               double *t, int a, int m, int k, float eps, int iterate);
+cudaError_t gf_cu_sn_bwd_launch(cudaStream_t s, float *dw, const float *g, const float *w, const float *sigma,
+                               const float *u, const float *v, int a, int m, int k, int acc);
 cudaError_t gf_cu_rng_launch(cudaStream_t s, float *out, size_t n, float a, float b, int normal, gf_rng rng,
                              const gf_cu_dyn *dyn);
 /* Loss of x (n, k): per-element values summed in a fixed order into

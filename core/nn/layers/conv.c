@@ -1,19 +1,20 @@
 /* conv: 2-d convolution with a square kernel, PyTorch's nn.Conv2d(in, out,
  * k, stride, pad, bias = bias) with the weight (out, in, k, k).
  *
- *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ...}
+ *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ..., sn = false}
  *
  * Forward and backward are the backend's conv2d_forward / conv2d_backward.
  * Fusion: a conv 3x3 stride 1 pad 1 absorbs a nearest upsample x2 before
  * it when the backend advertises GF_CAP_CONV_UP2, and then runs as a
  * sub-pixel convolution of the low-resolution input (up = 2 in its
  * descriptor: 4 taps per output instead of 9; docs/nn.md "Engine
- * fusions"). */
-#include "../layer_kind.h"
+ * fusions"). sn = true: spectral_norm(nn.Conv2d(...)) (sn.c). */
+#include "sn.h"
 
 struct conv_cfg {
 	int cin, cout, k, stride, pad, bias;
 	int up;   /* 2 when a nearest upsample x2 is fused in, else 1 */
+	struct gf_sn sn;
 };
 LAYER_CFG_FITS(struct conv_cfg);
 
@@ -25,14 +26,15 @@ static int conv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	c->up = 1;
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->cin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->cout)) ||
 	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
-	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)))
+	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
+	    (rc = gf_sn_parse(a, &c->sn)))
 		return rc;
 	return 0;
 }
 
 static int conv_shapes(gf_net *net, struct layer *l)
 {
-	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
 	int rc = gf_layer_expect_image(l, in, c->cin);
@@ -44,16 +46,17 @@ static int conv_shapes(gf_net *net, struct layer *l)
 		                    gf_layer_shape_str(in, s, sizeof(s)));
 	int64_t ho = (h + 2 * c->pad - c->k) / c->stride + 1, wo = (w + 2 * c->pad - c->k) / c->stride + 1;
 	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
-	gf_layer_param(l, "weight", 4, (int64_t[]){ c->cout, c->cin, c->k, c->k });
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, c->cin, c->k, c->k });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
-	return 0;
+	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->k * c->k);
 }
 
 static int conv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
-	return gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->k * c->k));
+	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->k * c->k));
+	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
 static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
@@ -66,18 +69,34 @@ static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
 
 static int conv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 {
-	(void)mode;
 	gf_conv_desc d = conv_desc(net, l, B);
-	return OPS(net)->conv2d_forward(BE(net), layer_out(net, l)->data, layer_in(net, l)->data, layer_param(net, l, 0),
-	                                layer_param(net, l, 1), &d);
+	const float *w;
+	int rc = gf_sn_weight(net, l, &LAYER_CCFG(struct conv_cfg, l)->sn, mode, &w);
+	return rc ? rc
+	          : OPS(net)->conv2d_forward(BE(net), layer_out(net, l)->data, layer_in(net, l)->data, w,
+	                                     layer_param(net, l, 1), &d);
 }
 
 static int conv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	const struct node *out = layer_out(net, l);
 	gf_conv_desc d = conv_desc(net, l, B);
-	return OPS(net)->conv2d_backward(BE(net), g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
-	                                 g->dw ? layer_grad(net, l, 1) : NULL, layer_out(net, l)->grad,
-	                                 layer_in(net, l)->data, layer_param(net, l, 0), &d, g->acc);
+	if (!c->sn.on)
+		return OPS(net)->conv2d_backward(BE(net), g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
+		                                 g->dw ? layer_grad(net, l, 1) : NULL, out->grad, layer_in(net, l)->data,
+		                                 layer_param(net, l, 0), &d, g->acc);
+	/* sn: the weight gradient of w / sigma into scratch, then through sigma */
+	int acc, rc;
+	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
+	if ((rc = OPS(net)->conv2d_backward(BE(net), g->dx, dw, NULL, out->grad, layer_in(net, l)->data,
+	                                    gf_sn_used(net, l, &c->sn), &d, acc)) ||
+	    (rc = gf_sn_backward(net, l, &c->sn, g)))
+		return rc;
+	if (g->dw && c->bias)
+		return OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), out->grad, B, c->cout,
+		                           (int)(out->numel / (size_t)c->cout), g->acc);
+	return 0;
 }
 
 static double conv_flops(const gf_net *net, const struct layer *l, int B, int exec)
@@ -108,7 +127,7 @@ const gf_layer_kind gf_layer_conv = {
 	.aliases = (const char *const[]){ "conv2d", NULL },
 	.min_pos = 3,
 	.max_pos = 5,
-	.keys = { "stride", "pad", "bias", "init" },
+	.keys = { "stride", "pad", "bias", "init", "sn" },
 	.parse = conv_parse,
 	.shapes = conv_shapes,
 	.init = conv_init,

@@ -1,16 +1,18 @@
 /* embedding: a learned vector per class label, PyTorch's
  * nn.Embedding(classes, dim) with the weight (classes, dim).
  *
- *   {"embedding", classes, dim, init = ...}
+ *   {"embedding", classes, dim, init = ..., sn = false}
  *
  * Reads the i32 labels (its input defaults to them: GF_LK_LABELS) and sets
  * the network's class count. Backend embedding_forward /
  * embedding_backward (scatter in index order, deterministic); labels have
- * no gradient. Initialised N(0, 1) as PyTorch. */
-#include "../layer_kind.h"
+ * no gradient. Initialised N(0, 1) as PyTorch. sn = true:
+ * spectral_norm(nn.Embedding(...)) (sn.c). */
+#include "sn.h"
 
 struct embedding_cfg {
 	int classes, dim;
+	struct gf_sn sn;
 };
 LAYER_CFG_FITS(struct embedding_cfg);
 
@@ -19,36 +21,40 @@ static int embedding_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	(void)net;
 	struct embedding_cfg *c = LAYER_CFG(struct embedding_cfg, l);
 	int rc;
-	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->classes)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->dim)))
+	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->classes)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->dim)) ||
+	    (rc = gf_sn_parse(a, &c->sn)))
 		return rc;
 	return 0;
 }
 
 static int embedding_shapes(gf_net *net, struct layer *l)
 {
-	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
+	struct embedding_cfg *c = LAYER_CFG(struct embedding_cfg, l);
 	if (!layer_in(net, l)->is_label)
 		return gf_layer_err(GF_ESHAPE, l, "expects the labels as input (input = \"label\")");
 	if (net->classes && net->classes != c->classes)
 		return gf_layer_err(GF_ESHAPE, l, "has %d classes but the network has %d", c->classes, net->classes);
 	net->classes = c->classes;
 	gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ c->dim });
-	gf_layer_param(l, "weight", 2, (int64_t[]){ c->classes, c->dim });
-	return 0;
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 2, (int64_t[]){ c->classes, c->dim });
+	return gf_sn_shapes(net, l, &c->sn, 1, c->classes, c->dim);
 }
 
 static int embedding_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	gf_rng_normal(rng, host, l->param[0].n, 0.0f, 1.0f);
-	return gf_layer_upload(net, l, 0, host);
+	int rc = gf_layer_upload(net, l, 0, host);
+	return rc ? rc : gf_sn_init(net, l, &LAYER_CCFG(struct embedding_cfg, l)->sn, rng, host);
 }
 
 static int embedding_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 {
-	(void)mode;
 	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
-	return OPS(net)->embedding_forward(BE(net), layer_out(net, l)->data, layer_param(net, l, 0),
-	                                   (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes);
+	const float *w;
+	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
+	return rc ? rc
+	          : OPS(net)->embedding_forward(BE(net), layer_out(net, l)->data, w,
+	                                        (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes);
 }
 
 static int embedding_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
@@ -56,9 +62,13 @@ static int embedding_backward(gf_net *net, struct layer *l, int B, gf_layer_grad
 	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
 	if (!g->dw)
 		return 0;
-	return OPS(net)->embedding_backward(BE(net), layer_grad(net, l, 0), layer_out(net, l)->grad,
-	                                    (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes,
-	                                    g->acc);
+	int acc, rc;
+	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
+	if ((rc = OPS(net)->embedding_backward(BE(net), dw, layer_out(net, l)->grad,
+	                                       (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes,
+	                                       acc)))
+		return rc;
+	return gf_sn_backward(net, l, &c->sn, g);
 }
 
 const gf_layer_kind gf_layer_embedding = {
@@ -66,7 +76,7 @@ const gf_layer_kind gf_layer_embedding = {
 	.aliases = (const char *const[]){ "embed", NULL },
 	.min_pos = 2,
 	.max_pos = 2,
-	.keys = { "init" },
+	.keys = { "init", "sn" },
 	.flags = GF_LK_LABELS,
 	.parse = embedding_parse,
 	.shapes = embedding_shapes,

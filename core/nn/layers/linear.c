@@ -1,14 +1,15 @@
 /* linear: y = x W^T + b on a flat input, PyTorch's nn.Linear(in, out,
  * bias = bias) with the weight (out, in).
  *
- *   {"linear", in, out, bias = true, init = ...}
+ *   {"linear", in, out, bias = true, init = ..., sn = false}
  *
  * Forward and both gradients are GEMMs (backend gemm, bias_add,
- * bias_grad). */
-#include "../layer_kind.h"
+ * bias_grad). sn = true: spectral_norm(nn.Linear(...)) (sn.c). */
+#include "sn.h"
 
 struct linear_cfg {
 	int fin, fout, bias;
+	struct gf_sn sn;
 };
 LAYER_CFG_FITS(struct linear_cfg);
 
@@ -18,14 +19,14 @@ static int linear_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
 	int rc;
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->fin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->fout)) ||
-	    (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)))
+	    (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) || (rc = gf_sn_parse(a, &c->sn)))
 		return rc;
 	return 0;
 }
 
 static int linear_shapes(gf_net *net, struct layer *l)
 {
-	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
 	if (in->ndim != 1)
@@ -34,24 +35,28 @@ static int linear_shapes(gf_net *net, struct layer *l)
 	if (in->shape[0] != c->fin)
 		return gf_layer_err(GF_ESHAPE, l, "expects %d input features, got %lld", c->fin, (long long)in->shape[0]);
 	gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ c->fout });
-	gf_layer_param(l, "weight", 2, (int64_t[]){ c->fout, c->fin });
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 2, (int64_t[]){ c->fout, c->fin });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->fout });
-	return 0;
+	return gf_sn_shapes(net, l, &c->sn, 1, c->fout, c->fin);
 }
 
 static int linear_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 {
-	return gf_layer_init_fan_in(net, l, rng, host, (double)LAYER_CCFG(struct linear_cfg, l)->fin);
+	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->fin);
+	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
 static int linear_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 {
-	(void)mode;
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	float *y = layer_out(net, l)->data, *b = layer_param(net, l, 1);
-	int rc = OPS(net)->gemm(BE(net), 0, 1, B, c->fout, c->fin, 1.0f, layer_in(net, l)->data, c->fin,
-	                        layer_param(net, l, 0), c->fin, 0.0f, y, c->fout);
+	const float *w;
+	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
+	if (!rc)
+		rc = OPS(net)->gemm(BE(net), 0, 1, B, c->fout, c->fin, 1.0f, layer_in(net, l)->data, c->fin, w, c->fin, 0.0f,
+		                    y, c->fout);
 	if (!rc && b)
 		rc = OPS(net)->bias_add(BE(net), y, b, B, c->fout, 1);
 	return rc;
@@ -61,17 +66,20 @@ static int linear_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	const float *dy = layer_out(net, l)->grad;
-	int rc;
+	int rc, acc;
+	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
 	if (g->dw) {
 		if ((rc = OPS(net)->gemm(BE(net), 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, layer_in(net, l)->data,
-		                         c->fin, g->acc ? 1.0f : 0.0f, layer_grad(net, l, 0), c->fin)))
+		                         c->fin, acc ? 1.0f : 0.0f, dw, c->fin)) ||
+		    (rc = gf_sn_backward(net, l, &c->sn, g)))
 			return rc;
 		if (c->bias && (rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), dy, B, c->fout, 1, g->acc)))
 			return rc;
 	}
-	if (g->dx)
-		return OPS(net)->gemm(BE(net), 0, 0, B, c->fin, c->fout, 1.0f, dy, c->fout, layer_param(net, l, 0), c->fin,
+	if (g->dx) {
+		return OPS(net)->gemm(BE(net), 0, 0, B, c->fin, c->fout, 1.0f, dy, c->fout, gf_sn_used(net, l, &c->sn), c->fin,
 		                      0.0f, g->dx, c->fin);
+	}
 	return 0;
 }
 
@@ -87,7 +95,7 @@ const gf_layer_kind gf_layer_linear = {
 	.name = "linear",
 	.min_pos = 2,
 	.max_pos = 2,
-	.keys = { "bias", "init" },
+	.keys = { "bias", "init", "sn" },
 	.parse = linear_parse,
 	.shapes = linear_shapes,
 	.init = linear_init,

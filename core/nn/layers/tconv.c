@@ -2,17 +2,20 @@
  * nn.ConvTranspose2d(in, out, k, stride, pad, output_padding, bias = bias)
  * with the weight (in, out, k, k).
  *
- *   {"tconv", in, out, k, stride = 1, pad = 0, output_padding = 0, bias = true, init = ...}
+ *   {"tconv", in, out, k, stride = 1, pad = 0, output_padding = 0, bias = true, init = ..., sn = false}
  *
  * A transposed conv is the data gradient of the conv from its output to
  * its input, so it runs on the backend's conv ops with input and output
  * swapped: forward = conv2d_backward (data), input gradient =
  * conv2d_forward, weight gradient = conv2d_backward (filter); the bias
- * through bias_add / bias_grad. */
-#include "../layer_kind.h"
+ * through bias_add / bias_grad. sn = true: spectral_norm(nn.ConvTranspose2d(
+ * ...)), which normalises along dim 1: the weight read as (in, out, k*k)
+ * (sn.c). */
+#include "sn.h"
 
 struct tconv_cfg {
 	int cin, cout, k, stride, pad, opad, bias;
+	struct gf_sn sn;
 };
 LAYER_CFG_FITS(struct tconv_cfg);
 
@@ -24,14 +27,14 @@ static int tconv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->cin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->cout)) ||
 	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
 	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
-	    (rc = gf_layer_arg_int(a, 5, "output_padding", 0, 0, &c->opad)))
+	    (rc = gf_layer_arg_int(a, 5, "output_padding", 0, 0, &c->opad)) || (rc = gf_sn_parse(a, &c->sn)))
 		return rc;
 	return 0;
 }
 
 static int tconv_shapes(gf_net *net, struct layer *l)
 {
-	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	struct tconv_cfg *c = LAYER_CFG(struct tconv_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
 	int rc = gf_layer_expect_image(l, in, c->cin);
@@ -45,17 +48,18 @@ static int tconv_shapes(gf_net *net, struct layer *l)
 	if (ho < 1 || wo < 1)
 		return gf_layer_err(GF_ESHAPE, l, "output would be empty for input %s", gf_layer_shape_str(in, s, sizeof(s)));
 	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
-	gf_layer_param(l, "weight", 4, (int64_t[]){ c->cin, c->cout, c->k, c->k });
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cin, c->cout, c->k, c->k });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
-	return 0;
+	return gf_sn_shapes(net, l, &c->sn, c->cin, c->cout, c->k * c->k);
 }
 
 static int tconv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	/* PyTorch's fan_in is weight.size(1) * k * k: the output channels */
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
-	return gf_layer_init_fan_in(net, l, rng, host, (double)c->cout * (c->k * c->k));
+	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cout * (c->k * c->k));
+	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
 /* The conv whose data gradient this layer is: from the output to the input. */
@@ -67,13 +71,14 @@ static gf_conv_desc tconv_desc(const gf_net *net, const struct layer *l, int B)
 
 static int tconv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 {
-	(void)mode;
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
 	struct node *out = layer_out(net, l);
 	float *b = layer_param(net, l, 1);
 	gf_conv_desc d = tconv_desc(net, l, B);
-	int rc = OPS(net)->conv2d_backward(BE(net), out->data, NULL, NULL, layer_in(net, l)->data, NULL,
-	                                   layer_param(net, l, 0), &d, 0);
+	const float *w;
+	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
+	if (!rc)
+		rc = OPS(net)->conv2d_backward(BE(net), out->data, NULL, NULL, layer_in(net, l)->data, NULL, w, &d, 0);
 	if (!rc && b)
 		rc = OPS(net)->bias_add(BE(net), out->data, b, B, c->cout, (int)(out->numel / (size_t)c->cout));
 	return rc;
@@ -84,17 +89,20 @@ static int tconv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
 	const struct node *out = layer_out(net, l);
 	gf_conv_desc d = tconv_desc(net, l, B);
-	int rc;
+	const float *w = gf_sn_used(net, l, &c->sn);
+	int rc, acc;
+	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
 	if (g->dw) {
-		if ((rc = OPS(net)->conv2d_backward(BE(net), NULL, layer_grad(net, l, 0), NULL, layer_in(net, l)->data,
-		                                    out->grad, layer_param(net, l, 0), &d, g->acc)))
+		if ((rc = OPS(net)->conv2d_backward(BE(net), NULL, dw, NULL, layer_in(net, l)->data, out->grad, w, &d,
+		                                    acc)) ||
+		    (rc = gf_sn_backward(net, l, &c->sn, g)))
 			return rc;
 		if (c->bias && (rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), out->grad, B, c->cout,
 		                                         (int)(out->numel / (size_t)c->cout), g->acc)))
 			return rc;
 	}
 	if (g->dx)
-		return OPS(net)->conv2d_forward(BE(net), g->dx, out->grad, layer_param(net, l, 0), NULL, &d);
+		return OPS(net)->conv2d_forward(BE(net), g->dx, out->grad, w, NULL, &d);
 	return 0;
 }
 
@@ -110,7 +118,7 @@ const gf_layer_kind gf_layer_tconv = {
 	.aliases = (const char *const[]){ "deconv", "convtranspose", "conv_transpose", NULL },
 	.min_pos = 3,
 	.max_pos = 6,
-	.keys = { "stride", "pad", "output_padding", "bias", "init" },
+	.keys = { "stride", "pad", "output_padding", "bias", "init", "sn" },
 	.parse = tconv_parse,
 	.shapes = tconv_shapes,
 	.init = tconv_init,

@@ -1,0 +1,125 @@
+/* Spectral normalisation for the kinds with a weight matrix (sn.h):
+ * torch.nn.utils.spectral_norm with one power iteration per training
+ * forward. Not a layer kind of its own: linear.c, conv.c, tconv.c and
+ * embedding.c call these from their own functions, so the key is one
+ * implementation.
+ *
+ * The layer keeps PyTorch's names: the parameter weight_orig (the weight
+ * the optimiser updates) and the buffers weight_u, weight_v (checkpointed
+ * like running statistics, copied to replicas with GF_BUFFERS). Each
+ * forward computes sigma = u . W v and w / sigma into the layer's
+ * workspace, after updating u and v in training (PyTorch: eval mode reuses
+ * the stored u and v and recomputes sigma from them). The backward treats
+ * u and v as constants, as PyTorch does. Numbers: backend sn_forward /
+ * sn_backward. */
+#include <math.h>
+#include <string.h>
+
+#include "sn.h"
+
+#define SN_EPS 1e-12f
+
+static size_t align16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+int gf_sn_parse(const gf_layer_args *a, struct gf_sn *sn)
+{
+	memset(sn, 0, sizeof(*sn));
+	return gf_layer_arg_bool(a, "sn", 0, &sn->on);
+}
+
+const char *gf_sn_weight_name(const struct gf_sn *sn)
+{
+	return sn->on ? "weight_orig" : "weight";
+}
+
+int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k)
+{
+	if (!sn->on)
+		return 0;
+	if (!GF_BACKEND_HAS(BE(net), sn_forward) || !GF_BACKEND_HAS(BE(net), sn_backward))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "sn: the %s backend has no spectral normalisation ops",
+		                    OPS(net)->name);
+	sn->a = a;
+	sn->m = m;
+	sn->k = k;
+	size_t n = (size_t)a * (size_t)k;
+	/* start values: unit vectors, until gf_net_init draws them */
+	gf_layer_buffer(l, "weight_u", (size_t)m, (float)(1.0 / sqrt((double)m)));
+	gf_layer_buffer(l, "weight_v", n, (float)(1.0 / sqrt((double)n)));
+	sn->save = gf_layer_save(l, 2 * align16(n * (size_t)m) + 16);
+	return 0;
+}
+
+/* x / max(|x|, eps) in place, as torch.nn.functional.normalize */
+static void normalize(float *x, size_t n)
+{
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	float d = fmaxf((float)sqrt(s), SN_EPS);
+	for (size_t i = 0; i < n; i++)
+		x[i] /= d;
+}
+
+int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng, float *host)
+{
+	if (!sn->on)
+		return 0;
+	/* PyTorch: u = normalize(N(0, 1) of size m), then v likewise */
+	for (int j = 0; j < 2; j++) {
+		size_t n = l->buf[j].n;
+		gf_rng_normal(rng, host, n, 0.0f, 1.0f);
+		normalize(host, n);
+		int rc = OPS(net)->copy(BE(net), layer_buffer(net, l, j), host, n * sizeof(float), GF_COPY_H2D);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static float *sn_work(const struct layer *l, const struct gf_sn *sn, int which)
+{
+	size_t n = align16((size_t)sn->a * (size_t)sn->m * (size_t)sn->k);
+	return (float *)l->save[sn->save] + (size_t)which * n;   /* 0: w / sigma, 1: its gradient, 2: sigma */
+}
+
+int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w)
+{
+	*w = layer_param(net, l, 0);
+	if (!sn->on)
+		return 0;
+	int iterate = (mode & GF_TRAIN) && !(mode & GF_FREEZE_STATS);
+	float *w_sn = sn_work(l, sn, 0);
+	int rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), layer_buffer(net, l, 0), layer_buffer(net, l, 1),
+	                              *w, sn->a, sn->m, sn->k, SN_EPS, iterate);
+	*w = w_sn;
+	return rc;
+}
+
+const float *gf_sn_used(const gf_net *net, const struct layer *l, const struct gf_sn *sn)
+{
+	return sn->on ? sn_work(l, sn, 0) : layer_param(net, l, 0);
+}
+
+float *gf_sn_dweight(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g,
+                     int *accumulate)
+{
+	if (!g->dw) {
+		*accumulate = 0;
+		return NULL;
+	}
+	*accumulate = sn->on ? 0 : g->acc;
+	return sn->on ? sn_work(l, sn, 1) : layer_grad(net, l, 0);
+}
+
+int gf_sn_backward(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g)
+{
+	if (!sn->on || !g->dw)
+		return 0;
+	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, 0), sn_work(l, sn, 1), layer_param(net, l, 0),
+	                             sn_work(l, sn, 2), layer_buffer(net, l, 0), layer_buffer(net, l, 1), sn->a, sn->m,
+	                             sn->k, g->acc);
+}
