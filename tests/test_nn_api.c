@@ -10,6 +10,8 @@
 
 #include "test_nn_util.h"
 
+#include <ganflow/train.h>
+
 static gf_backend *be;
 
 static int setup(void **state)
@@ -256,6 +258,34 @@ static void test_optim_conf(void **state)
 	assert_int_equal(gf_loss_parse("wasserstein", &k), GF_EPARAM);
 }
 
+/* The Wasserstein critic loss: -mean t x (t = +1 real and G, -1 fake),
+ * its gradient -t/n times the scale; and the GAN loss table's wgan row. */
+static void test_wgan_loss(void **state)
+{
+	(void)state;
+	float x[4] = { 0.5f, -1.0f, 2.0f, 0.0f }, dx[4], l;
+	int64_t shape[2] = { 4, 1 };
+	gf_tensor pred = gf_tensor_make(x, GF_F32, 2, shape);
+	gf_loss_kind k;
+	NN_OK(gf_loss_parse("wgan", &k));
+	assert_int_equal(k, GF_LOSS_WGAN);
+	NN_OK(gf_loss(be, k, &l, dx, &pred, NULL, 1.0f, 0.5f));
+	assert_float_equal(l, -0.375f * 0.5f, 1e-7);
+	for (int i = 0; i < 4; i++)
+		assert_float_equal(dx[i], -0.25f * 0.5f, 1e-7);
+	NN_OK(gf_loss(be, k, &l, dx, &pred, NULL, -1.0f, 1.0f));
+	assert_float_equal(l, 0.375f, 1e-7);
+	for (int i = 0; i < 4; i++)
+		assert_float_equal(dx[i], 0.25f, 1e-7);
+	gf_gan_loss gl;
+	NN_OK(gf_gan_loss_parse("wgan", &gl));
+	assert_int_equal(gl.g, GF_LOSS_WGAN);
+	assert_int_equal(gl.d, GF_LOSS_WGAN);
+	assert_true(gl.real == 1.0f && gl.fake == -1.0f);
+	assert_int_equal(gf_gan_loss_parse("r1", &gl), GF_EPARAM);
+	assert_non_null(strstr(gf_errmsg(), "bce|bce_logits|hinge|ls|wgan"));
+}
+
 /* Optimistic Adam: Adam fed with 2 g_t - g_{t-1}; state views. */
 static void test_oadam(void **state)
 {
@@ -368,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_optim_conf),
 		cmocka_unit_test(test_oadam),
+		cmocka_unit_test(test_wgan_loss),
 		cmocka_unit_test(test_clip),
 		cmocka_unit_test(test_backend_open),
 	};

@@ -15,6 +15,7 @@ static const char *const names[GF_LOSS_COUNT] = {
 	[GF_LOSS_LS] = "ls",
 	[GF_LOSS_L1] = "l1",
 	[GF_LOSS_CE] = "ce",
+	[GF_LOSS_WGAN] = "wgan",
 };
 
 int gf_loss_parse(const char *name, gf_loss_kind *kind)
@@ -26,7 +27,7 @@ int gf_loss_parse(const char *name, gf_loss_kind *kind)
 		}
 	}
 	return gf_seterr(GF_EPARAM, "unknown loss '%s' (bce, bce_logits, nonsat, nonsat_logits, hinge_d, hinge_g, "
-	                 "ls, l1, ce)", name ? name : "(null)");
+	                 "ls, l1, ce, wgan)", name ? name : "(null)");
 }
 
 const char *gf_loss_name(gf_loss_kind kind)

@@ -340,6 +340,7 @@ static const struct {
 	{ "bce_logits", "nonsat_logits", "bce_logits", 0.0f },
 	{ "hinge", "hinge_g", "hinge_d", -1.0f },
 	{ "ls", "ls", "ls", 0.0f },
+	{ "wgan", "wgan", "wgan", -1.0f }, /* critic: mean D(G(z)) - mean D(x); G: -mean D(G(z)) */
 };
 
 void gf_gan_optim_defaults(gf_optim_conf *c)

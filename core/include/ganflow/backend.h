@@ -116,6 +116,7 @@ typedef enum {
 	GF_LOSS_LS,           /* least squares: mean (x - t)^2 */
 	GF_LOSS_L1,           /* mean |x - t| */
 	GF_LOSS_CE,           /* softmax cross-entropy of logits (n, k) with class labels */
+	GF_LOSS_WGAN,         /* Wasserstein critic: -mean t*x, t = +1 real (and G), -1 fake */
 	GF_LOSS_COUNT
 } gf_loss_kind;
 

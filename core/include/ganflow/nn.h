@@ -210,7 +210,7 @@ int gf_net_summary(const gf_net *net, char *buf, size_t size);
 /* ---- losses ---- */
 
 /* Parses "bce", "bce_logits", "nonsat", "nonsat_logits", "hinge_d",
- * "hinge_g", "ls", "l1", "ce". Returns 0 or GF_EPARAM. */
+ * "hinge_g", "ls", "l1", "ce", "wgan". Returns 0 or GF_EPARAM. */
 int gf_loss_parse(const char *name, gf_loss_kind *kind);
 const char *gf_loss_name(gf_loss_kind kind);
 
@@ -223,7 +223,9 @@ const char *gf_loss_name(gf_loss_kind kind);
  * clamped at -100; bce_logits = mean(max(x,0) - x t + log(1 + e^-|x|));
  * nonsat = -mean log p (bce with t = 1); nonsat_logits = mean softplus(-x);
  * hinge_d = mean relu(1 - t x); hinge_g = -mean x; ls = mean (x - t)^2;
- * l1 = mean |x - t|; ce = mean(-log softmax(x)[label]). Returns 0,
+ * l1 = mean |x - t|; ce = mean(-log softmax(x)[label]); wgan = -mean t x
+ * (t = +1 for real samples and for G, -1 for fakes: the critic's
+ * mean D(fake) - mean D(real) over the two calls). Returns 0,
  * GF_EPARAM for a bce input outside [0, 1] or a label out of range,
  * GF_ENONFINITE for a NaN bce input; other losses pass NaN through to
  * *loss, which the caller checks. */

@@ -211,13 +211,14 @@ typedef struct gf_gan_loss {
 } gf_gan_loss;
 
 /* Parses name: "bce" (D ends in a sigmoid; G non-saturating), "bce_logits"
- * (the same on logits), "hinge", "ls". Returns 0 or GF_EPARAM with a
+ * (the same on logits), "hinge", "ls", "wgan" (the critic's mean difference,
+ * D: mean D(G(z)) - mean D(x), G: -mean D(G(z)); no gradient penalty). Returns 0 or GF_EPARAM with a
  * message listing the names (gf_errmsg()). */
 int gf_gan_loss_parse(const char *name, gf_gan_loss *out);
 
 /* The names gf_gan_loss_parse accepts, as parameter choices
  * ("bce|bce_logits|hinge|ls"). */
-#define GF_GAN_LOSSES "bce|bce_logits|hinge|ls"
+#define GF_GAN_LOSSES "bce|bce_logits|hinge|ls|wgan"
 
 /* ---- labels of generated batches ---- */
 

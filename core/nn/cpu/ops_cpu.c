@@ -732,6 +732,10 @@ int gf_cpu_loss(gf_backend *be, float *loss_host, float *dx, const float *x, con
 			l = -v;
 			g = -1.0f;
 			break;
+		case GF_LOSS_WGAN:
+			l = -t * v;
+			g = -t;
+			break;
 		case GF_LOSS_LS:
 			l = (double)(v - t) * (v - t);
 			g = 2.0f * (v - t);

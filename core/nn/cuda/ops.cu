@@ -616,6 +616,10 @@ static __global__ void loss_kernel(double *part, float *dx, const float *x, cons
 			l = -v;
 			g = -1.0f;
 			break;
+		case GF_LOSS_WGAN:
+			l = -t * v;
+			g = -t;
+			break;
 		case GF_LOSS_LS:
 			l = (double)(v - t) * (v - t);
 			g = 2.0f * (v - t);
