@@ -187,7 +187,7 @@ static void test_write_open_get(void **st)
 		assert_int_equal(si->count, i < 3 ? 300 : 100);
 		assert_true(si->fd >= 0);
 	}
-	uint8_t buf[GF_RECORD_HEADER_SIZE + 144];
+	uint8_t buf[GF_RECORD_HEADER_SIZE + 144 + 4]; /* header, payload, CRC-32C */
 	for (uint64_t k = 0; k < 1000; k++) {
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, k, &r), 0);
