@@ -51,7 +51,11 @@ ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
 
 ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_transpose": "tconv",
            "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
-           "view": "reshape", "embed": "embedding", "cat": "concat"}
+           "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
+           "instancenorm2d": "instancenorm", "in2d": "instancenorm"}
+
+# kinds that read a second source (`with`)
+WITH = ("concat", "add")
 
 
 class TableError(CheckpointError):
@@ -137,6 +141,34 @@ class Concat(nn.Module):
         return torch.cat((x, y), dim=1)
 
 
+class Add(nn.Module):
+    """The engine's add: the input plus `with` (a residual sum)."""
+
+    def forward(self, x, y):
+        return x + y
+
+
+class GlobalSumPool(nn.Module):
+    """The engine's gsp: the sum over H and W, (N, C, H, W) -> (N, C)."""
+
+    def forward(self, x):
+        return x.sum(dim=(2, 3))
+
+
+class Split(nn.Module):
+    """The engine's split: features from..to-1 of a flat input, x[:, from:to]."""
+
+    def __init__(self, lo, hi):
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def forward(self, x):
+        return x[:, self.lo:self.hi]
+
+    def extra_repr(self):
+        return f"from={self.lo}, to={self.hi}"
+
+
 # ---- the network ----
 
 class GanflowNet(nn.Module):
@@ -183,15 +215,21 @@ class GanflowNet(nn.Module):
                 inp = "label"
             else:
                 inp = layers[-1].node if layers else "x"
-            if l.kind == "concat" and _key(v, "with") is None:
+            if l.kind in WITH and _key(v, "with") is None:
                 raise l.error('needs with = <layer name, position, "x">')
-            w = self._source(l, layers, "with", _key(v, "with")) if l.kind == "concat" else None
+            w = self._source(l, layers, "with", _key(v, "with")) if l.kind in WITH else None
             l.node = f"n{i}"
             if (inp == "label") != (l.kind == "embedding"):
                 raise l.error("only an embedding reads the labels" if inp == "label"
                               else 'expects the labels as input (input = "label")')
             uses_label |= inp == "label"
             mod, out = self._module(l, shapes[inp], shapes[w] if w else None)
+            if l.get(None, "sn", False):
+                if l.kind not in ("linear", "conv", "tconv", "embedding"):
+                    raise l.error("sn is not supported on this kind")
+                # PyTorch's own: weight_orig, weight_u, weight_v (the engine's names);
+                # dim 1 for transposed convolutions, as the engine
+                mod = nn.utils.spectral_norm(mod)
             shapes[l.node] = out
             if l.kind == "embedding":
                 if self.classes and self.classes != l.int(0, None):
@@ -314,6 +352,23 @@ class GanflowNet(nn.Module):
             if ws is None or len(ws) != len(s) or tuple(ws[1:]) != tuple(s[1:]):
                 raise l.error(f"cannot concatenate {s} and {ws} along the channels")
             return Concat(), (s[0] + ws[0],) + tuple(s[1:])
+        if k == "add":
+            if ws is None or tuple(ws) != tuple(s):
+                raise l.error(f"shapes {s} and {ws} differ")
+            return Add(), s
+        if k == "gsp":
+            image()
+            return GlobalSumPool(), (s[0],)
+        if k == "split":
+            lo, hi = l.int(0, "from", None), l.int(1, "to", None)
+            if s is None or len(s) != 1 or not 0 <= lo < hi <= s[0]:
+                raise l.error(f"split {lo}..{hi} of {s}")
+            return Split(lo, hi), (hi - lo,)
+        if k == "instancenorm":
+            c = l.int(0, None)
+            image(c)
+            return nn.InstanceNorm2d(c, eps=float(l.get(1, "eps", 1e-5)),
+                                     affine=bool(l.get(None, "affine", False))), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

@@ -83,6 +83,13 @@ kinds)
   "$G" export "$T/k.safetensors" "$T/k.onnx" part=t >"$T/e.log" 2>&1
   check "[ $? -eq 0 ]" "ganflow export of every layer kind failed: $(cat "$T/e.log")"
   compare "every layer kind: ONNX vs ganflow" onnx "$T/k.onnx" "$T/t.st"
+  # the ResNet / SNGAN kinds: spectral norm on conv, tconv, linear and
+  # embedding (eval: sigma from the stored u, v), instancenorm, add, gsp,
+  # split (tests/bridge/kinds2.json)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds2.json" "$T/k2.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make (kinds2) failed: $(cat "$T/f.log")"
+  forward "$T/k2.safetensors" t 9
+  compare "ResNet/SN kinds: bridge vs ganflow" net "$T/k2.safetensors" t "$T/t.st"
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1
