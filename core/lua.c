@@ -723,6 +723,65 @@ const char *gf_lua_version(void)
 	return LUA_RELEASE;
 }
 
+/* resume=RUN_DIR without dir=: the run continues in RUN_DIR, and the
+ * arguments its args.txt recorded (run options and the pipeline's own)
+ * apply wherever the command line gives none; what was restored is
+ * printed. A checkpoint file, or a directory without args.txt, resumes as
+ * before (a new run directory unless dir= says otherwise). */
+static int resume_in_place(struct runner *r, char *err, size_t errsize)
+{
+	gf_run_arg *res = find_arg(r, "resume");
+	char path[4200], line[8192], restored[1024] = "";
+	if (!res || find_arg(r, "dir"))
+		return 0;
+	snprintf(path, sizeof(path), "%s/args.txt", res->val);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	const char *dir = res->val;
+	int rc = 0;
+	for (int first = 1; rc == 0; first = 0) {
+		char *key, *val;
+		if (first) { /* the run directory itself */
+			key = strdup("dir");
+			val = strdup(dir);
+		} else {
+			if (!fgets(line, sizeof(line), f))
+				break;
+			line[strcspn(line, "\r\n")] = '\0';
+			char *eq = strchr(line, '=');
+			if (line[0] == '#' || !eq || eq == line)
+				continue;
+			*eq = '\0';
+			if (!strcmp(line, "dir") || !strcmp(line, "resume") || find_arg(r, line))
+				continue; /* the command line wins */
+			key = strdup(line);
+			val = strdup(eq + 1);
+			size_t n = strlen(restored);
+			snprintf(restored + n, sizeof(restored) - n, "%s%s=%s", n ? " " : "", key ? key : "", val ? val : "");
+		}
+		gf_run_arg *a = realloc(r->args, (size_t)(r->nargs + 2) * sizeof(*a));
+		if (!key || !val || !a) {
+			free(key);
+			free(val);
+			if (a)
+				r->args = a;
+			rc = -ENOMEM;
+			break;
+		}
+		r->args = a;
+		r->args[r->nargs++] = (gf_run_arg){ key, val, 0 };
+		r->args[r->nargs] = (gf_run_arg){ 0 };
+	}
+	fclose(f);
+	if (rc)
+		return snprintf(err, errsize, "resume: out of memory"), rc;
+	if (r->rank == 0)
+		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", dir,
+		       restored[0] ? restored : "(nothing: the command line gives every argument)");
+	return 0;
+}
+
 static int parse_args(struct runner *r, int nargs, char *const *args, char *err, size_t errsize)
 {
 	r->args = calloc((size_t)nargs + 1, sizeof(*r->args));
@@ -750,7 +809,7 @@ static int parse_args(struct runner *r, int nargs, char *const *args, char *err,
 		}
 		r->args[r->nargs++] = (gf_run_arg){ key, val, 0 };
 	}
-	return 0;
+	return resume_in_place(r, err, errsize);
 }
 
 int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pipeline_status *status, char *err,

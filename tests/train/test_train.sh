@@ -172,6 +172,17 @@ resume)
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
   check "[ $? -eq 0 ]" "N + resume + N differs from 2N: $(cat "$T/cmp.log")"
   check "grep -q 'tensors identical' '$T/cmp.log'" "nothing compared"
+  # resume=RUN_DIR alone continues in that directory with the arguments
+  # its args.txt recorded (data, batch, samples, log...): the same networks
+  run dcgan_fashion "$T/d" steps=$n samples=1000 log=10
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/d" steps=$((2 * n)) >"$T/d2.log" 2>&1
+  check "[ $? -eq 0 ]" "resume in place failed: $(tail -3 "$T/d2.log")"
+  check "grep -q 'resume: continuing the run in $T/d; restored from its args.txt: .*data=$DATA batch=$BATCH' '$T/d2.log'" \
+    "the restored arguments should be printed: $(grep resume "$T/d2.log")"
+  check "[ \"\$(latest "$T/d")\" = '$T/d/checkpoints/$(printf 'ckpt-%08d.safetensors' $((2 * n)))' ]" \
+    "the resumed run should write into $T/d: $(ls "$T/d/checkpoints")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/d")" >"$T/cmp2.log" 2>&1
+  check "[ $? -eq 0 ]" "N + resume in place + N differs from 2N: $(cat "$T/cmp2.log")"
   ;;
 shape)
   # D built for 32x32 fed with 28x28 images (decode without a size)
