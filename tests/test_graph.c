@@ -279,8 +279,12 @@ static void test_hard_request(void **state)
 	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_HARD);
 	assert_true(el < 10.0);
 	assert_non_null(strstr(gf_graph_error(g), "stopped"));
-	double v;
-	assert_int_equal(gf_graph_value(g, "collect_stats", &v), 0); /* no flush */
+	/* no flush: src's stats message (pushed by its flush) never came. col
+	 * reports nothing when the hard stop reaches it first, or 0 when src's
+	 * end of stream does (both orders happen) */
+	double v = 0;
+	if (gf_graph_value(g, "collect_stats", &v))
+		assert_true(v == 0);
 	gf_graph_destroy(g);
 }
 
