@@ -19,19 +19,13 @@ static gf_backend *be;
 static int setup(void **state)
 {
 	(void)state;
-	gf_backend_opts o = { .threads = 2 };
-	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref.safetensors"))) {
-		fprintf(stderr, "%s\n", gf_errmsg());
-		return -1;
-	}
-	return gf_backend_open("cpu", &o, &be);
+	return nn_ref_open("tests/ref/nn_ref.safetensors", &ref, &be);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	gf_st_close(ref);
-	gf_backend_close(be);
+	nn_ref_close(ref, be);
 	return 0;
 }
 

@@ -170,6 +170,25 @@ static inline const char *nn_src(const char *rel)
 }
 
 /* A host f32 tensor descriptor; the sizes are ints. */
+/* The fixture of the reference tests (test_nn_ref*.c): the committed
+ * reference file rel (under the source tree) and a 2-thread CPU backend.
+ * Returns 0, or -1 naming the file that cannot be read. */
+static inline int nn_ref_open(const char *rel, gf_st_file **ref, gf_backend **be)
+{
+	gf_backend_opts o = { .threads = 2 };
+	if (gf_st_open(ref, nn_src(rel))) {
+		fprintf(stderr, "%s\n", gf_errmsg());
+		return -1;
+	}
+	return gf_backend_open("cpu", &o, be);
+}
+
+static inline void nn_ref_close(gf_st_file *ref, gf_backend *be)
+{
+	gf_st_close(ref);
+	gf_backend_close(be);
+}
+
 static inline gf_tensor nn_tensor(float *data, int ndim, ...)
 {
 	int64_t sh[GF_MAX_DIMS];
