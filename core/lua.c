@@ -730,54 +730,35 @@ const char *gf_lua_version(void)
  * before (a new run directory unless dir= says otherwise). */
 static int resume_in_place(struct runner *r, char *err, size_t errsize)
 {
-	gf_run_arg *res = find_arg(r, "resume");
-	char path[4200], line[8192], restored[1024] = "";
-	if (!res || find_arg(r, "dir"))
+	gf_run_arg *res = find_arg(r, "resume"), *saved;
+	char restored[1024] = "";
+	int n, rc;
+	if (!res || find_arg(r, "dir") || (rc = gf_rundir_read_args(res->val, &saved, &n)) == 0)
 		return 0;
-	snprintf(path, sizeof(path), "%s/args.txt", res->val);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	const char *dir = res->val;
-	int rc = 0;
-	for (int first = 1; rc == 0; first = 0) {
-		char *key, *val;
-		if (first) { /* the run directory itself */
-			key = strdup("dir");
-			val = strdup(dir);
-		} else {
-			if (!fgets(line, sizeof(line), f))
-				break;
-			line[strcspn(line, "\r\n")] = '\0';
-			char *eq = strchr(line, '=');
-			if (line[0] == '#' || !eq || eq == line)
-				continue;
-			*eq = '\0';
-			if (!strcmp(line, "dir") || !strcmp(line, "resume") || find_arg(r, line))
-				continue; /* the command line wins */
-			key = strdup(line);
-			val = strdup(eq + 1);
-			size_t n = strlen(restored);
-			snprintf(restored + n, sizeof(restored) - n, "%s%s=%s", n ? " " : "", key ? key : "", val ? val : "");
-		}
-		gf_run_arg *a = realloc(r->args, (size_t)(r->nargs + 2) * sizeof(*a));
-		if (!key || !val || !a) {
-			free(key);
-			free(val);
-			if (a)
-				r->args = a;
-			rc = -ENOMEM;
-			break;
-		}
+	const char *run_dir = res->val; /* the string stays put when r->args moves */
+	gf_run_arg *a = rc < 0 ? NULL : realloc(r->args, (size_t)(r->nargs + n + 2) * sizeof(*a));
+	char *dir = a ? strdup("dir") : NULL, *val = dir ? strdup(run_dir) : NULL;
+	if (a)
 		r->args = a;
-		r->args[r->nargs++] = (gf_run_arg){ key, val, 0 };
-		r->args[r->nargs] = (gf_run_arg){ 0 };
+	if (!val) {
+		free(dir);
+		gf_rundir_args_free(saved, n);
+		return snprintf(err, errsize, "resume: out of memory"), -ENOMEM;
 	}
-	fclose(f);
-	if (rc)
-		return snprintf(err, errsize, "resume: out of memory"), rc;
+	r->args[r->nargs++] = (gf_run_arg){ dir, val, 0 }; /* the run directory itself */
+	for (int i = 0; i < n; i++) {
+		gf_run_arg *s = &saved[i];
+		if (!strcmp(s->key, "dir") || !strcmp(s->key, "resume") || find_arg(r, s->key))
+			continue; /* the command line wins */
+		size_t len = strlen(restored);
+		snprintf(restored + len, sizeof(restored) - len, "%s%s=%s", len ? " " : "", s->key, s->val);
+		r->args[r->nargs++] = *s; /* ownership moves */
+		*s = (gf_run_arg){ 0 };
+	}
+	r->args[r->nargs] = (gf_run_arg){ 0 };
+	gf_rundir_args_free(saved, n);
 	if (r->rank == 0)
-		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", dir,
+		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", run_dir,
 		       restored[0] ? restored : "(nothing: the command line gives every argument)");
 	return 0;
 }

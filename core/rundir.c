@@ -47,6 +47,52 @@ int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
 
 /* ---- the directory ---- */
 
+int gf_rundir_read_args(const char *dir, gf_run_arg **out, int *n)
+{
+	char path[4200], line[8192];
+	*out = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "%s/args.txt", dir);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int rc = 1;
+	while (rc == 1 && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\r\n")] = '\0';
+		char *eq = strchr(line, '=');
+		if (line[0] == '#' || !eq || eq == line)
+			continue; /* the heading comment */
+		*eq = '\0';
+		gf_run_arg *a = realloc(*out, (size_t)(*n + 1) * sizeof(*a));
+		char *key = strdup(line), *val = strdup(eq + 1);
+		if (a)
+			*out = a;
+		if (!a || !key || !val) {
+			free(key);
+			free(val);
+			rc = -ENOMEM;
+			break;
+		}
+		(*out)[(*n)++] = (gf_run_arg){ key, val, 0 };
+	}
+	fclose(f);
+	if (rc < 0) {
+		gf_rundir_args_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+void gf_rundir_args_free(gf_run_arg *a, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(a[i].key);
+		free(a[i].val);
+	}
+	free(a);
+}
+
 void gf_rundir_default(const char *script, char *out, size_t size)
 {
 	const char *base = strrchr(script, '/');

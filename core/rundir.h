@@ -46,6 +46,13 @@ typedef struct gf_run_arg {
  * ("resume: '...': No such file or directory") when there is none. */
 int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize);
 
+/* Reads back the key=value lines of DIR/args.txt (as gf_rundir_prepare
+ * wrote them) into *out (n entries, used = 0; each key and val malloc'ed,
+ * the array too: gf_rundir_args_free). Returns 1 when dir holds an
+ * args.txt, 0 when it does not (*out NULL), or -ENOMEM. */
+int gf_rundir_read_args(const char *dir, gf_run_arg **out, int *n);
+void gf_rundir_args_free(gf_run_arg *a, int n);
+
 /* Writes the default run directory of script into out:
  * "runs/<script name without .lua>-<YYYYmmdd-HHMMSS>" (local time). */
 void gf_rundir_default(const char *script, char *out, size_t size);
