@@ -368,6 +368,148 @@ static void test_clip(void **state)
 	gf_net_destroy(n);
 }
 
+/* The orthogonal regularisation term of one (r, c) matrix in double,
+ * straight from its definition: 2 beta (W W^T (.) (1 - I)) W. */
+static void ortho_ref(const float *w, int r, int c, double beta, double *out)
+{
+	for (int i = 0; i < r; i++)
+		for (int k = 0; k < c; k++) {
+			double acc = 0;
+			for (int j = 0; j < r; j++) {
+				if (j == i)
+					continue;
+				double m = 0;
+				for (int q = 0; q < c; q++)
+					m += (double)w[i * c + q] * w[j * c + q];
+				acc += m * w[j * c + k];
+			}
+			out[i * c + k] = 2 * beta * acc;
+		}
+}
+
+/* R / 2 = beta / 2 ||W W^T (.) (1 - I)||^2 in double, whose derivative the
+ * added gradient is (BigGAN-PyTorch's convention). */
+static double ortho_half(const float *w, int r, int c, double beta)
+{
+	double s = 0;
+	for (int i = 0; i < r; i++)
+		for (int j = 0; j < r; j++) {
+			if (i == j)
+				continue;
+			double m = 0;
+			for (int q = 0; q < c; q++)
+				m += (double)w[i * c + q] * w[j * c + q];
+			s += m * m;
+		}
+	return beta / 2 * s;
+}
+
+/* gf_net_ortho_grad: both routes (rows <= cols: a conv; rows > cols: a
+ * linear from a short input, several row blocks) against the definition
+ * and finite differences, 1-D parameters untouched, skip honoured, added
+ * to the gradients already there. */
+static void test_ortho(void **state)
+{
+	(void)state;
+	gf_net *n;
+	NN_OK(nn_build(&n, be,
+	               "return { input_shape = {3}, {'linear', 3, 40, name = 'tall'}, {'reshape', 10, 2, 2}, "
+	               "{'conv', 10, 4, 2, name = 'wide'}, {'flatten'}, {'linear', 4, 5, name = 'skipme'} }",
+	               2, 0));
+	gf_rng r = { 5, 0, 0 };
+	NN_OK(gf_net_init(n, &r));
+	size_t np, nv;
+	float *dev = gf_net_block(n, GF_PARAMS, &np);
+	(void)dev;
+	float *p = malloc(np * sizeof(float)), *g0 = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
+	double *ref = malloc(np * sizeof(double));
+	NN_OK(gf_net_read(n, GF_PARAMS, p));
+	for (size_t i = 0; i < np; i++)
+		g0[i] = 0.01f * (float)((int)(i % 7) - 3);
+	NN_OK(gf_net_write(n, GF_GRADS, g0));
+	const double beta = 0.37;
+	NN_OK(gf_net_ortho_grad(n, (float)beta, "skipme"));
+	NN_OK(gf_net_read(n, GF_GRADS, g));
+	const gf_view *v = gf_net_views(n, GF_PARAMS, &nv);
+	int checked = 0;
+	for (size_t i = 0; i < nv; i++) {
+		const float *w = p + v[i].offset;
+		int rows = (int)v[i].shape[0], cols = (int)(v[i].numel / (size_t)rows);
+		int on = v[i].ndim >= 2 && strncmp(v[i].name, "skipme", 6);
+		if (on)
+			ortho_ref(w, rows, cols, beta, ref + v[i].offset);
+		for (size_t k = 0; k < v[i].numel; k++) {
+			double want = g0[v[i].offset + k] + (on ? ref[v[i].offset + k] : 0);
+			assert_true(fabs(g[v[i].offset + k] - want) <= 1e-5 + 1e-4 * fabs(want));
+		}
+		if (!on)
+			continue;
+		checked++;
+		/* finite differences of beta/2 ||...||^2 at three entries */
+		float *wc = malloc(v[i].numel * sizeof(float));
+		memcpy(wc, w, v[i].numel * sizeof(float));
+		for (size_t k = 0; k < v[i].numel; k += v[i].numel / 3) {
+			float keep = wc[k], h = 1e-2f;
+			wc[k] = keep + h;
+			double up = ortho_half(wc, rows, cols, beta);
+			wc[k] = keep - h;
+			double down = ortho_half(wc, rows, cols, beta);
+			wc[k] = keep;
+			double fd = (up - down) / (2 * (double)h);
+			assert_true(fabs(fd - ref[v[i].offset + k]) <= 1e-3 + 1e-3 * fabs(fd));
+		}
+		free(wc);
+	}
+	assert_int_equal(checked, 2); /* tall.weight (40, 3) and wide.weight (4, 10, 2, 2) */
+	/* beta = 0: nothing */
+	NN_OK(gf_net_write(n, GF_GRADS, g0));
+	NN_OK(gf_net_ortho_grad(n, 0.0f, NULL));
+	NN_OK(gf_net_read(n, GF_GRADS, g));
+	assert_memory_equal(g, g0, np * sizeof(float));
+	free(p);
+	free(g0);
+	free(g);
+	free(ref);
+	gf_net_destroy(n);
+}
+
+/* LeCam: nothing before the first average, then the term and its gradient
+ * against the definition and finite differences, and the averages. */
+static void test_lecam(void **state)
+{
+	(void)state;
+	gf_lecam l = { .lambda = 0.3f, .decay = 0.9f };
+	float out[5] = { 0.8f, -0.2f, 0.1f, 1.5f, -1.0f }, g[5];
+	assert_true(gf_lecam_grad(&l, out, 5, 0, 0.5f, g) == 0.0);
+	for (int i = 0; i < 5; i++)
+		assert_true(g[i] == 0.0f);
+	gf_lecam_average(&l, 0.6, -0.4); /* first: taken as is */
+	assert_true(l.set && l.ema[0] == 0.6 && l.ema[1] == -0.4);
+	gf_lecam_average(&l, 1.6, 0.6);
+	assert_true(fabs(l.ema[0] - 0.7) < 1e-6 && fabs(l.ema[1] + 0.3) < 1e-6); /* decay is a float */
+	for (int fake = 0; fake < 2; fake++) {
+		double v = gf_lecam_grad(&l, out, 5, fake, 0.5f, g), want = 0;
+		for (int i = 0; i < 5; i++) {
+			double r = fake ? 0.7 - out[i] : out[i] - (-0.3);
+			want += r > 0 ? r * r : 0;
+		}
+		want *= 0.3 * 0.5 / 5;
+		assert_true(fabs(v - want) < 1e-6);
+		for (int i = 0; i < 5; i++) {
+			float keep = out[i], h = 1e-3f, gg[5];
+			out[i] = keep + h;
+			double up = gf_lecam_grad(&l, out, 5, fake, 0.5f, gg);
+			out[i] = keep - h;
+			double down = gf_lecam_grad(&l, out, 5, fake, 0.5f, gg);
+			out[i] = keep;
+			assert_true(fabs((up - down) / (2 * h) - g[i]) < 1e-4);
+		}
+	}
+	/* real outputs below the fake average and fakes above the real one cost nothing */
+	float calm[2] = { -0.5f, -0.9f };
+	assert_true(gf_lecam_grad(&l, calm, 2, 0, 1.0f, g) == 0.0 && g[0] == 0.0f && g[1] == 0.0f);
+}
+
 static void test_backend_open(void **state)
 {
 	(void)state;
@@ -400,6 +542,8 @@ int main(void)
 		cmocka_unit_test(test_oadam),
 		cmocka_unit_test(test_wgan_loss),
 		cmocka_unit_test(test_clip),
+		cmocka_unit_test(test_ortho),
+		cmocka_unit_test(test_lecam),
 		cmocka_unit_test(test_backend_open),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

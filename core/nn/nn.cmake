@@ -37,6 +37,7 @@ target_sources(ganflow PRIVATE
   ${GF_NN_LAYER_SOURCES}
   ${GF_NN_DIR}/loss.c
   ${GF_NN_DIR}/optim.c
+  ${GF_NN_DIR}/ortho.c
   ${GF_NN_DIR}/net_ckpt.c
   ${GF_NN_CPU_SOURCES})
 

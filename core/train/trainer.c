@@ -26,6 +26,8 @@ struct gf_trainer {
 	gf_state *state;
 	char *table;            /* the layer table as JSON, for checkpoints */
 	float base_lr, clip;
+	float ortho;            /* orthogonal regularisation beta, 0 = none */
+	char *ortho_skip;       /* layers it leaves alone (comma separated), NULL = none */
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
@@ -46,6 +48,10 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	/* optional switches: a stage that does not declare them has none */
 	t->clip = (float)gf_value_as_num(gf_value_get(p, "clip"), 0, NULL);
 	t->warmup = gf_value_as_int(gf_value_get(p, "lr_warmup"), 0, NULL);
+	t->ortho = (float)gf_value_as_num(gf_value_get(p, "ortho"), 0, NULL);
+	const char *skip = gf_value_as_str(gf_value_get(p, "ortho_skip"), "", NULL);
+	if (*skip && !(t->ortho_skip = strdup(skip)))
+		return gf_fail(ctx, "out of memory");
 
 	int rc = gf_train_backend(ctx, p, &t->be);
 	if (rc)
@@ -83,6 +89,7 @@ void gf_trainer_destroy(gf_trainer *t)
 	if (t->be)
 		gf_backend_close(t->be);
 	free(t->table);
+	free(t->ortho_skip);
 	free(t);
 }
 
@@ -166,11 +173,28 @@ void gf_trainer_arm(gf_trainer *t, int64_t step)
 	gf_exchange_client_arm(t->xc, step);
 }
 
+/* Orthogonal regularisation's gradient added to the (reduced) gradients:
+ * after the exchange, as every rank holds the same weights, so that it is
+ * added once and not averaged. fp16 gradients still carry the loss scale
+ * the optimiser step takes off, so the term is scaled likewise. */
+static int ortho(gf_trainer *t, int64_t step)
+{
+	if (t->ortho == 0.0f)
+		return 0;
+	float beta = t->ortho;
+	gf_backend_stats st;
+	if (GF_BACKEND_HAS(t->be, stats) && t->be->ops->stats(t->be, &st) == 0 && st.precision == GF_PREC_FP16)
+		beta *= st.loss_scale;
+	if (gf_net_ortho_grad(t->net, beta, t->ortho_skip))
+		return gf_fail(t->ctx, "%s %lld: %s: %s", t->conf.unit, (long long)step, t->conf.what, gf_errmsg());
+	return 0;
+}
+
 int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 {
 	const gf_trainer_conf *c = &t->conf;
 	int rc = gf_exchange_client_reduce(t->xc);
-	if (rc)
+	if (rc || (rc = ortho(t, step)))
 		return rc;
 	if (t->warmup > 0)
 		gf_optim_set_lr(t->opt, t->base_lr * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup));

@@ -26,6 +26,15 @@
  * ZeRO-1, or the parameters gossiped after the update); every rank reads
  * its own part of the data. Unconnected, nothing changes. `lr_warmup`
  * ramps the learning rate linearly over the first iterations.
+ *
+ * Regularisers: `ortho` (the trainer's), and LeCam (Tseng et al. 2021,
+ * `lecam` = lambda): lambda (mean relu(D(x) - a_fake)^2 + mean relu(a_real
+ * - D(G(z)))^2) with a_real, a_fake exponential moving averages (decay
+ * `lecam_decay`) of D's mean outputs over the previous D steps (the first
+ * step sets them and adds nothing), scaled like the two halves of D's loss
+ * (1/2 each) and checkpointed as "<instance>.lecam". R1 and gradient
+ * penalties need a double backward the engine does not have: asked for,
+ * they are refused by name.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +69,9 @@ typedef struct dstep {
 	float *out_host;        /* (max_batch, D outputs) */
 	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
+	gf_lecam lecam;         /* lambda 0 = none */
+	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
+	float *reg_dev;         /* and device */
 } dstep;
 
 /* ---- setup ---- */
@@ -82,6 +94,15 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->ckpt_every = run->checkpoint_every;
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
+	static const char *const penalties[] = { "r1", "gp" };
+	for (int i = 0; i < 2; i++)
+		if (gf_param_num(p, penalties[i]) != 0)
+			return gf_fail(ctx, "parameter '%s': %s needs the gradient of a gradient (double backward), which "
+			                    "ganflow's nn engine does not compute; not supported. Spectral norm (sn = true in "
+			                    "D's layers) or lecam regularise D without it",
+			               penalties[i], i ? "a gradient penalty" : "the R1 penalty");
+	s->lecam.lambda = (float)gf_param_num(p, "lecam");
+	s->lecam.decay = (float)gf_param_num(p, "lecam_decay");
 
 	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
@@ -96,6 +117,9 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_net_shapes(s->d, &din, &dout);
 	size_t nout = (size_t)gf_tensor_numel(&dout);
 	s->out_host = malloc(nout * sizeof(float));
+	if (s->lecam.lambda > 0 && (!(s->reg_host = malloc(nout * sizeof(float))) ||
+	                     s->be->ops->alloc(s->be, (void **)&s->reg_dev, nout * sizeof(float))))
+		return gf_fail(ctx, "out of memory");
 	if (!s->out_host || s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)) ||
 	    (s->async && gf_fake_cache_create(&s->cache, (int)gf_param_int(p, "cache"), (int)gf_param_int(p, "reuse"),
 	                                      s->staleness)))
@@ -103,6 +127,11 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->data_pos[0] = s->data_pos[1] = -1;
 	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
 		return rc;
+	int64_t lc[3] = { 0, 0, 0 };
+	if (s->lecam.lambda > 0 && (rc = gf_train_resume_i64(ctx, "lecam", lc, 3)))
+		return rc;
+	s->lecam.set = (int)lc[0];
+	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
 	return 0;
 }
 
@@ -164,15 +193,30 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	if (rc || !st)
 		return rc;
 	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
+	if (!rc && s->lecam.lambda > 0) { /* the averages' bits, so a resumed run goes on exactly */
+		int64_t lc[3] = { s->lecam.set };
+		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
+	}
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
 	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
 }
 
+/* LeCam's term for one half-step's outputs (host), scaled like its loss:
+ * its value added to *reg, its gradient added to dpred. */
+static int lecam_add(dstep *s, int fake, size_t n, float scale, double *reg)
+{
+	*reg += gf_lecam_grad(&s->lecam, s->out_host, n, fake, scale, s->reg_host);
+	const gf_backend_ops *o = s->be->ops;
+	int rc = o->copy(s->be, s->reg_dev, s->reg_host, n * sizeof(float), GF_COPY_H2D);
+	return rc ? rc : o->axpy(s->be, s->dpred, s->reg_dev, n, 1.0f);
+}
+
 /* D forward + loss + backward on one batch; adds the mean output to *mean. */
-static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, float target,
-                     unsigned accumulate, double *loss, double *mean)
+static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, int fake,
+                     unsigned accumulate, double *loss, double *mean, double *reg)
 {
 	int rc = gf_net_forward(s->d, x, gf_net_classes(s->d) ? labels : NULL, GF_TRAIN);
 	if (rc)
@@ -180,7 +224,7 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	gf_tensor out;
 	gf_net_output(s->d, &out);
 	float l;
-	if ((rc = gf_trainer_loss(s->tr, s->v, s->loss.d, &out, NULL, target, 0.5f / (float)s->acc, s->dpred, &l)))
+	if ((rc = gf_trainer_loss(s->tr, s->v, s->loss.d, &out, NULL, fake ? s->loss.fake : s->loss.real, 0.5f / (float)s->acc, s->dpred, &l)))
 		return rc;
 	*loss += l;
 	size_t n = (size_t)gf_tensor_numel(&out);
@@ -190,6 +234,8 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	for (size_t i = 0; i < n; i++)
 		sum += s->out_host[i];
 	*mean += sum / (double)n / s->acc;
+	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, fake, n, 0.5f / (float)s->acc, reg)))
+		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
@@ -199,7 +245,7 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
-	double loss, dreal, dfake, images, stale;
+	double loss, dreal, dfake, images, stale, lecam;
 } sums;
 
 static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
@@ -212,6 +258,8 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 	gf_msg_set_scalar(m, "d_real", t->dreal / s->d_steps);
 	gf_msg_set_scalar(m, "d_fake", t->dfake / s->d_steps);
 	gf_msg_set_scalar(m, "images", t->images);
+	if (s->lecam.lambda > 0)
+		gf_msg_set_scalar(m, "lecam", t->lecam / s->d_steps);
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
@@ -248,10 +296,11 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
 		s->gseen = fake->step + 1;
 	t->stale += (double)stale;
 	unsigned a = micro ? GF_ACCUMULATE : 0;
-	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], s->loss.real, a, &t->loss, &t->dreal))) {
+	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], 0, a, &t->loss, &t->dreal, &t->lecam))) {
 		if (micro == s->acc - 1)
 			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
-		rc = half_step(s, ctx, &fake->t[0], &fake->t[1], s->loss.fake, GF_ACCUMULATE, &t->loss, &t->dfake);
+		rc = half_step(s, ctx, &fake->t[0], &fake->t[1], 1, GF_ACCUMULATE, &t->loss, &t->dfake,
+		               &t->lecam);
 	}
 	t->images += (double)real->t[0].shape[0];
 	pos[0] = real->epoch;
@@ -298,11 +347,14 @@ static int dstep_run(void *self, gf_ctx *ctx)
 		sums t = { 0 };
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
+			double real0 = t.dreal, fake0 = t.dfake;
 			for (int micro = 0; micro < s->acc; micro++)
 				if ((rc = micro_step(s, ctx, micro, &t, pos)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			if ((rc = gf_trainer_update(s->tr, s->v, NULL)))
 				return rc == GF_ESTOP ? 0 : rc;
+			if (s->lecam.lambda > 0)
+				gf_lecam_average(&s->lecam, t.dreal - real0, t.dfake - fake0);
 		}
 		s->v++;
 		s->data_pos[0] = pos[0];
@@ -333,7 +385,10 @@ static void dstep_destroy(void *self)
 	gf_fake_cache_destroy(s->cache);
 	if (s->dpred)
 		s->be->ops->free(s->be, s->dpred);
+	if (s->reg_dev)
+		s->be->ops->free(s->be, s->reg_dev);
 	free(s->out_host);
+	free(s->reg_host);
 	gf_trainer_destroy(s->tr);
 	free(s);
 }
@@ -346,7 +401,7 @@ static const gf_port_desc inputs[] = {
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
@@ -372,6 +427,12 @@ static const gf_param_desc params[] = {
 	{ "class", GF_PARAM_INT, "-1", "per-class training: the class this pair learns", "-1.." },
 	{ "lr_warmup", GF_PARAM_INT, "0", "iterations over which the learning rate ramps linearly up to opt.lr (0: none)",
 	  "0.." },
+	{ "lecam", GF_PARAM_NUM, "0", "LeCam regularisation lambda (Tseng et al. 2021; 0 = none)", "0.." },
+	{ "lecam_decay", GF_PARAM_NUM, "0.99", "LeCam: decay of the averages of D's real and fake outputs", "0..1" },
+	{ "r1", GF_PARAM_NUM, "0", "R1 penalty: not supported (needs double backward); refused unless 0", NULL },
+	{ "gp", GF_PARAM_NUM, "0", "gradient penalty (WGAN-GP): not supported (needs double backward); refused unless 0",
+	  NULL },
+	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };
 

@@ -378,6 +378,7 @@ static const gf_param_desc params[] = {
 	                                         "only at the end)", "0.." },
 	{ "lr_warmup", GF_PARAM_INT, "0", "steps over which the learning rate ramps linearly up to opt.lr (0: none)",
 	  "0.." },
+	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };
 

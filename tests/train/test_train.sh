@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume |
 #                                  shape | resume_other | rundir | nan |
-#                                  diverge | nonfinite | enospc | sigint | plot
+#                                  diverge | nonfinite | enospc | sigint | plot | regularise
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -202,6 +202,39 @@ EOF
   "$G" run "$T/p.lua" dir="$T/p" >"$T/p.log" 2>&1
   check "[ $? -ne 0 ]" "28x28 data into a 32x32 D should fail"
   check "grep -q '(8, 1, 28, 28)' '$T/p.log' && grep -q '1, 32, 32)' '$T/p.log'" "the error should name both shapes: $(cat "$T/p.log")"
+  ;;
+regularise)
+  # LeCam in D and orthogonal regularisation in G (step-stage options),
+  # written into a copy of dcgan_fashion: they change training, are
+  # reported, resume exactly; R1 / gradient penalties are refused by name
+  sed -e 's/^  classifier = /  lecam = 0.0, ortho = 0.0, r1 = 0.0, gp = 0.0,\n  classifier = /' \
+      -e 's/loss = "bce", max_batch = opt.batch,/loss = "bce", max_batch = opt.batch, lecam = opt.lecam, r1 = opt.r1, gp = opt.gp,/' \
+      -e 's/d_net = D, batch = opt.batch,/d_net = D, batch = opt.batch, ortho = opt.ortho,/' \
+      "$S/pipelines/dcgan_fashion.lua" >"$T/reg.lua"
+  check "grep -q 'lecam = opt.lecam' '$T/reg.lua' && grep -q 'ortho = opt.ortho' '$T/reg.lua'" "the test pipeline was not patched"
+  rr() { local dir=$1; shift; "$G" run "$T/reg.lua" data="$DATA" batch=$BATCH dir="$dir" quiet=true samples=1000 log=1 "$@" >"$dir.log" 2>&1; }
+  n=$((STEPS / 20))
+  rr "$T/plain" steps=$((2 * n))
+  rr "$T/a" steps=$((2 * n)) lecam=0.5 ortho=1e-3
+  check "[ $? -eq 0 ]" "regularised run failed: $(tail -3 "$T/a.log")"
+  check "grep -q '\"lecam\":[0-9.e-]*[1-9]' '$T/a/metrics.jsonl'" "no non-zero lecam metric: $(tail -1 "$T/a/metrics.jsonl")"
+  "$B/tests/st_compare" "$(latest "$T/plain")" "$(latest "$T/a")" >"$T/cmp0.log" 2>&1
+  check "[ $? -ne 0 ]" "lecam/ortho did not change the networks"
+  check "grep -q 'g.net.0.weight\|d.net' '$T/cmp0.log'" "the comparison should name a differing network tensor: $(head -3 "$T/cmp0.log")"
+  rr "$T/p2" steps=2
+  rr "$T/o" steps=2 ortho=0.1
+  "$B/tests/st_compare" "$(latest "$T/p2")" "$(latest "$T/o")" >"$T/cmpo.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'differs' '$T/cmpo.log'" "ortho alone did not change the networks: $(cat "$T/cmpo.log")"
+  rr "$T/b" steps=$n lecam=0.5 ortho=1e-3
+  rr "$T/c" steps=$((2 * n)) lecam=0.5 ortho=1e-3 resume="$T/b"
+  check "[ $? -eq 0 ]" "resumed regularised run failed: $(tail -3 "$T/c.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ]" "N + resume + N differs from 2N with lecam/ortho: $(cat "$T/cmp.log")"
+  for k in r1 gp; do
+    rr "$T/$k" steps=2 $k=10
+    check "[ $? -ne 0 ]" "$k = 10 should be refused"
+    check "grep -q \"parameter '$k'.*double backward\" '$T/$k.log'" "the $k refusal should say why: $(tail -2 "$T/$k.log")"
+  done
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5

@@ -300,6 +300,16 @@ const gf_view *gf_optim_views(const gf_optim *o, size_t *n);
  * (gradients left untouched). max_norm <= 0 only measures. */
 int gf_net_clip_grad_norm(gf_net *net, float max_norm, float *norm);
 
+/* Adds the gradient of BigGAN's orthogonal regularisation to the grads
+ * block: for every parameter of two or more dimensions W (viewed as
+ * (shape[0], rest)), except those of the layers named in skip (comma
+ * separated layer names as in view names, "0" or "shared"; NULL = none),
+ * dW += 2 beta (W W^T (.) (1 - I)) W, the gradient BigGAN-PyTorch adds for
+ * beta ||W W^T (.) (1 - I)||^2 (so its beta = 1e-4 means the same).
+ * Biases, gains and other 1-D parameters are left alone. beta = 0 does
+ * nothing. Returns 0 or an error naming the parameter. */
+int gf_net_ortho_grad(gf_net *net, float beta, const char *skip);
+
 /* ---- checkpoints ---- */
 
 /* One network (and optionally its optimiser) in a checkpoint: tensors are

@@ -53,6 +53,13 @@ extern "C" {
 	  "fp32|bf16|fp16" },                                                                                     \
 	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)", "auto|nchw|nhwc" }
 
+/* The orthogonal regularisation parameters gf_trainer_create reads, for a
+ * step stage's parameter table (g_step, d_step). */
+#define GF_TRAIN_ORTHO_PARAMS                                                                              \
+	{ "ortho", GF_PARAM_NUM, "0", "orthogonal regularisation beta (BigGAN: 1e-4 in G); its gradient "         \
+	                              "2 beta (W W^T (.) (1 - I)) W goes to every parameter of 2+ dimensions", "0.." }, \
+	{ "ortho_skip", GF_PARAM_STR, "", "layers (names or positions, comma separated) ortho leaves alone, "      \
+	                                 "e.g. \"shared\"", NULL }
 /* Opens the compute backend a stage's parameters ask for: "backend"
  * ("cpu", "cuda", "auto"; "" = the run's backend, itself "auto" by
  * default), "threads" (0 = the run's threads setting, else all cores),
@@ -95,8 +102,9 @@ typedef struct gf_trainer_conf {
 /* Builds the trainer of a step stage (its create()): the backend the
  * parameters ask for (gf_train_backend), the network from parameter "net"
  * (initialised from the run's seed and the stage's "init" stream), its
- * optimiser (parameter "opt", else conf->opt), the learning-rate warm-up
- * and clipping of parameters "lr_warmup" and "clip" when the stage
+ * optimiser (parameter "opt", else conf->opt), the learning-rate warm-up,
+ * clipping and orthogonal regularisation of parameters "lr_warmup",
+ * "clip", "ortho" and "ortho_skip" (gf_net_ortho_grad) when the stage
  * declares them (absent: none), and the exchange client of conf's ports.
  * conf is copied; its strings must outlive the trainer (literals). On
  * failure *out may hold a partly built trainer (gf_trainer_destroy frees
@@ -145,7 +153,8 @@ int gf_trainer_sliced(const gf_trainer *t);
 void gf_trainer_arm(gf_trainer *t, int64_t step);
 
 /* The update of step `step` (0-based) once its gradients are in the
- * network: the exchange's reduction, the warm-up learning rate
+ * network: the exchange's reduction, the orthogonal regularisation's
+ * gradient (parameter "ortho"), the warm-up learning rate
  * lr * min(1, (step + 1) / lr_warmup), clipping, the optimiser step (and
  * the gossip or all-gather after it). *norm (may be NULL) receives the
  * gradient norm before clipping. Returns 0, GF_ESTOP, or GF_EFAIL with the
@@ -219,6 +228,26 @@ int gf_gan_loss_parse(const char *name, gf_gan_loss *out);
 /* The names gf_gan_loss_parse accepts, as parameter choices
  * ("bce|bce_logits|hinge|ls"). */
 #define GF_GAN_LOSSES "bce|bce_logits|hinge|ls|wgan"
+
+/* ---- LeCam regularisation of D (Tseng et al. 2021) ---- */
+
+/* lambda (mean_i relu(D(x_i) - a_fake)^2 + mean_i relu(a_real - D(G(z_i)))^2)
+ * with a_real, a_fake exponential moving averages of D's mean real and fake
+ * outputs over previous D steps. */
+typedef struct gf_lecam {
+	float lambda, decay;
+	double ema[2];          /* a_real, a_fake */
+	int set;                /* ema holds values (after the first average) */
+} gf_lecam;
+
+/* The term of one half-step's n outputs (real, or fake when `fake`) times
+ * scale, returned, and its gradient w.r.t. the outputs into grad (n). Both
+ * are 0 before the first gf_lecam_average. */
+double gf_lecam_grad(const gf_lecam *l, const float *out, size_t n, int fake, float scale, float *grad);
+
+/* Folds a D step's mean real and fake outputs into the averages: a =
+ * decay a + (1 - decay) mean; the first call takes the means as they are. */
+void gf_lecam_average(gf_lecam *l, double real, double fake);
 
 /* ---- labels of generated batches ---- */
 
