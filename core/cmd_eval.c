@@ -58,6 +58,8 @@ static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch
 	int rc = gf_backend_open("cpu", NULL, &be);
 	if (rc || (rc = gf_generators_open(&gs, path, be, batch)))
 		goto out;
+	if (gf_generators_ema(gs))
+		fprintf(stderr, "ganflow eval: %s: generating with G's moving-average weights (g_step ema)\n", path);
 	int c, h, w, classes = gf_generators_classes(gs);
 	gf_generators_shape(gs, &c, &h, &w);
 	int ec, eh, ew;

@@ -1,5 +1,6 @@
 /* `ganflow sample CHECKPOINT [n=64] [out=grid.png] [class=k] [cols=8] [seed=1]
- *  [bn=eval|batch] [npy=PREFIX]`: images from the generators of a training checkpoint.
+ *  [bn=eval|batch] [npy=PREFIX] [ema=0|1] [truncation=T]`: images from the
+ *  generators of a training checkpoint.
  *
  * One G: n images (a conditional G draws row r with label r, or every
  * image with label k when class=k). Per-class generators: with class=k the
@@ -9,7 +10,11 @@
  *
  * npy=PREFIX also writes what was generated as NumPy files: PREFIX.z.npy
  * (n, z) f32 noise, PREFIX.images.npy (n, c, h, w) f32 and, with labels,
- * PREFIX.labels.npy (n) i32 (the PyTorch bridge's tests compare with them). */
+ * PREFIX.labels.npy (n) i32 (the PyTorch bridge's tests compare with them).
+ *
+ * A checkpoint of a g_step with `ema` holds G's moving average: it is used
+ * unless ema=0 (ema=1 requires it). truncation=T redraws every noise value
+ * of magnitude above T (the truncation trick of BigGAN). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +28,10 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: ganflow sample CHECKPOINT [n=64] [out=grid.png] [class=k] [cols=8] [seed=1] [bn=eval|batch] [npy=PREFIX]\n"
-	                "  generates n images from the generator(s) of a training checkpoint into a PNG grid\n");
+	                "       [ema=0|1] [truncation=T]\n"
+	                "  generates n images from the generator(s) of a training checkpoint into a PNG grid\n"
+	                "  (ema: G's moving average, used by default when the checkpoint has one; truncation:\n"
+	                "  noise values beyond +-T redrawn)\n");
 	return 2;
 }
 
@@ -69,9 +77,9 @@ static int write_npy(const char *prefix, const char *what, const char *descr, in
 	return 0;
 }
 
-/* The noise gf_generators_sample drew from r0 (its state before the call),
- * the images and the labels, as PREFIX.*.npy. */
-static int write_npys(const char *prefix, gf_generators *gs, gf_rng r0, long n, const float *images,
+/* The noise gf_generators_sample drew (truncated or not), the images and
+ * the labels, as PREFIX.*.npy. */
+static int write_npys(const char *prefix, gf_generators *gs, long n, const float *images,
                       const int32_t *labels)
 {
 	gf_tensor in, o;
@@ -82,7 +90,7 @@ static int write_npys(const char *prefix, gf_generators *gs, gf_rng r0, long n, 
 		fprintf(stderr, "ganflow sample: out of memory\n");
 		return 1;
 	}
-	gf_rng_normal(&r0, z, (size_t)n * (size_t)zs[1], 0.0f, 1.0f);
+	memcpy(z, gf_generators_noise(gs), (size_t)n * (size_t)zs[1] * sizeof(float));
 	int rc = write_npy(prefix, "z", "<f4", 2, zs, z) || write_npy(prefix, "images", "<f4", 4, is, images) ||
 	         (gf_generators_classes(gs) && write_npy(prefix, "labels", "<i4", 1, &n, labels));
 	free(z);
@@ -94,7 +102,8 @@ int gf_cmd_sample(int argc, char **argv)
 	if (argc < 2 || argv[1][0] == '-')
 		return usage();
 	const char *path = argv[1], *out = "grid.png", *bn = "eval", *npy = NULL;
-	long n = 64, cls = -1, cols = 8, seed = 1;
+	long n = 64, cls = -1, cols = 8, seed = 1, ema = -1;
+	double trunc = 0;
 	for (int i = 2; i < argc; i++) {
 		char *v = strchr(argv[i], '=');
 		if (!v) {
@@ -118,8 +127,18 @@ int gf_cmd_sample(int argc, char **argv)
 			rc = int_arg(k, v, &cols);
 		else if (!strcmp(k, "seed"))
 			rc = int_arg(k, v, &seed);
-		else {
-			fprintf(stderr, "ganflow sample: unknown key '%s' (n, out, class, cols, seed, bn, npy)\n", k);
+		else if (!strcmp(k, "ema"))
+			rc = int_arg(k, v, &ema);
+		else if (!strcmp(k, "truncation")) {
+			char *end;
+			trunc = strtod(v, &end);
+			if (*end || end == v || !(trunc >= 0.01)) {
+				fprintf(stderr, "ganflow sample: truncation=%s: need a number >= 0.01\n", v);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "ganflow sample: unknown key '%s' (n, out, class, cols, seed, bn, npy, ema, truncation)\n",
+			        k);
 			return 2;
 		}
 		if (rc)
@@ -133,6 +152,10 @@ int gf_cmd_sample(int argc, char **argv)
 		fprintf(stderr, "ganflow sample: cols=%ld: need cols >= 1\n", cols);
 		return 2;
 	}
+	if (ema != 0 && ema != 1 && ema != -1) {
+		fprintf(stderr, "ganflow sample: ema=%ld: need ema=0 or ema=1\n", ema);
+		return 2;
+	}
 	if (strcmp(bn, "eval") && strcmp(bn, "batch")) {
 		fprintf(stderr, "ganflow sample: bn=%s: need bn=eval or bn=batch\n", bn);
 		return 2;
@@ -144,7 +167,8 @@ int gf_cmd_sample(int argc, char **argv)
 	float *images = NULL;
 	int32_t *labels = NULL;
 	uint8_t *png = NULL;
-	if (gf_backend_open("cpu", NULL, &be) || gf_generators_open(&gs, path, be, (int)n)) {
+	if (gf_backend_open("cpu", NULL, &be) || gf_generators_open_with(&gs, path, be, (int)n,
+	                                                       &(gf_generators_opts){ (int)ema, (float)trunc })) {
 		fprintf(stderr, "ganflow sample: %s\n", gf_errmsg());
 		goto out;
 	}
@@ -165,13 +189,12 @@ int gf_cmd_sample(int argc, char **argv)
 		labels[i] = cls >= 0 ? (int32_t)cls : classes ? (int32_t)((i / cols) % classes) : 0;
 	gf_rng r;
 	gf_rng_init(&r, (uint64_t)seed, 0x73616d706c65ull);
-	gf_rng r0 = r;
 	if (gf_generators_sample(gs, &r, classes ? labels : NULL, (int)n,
 	                         !strcmp(bn, "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS, images)) {
 		fprintf(stderr, "ganflow sample: %s\n", gf_errmsg());
 		goto out;
 	}
-	if (npy && write_npys(npy, gs, r0, n, images, labels))
+	if (npy && write_npys(npy, gs, n, images, labels))
 		goto out;
 	int gw, gh;
 	gf_grid_size((int)n, (int)cols, h, w, 2, &gw, &gh);
@@ -184,7 +207,11 @@ int gf_cmd_sample(int argc, char **argv)
 		goto out;
 	}
 	int ng = gf_generators_count(gs);
-	printf("%s: %ld images %dx%dx%d from %d generator%s\n", out, n, c, h, w, ng, ng > 1 ? "s (per-class mixture)" : "");
+	printf("%s: %ld images %dx%dx%d from %d generator%s%s", out, n, c, h, w, ng, ng > 1 ? "s (per-class mixture)" : "",
+	       gf_generators_ema(gs) ? ", moving-average weights" : "");
+	if (trunc > 0)
+		printf(", truncation %g", trunc);
+	printf("\n");
 	status = 0;
 	goto out;
 oom:

@@ -3,6 +3,7 @@
  * sampled (one G, a conditional G, or the mixture of per-class Gs).
  * See <ganflow/evaluate.h>. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct gf_generators {
 	int perclass;
 	int zdim, c, h, w;
 	int max_batch;
+	int ema;          /* running on moving-average weights */
+	float truncation; /* > 0: |z_i| beyond it redrawn */
 	float *z, *zk;    /* (max_batch, zdim) noise, and the rows of one class */
 	int32_t *lk;      /* (max_batch) labels of those rows */
 	int *rows;        /* (max_batch) where they go */
@@ -87,6 +90,23 @@ int gf_generators_create(gf_generators **out, const gf_value *table, int count, 
 
 int gf_generators_open(gf_generators **out, const char *given, gf_backend *be, int max_batch)
 {
+	return gf_generators_open_with(out, given, be, max_batch, NULL);
+}
+
+const float *gf_generators_noise(const gf_generators *gs)
+{
+	return gs->z;
+}
+
+int gf_generators_ema(const gf_generators *gs)
+{
+	return gs->ema;
+}
+
+int gf_generators_open_with(gf_generators **out, const char *given, gf_backend *be, int max_batch,
+                            const gf_generators_opts *opts)
+{
+	gf_generators_opts o = opts ? *opts : (gf_generators_opts){ .ema = -1 };
 	gf_ckpt *c;
 	char path[4096];
 	*out = NULL;
@@ -101,13 +121,25 @@ int gf_generators_open(gf_generators **out, const char *given, gf_backend *be, i
 		return -ENOMEM;
 	}
 	gs->max_batch = max_batch;
+	gs->truncation = o.truncation;
 	for (int i = 0; i < gf_ckpt_nparts(c); i++) {
 		if (strcmp(gf_ckpt_part_role(c, i), "generator"))
 			continue;
 		gen *g = &gs->g[gs->n++];
 		snprintf(g->name, sizeof(g->name), "%s", gf_ckpt_part_name(c, i));
 		g->cls = gf_ckpt_part_class(c, i);
-		if ((rc = gf_ckpt_net(c, i, be, max_batch, &g->net)))
+		int has = gf_ckpt_has_ema(c, i);
+		if (o.ema == 1 && !has) {
+			rc = gf_seterr(GF_ENOTFOUND, "%s: generator '%s' has no moving average (%s.ema.*): it was trained "
+			                             "without g_step's ema option; use ema=0", path, g->name, g->name);
+			goto fail;
+		}
+		if (gs->n > 1 && (o.ema != 0 && has) != gs->ema) {
+			rc = gf_seterr(GF_ECORRUPT, "%s: some generators have moving averages and some not", path);
+			goto fail;
+		}
+		gs->ema = o.ema != 0 && has;
+		if ((rc = gf_ckpt_net_weights(c, i, gs->ema ? "ema" : "net", be, max_batch, &g->net)))
 			goto fail;
 	}
 	if (!gs->n) {
@@ -189,6 +221,9 @@ int gf_generators_sample(gf_generators *gs, gf_rng *r, const int32_t *labels, in
 		return gf_seterr(GF_EPARAM, "sample: the generators are conditional or per-class: labels needed");
 	size_t zd = (size_t)gs->zdim;
 	gf_rng_normal(r, gs->z, (size_t)n * zd, 0.0f, 1.0f);
+	for (size_t i = 0; gs->truncation > 0 && i < (size_t)n * zd; i++)
+		while (fabsf(gs->z[i]) > gs->truncation) /* P(|z| <= t) > 0.38 for t >= 0.5: a few draws */
+			gf_rng_normal(r, gs->z + i, 1, 0.0f, 1.0f);
 	for (int k = 0; k < (gs->perclass ? gs->n : 1); k++) {
 		gen *g = &gs->g[k];
 		int m = 0;

@@ -209,7 +209,20 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 	return 0;
 }
 
+int gf_ckpt_has_ema(const gf_ckpt *c, int i)
+{
+	char name[512];
+	gf_tensor t;
+	snprintf(name, sizeof(name), "%s.ema.rng", gf_ckpt_part_name(c, i));
+	return gf_st_get(c->f, name, &t) == 0;
+}
+
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out)
+{
+	return gf_ckpt_net_weights(c, i, "net", be, max_batch, out);
+}
+
+int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *be, int max_batch, gf_net **out)
 {
 	gf_value table;
 	*out = NULL;
@@ -222,7 +235,7 @@ int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net *
 	if (rc)
 		return gf_seterr(rc, "%s: network of '%s': %s", c->path, gf_ckpt_part_name(c, i), gf_errmsg());
 	char prefix[512];
-	snprintf(prefix, sizeof(prefix), "%s.net", gf_ckpt_part_name(c, i));
+	snprintf(prefix, sizeof(prefix), "%s.%s", gf_ckpt_part_name(c, i), which);
 	if ((rc = gf_state_load_net(c->path, prefix, *out, NULL)) == 0 &&
 	    (rc = gf_train_check_net(*out, prefix)) == GF_ENONFINITE)
 		gf_seterr(rc, "%s: %s: the network '%s' is not finite (a diverged run's checkpoint?)", c->path,

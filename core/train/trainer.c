@@ -28,6 +28,9 @@ struct gf_trainer {
 	float base_lr, clip;
 	float ortho;            /* orthogonal regularisation beta, 0 = none */
 	char *ortho_skip;       /* layers it leaves alone (comma separated), NULL = none */
+	gf_net *ema;            /* exponential moving average of the network, NULL = none */
+	float ema_decay;
+	int64_t ema_start;      /* updates before which the average is a copy */
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
@@ -73,6 +76,15 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
 	if ((rc = gf_optim_create(&t->opt, t->net, &oc)))
 		return gf_fail(ctx, "%s optimiser: %s", conf->what, gf_errmsg());
+	t->ema_decay = (float)gf_value_as_num(gf_value_get(p, "ema"), 0, NULL);
+	t->ema_start = gf_value_as_int(gf_value_get(p, "ema_start"), 0, NULL);
+	if (t->ema_decay > 0) { /* parameters and buffers only: a batch of 1 for its activations */
+		snprintf(what, sizeof(what), "%s (ema)", conf->what);
+		if ((rc = gf_train_net(ctx, t->be, table, 1, what, run->seed, gf_train_stream(ctx, "init"), &t->ema)))
+			return rc;
+		if (gf_net_copy(t->ema, t->net, GF_PARAMS) || gf_net_copy(t->ema, t->net, GF_BUFFERS))
+			return gf_fail(ctx, "%s (ema): %s", conf->what, gf_errmsg());
+	}
 	t->base_lr = oc.lr;
 	return gf_exchange_client_create(&t->xc, ctx, conf->grads_port, conf->reduced_port, t->net, &t->opt,
 	                                 conf->what);
@@ -86,6 +98,7 @@ void gf_trainer_destroy(gf_trainer *t)
 	gf_state_destroy(t->state);
 	gf_optim_destroy(t->opt);
 	gf_net_destroy(t->net);
+	gf_net_destroy(t->ema);
 	if (t->be)
 		gf_backend_close(t->be);
 	free(t->table);
@@ -113,6 +126,28 @@ const char *gf_trainer_table(const gf_trainer *t)
 	return t->table;
 }
 
+/* The average from the checkpoint; one written without it (ema turned on
+ * in a resumed run) starts the average from the restored network. */
+static int resume_ema(gf_trainer *t, const char *from)
+{
+	char prefix[160], key[200];
+	int64_t rng[3];
+	gf_train_key(t->ctx, "ema", prefix, sizeof(prefix));
+	snprintf(key, sizeof(key), "%s.rng", prefix);
+	if (gf_state_read_i64(from, key, rng, 3)) {
+		gf_info(t->ctx, "resume: %s has no %s weights; the average starts from the restored %s", from,
+		       prefix, t->conf.what);
+		if (gf_net_copy(t->ema, t->net, GF_PARAMS) || gf_net_copy(t->ema, t->net, GF_BUFFERS))
+			return gf_fail(t->ctx, "%s (ema): %s", t->conf.what, gf_errmsg());
+		return 0;
+	}
+	if (gf_state_load_net(from, prefix, t->ema, NULL))
+		return gf_fail(t->ctx, "resume from %s: %s", from, gf_errmsg());
+	if (gf_train_check_net(t->ema, prefix))
+		return gf_fail(t->ctx, "resume from %s: %s", from, gf_errmsg());
+	return 0;
+}
+
 int gf_trainer_resume(gf_trainer *t, int64_t *step)
 {
 	int rc = gf_train_resume(t->ctx, t->net, t->opt, step);
@@ -125,6 +160,8 @@ int gf_trainer_resume(gf_trainer *t, int64_t *step)
 	if ((rc = gf_train_check_net(t->net, gf_train_key(t->ctx, "net", prefix, sizeof(prefix)))))
 		return gf_fail(t->ctx, "resume from %s: %s%s", from, gf_errmsg(),
 		               rc == GF_ENONFINITE ? " (resume from an earlier checkpoint)" : "");
+	if (t->ema && (rc = resume_ema(t, from)))
+		return rc;
 	t->last_state = *step; /* that part is the checkpoint we came from */
 	return 0;
 }
@@ -190,6 +227,32 @@ static int ortho(gf_trainer *t, int64_t step)
 	return 0;
 }
 
+/* After update `step` (0-based): avg = decay avg + (1 - decay) w over the
+ * parameters and the buffers (BN running statistics, SN's u), as
+ * BigGAN-PyTorch's ema does over G's state_dict; a copy until ema_start
+ * updates are done. */
+static int ema_update(gf_trainer *t, int64_t step)
+{
+	const gf_backend_ops *o = t->be->ops;
+	int copy = step + 1 <= t->ema_start;
+	static const gf_block blocks[] = { GF_PARAMS, GF_BUFFERS };
+	for (int i = 0; i < 2; i++) {
+		gf_block b = blocks[i];
+		size_t n;
+		float *avg = gf_net_block(t->ema, b, &n), *w = gf_net_block(t->net, b, &n);
+		if (!n)
+			continue;
+		int rc = copy ? o->copy(t->be, avg, w, n * sizeof(float), GF_COPY_D2D)
+		              : o->scale(t->be, avg, n, t->ema_decay);
+		if (!rc && !copy)
+			rc = o->axpy(t->be, avg, w, n, 1.0f - t->ema_decay);
+		if (rc)
+			return gf_fail(t->ctx, "%s %lld: %s (ema): %s", t->conf.unit, (long long)step, t->conf.what,
+			               gf_errmsg());
+	}
+	return 0;
+}
+
 int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 {
 	const gf_trainer_conf *c = &t->conf;
@@ -209,7 +272,7 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 		return rc;
 	if (rc)
 		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
-	return 0;
+	return t->ema ? ema_update(t, step) : 0;
 }
 
 int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred, const gf_tensor *labels,
@@ -249,7 +312,7 @@ static int nonfinite(gf_trainer *t, int64_t step)
 static int check_weights(gf_trainer *t, const gf_msg *m)
 {
 	char prefix[160];
-	gf_train_key(t->ctx, "net", prefix, sizeof(prefix));
+	gf_train_key(t->ctx, t->ema ? "ema" : "net", prefix, sizeof(prefix));
 	int rc = gf_train_check_block(t->net, GF_PARAMS, m->t[0].data, prefix);
 	if (!rc && m->ntensors > 1)
 		rc = gf_train_check_block(t->net, GF_BUFFERS, m->t[1].data, prefix);
@@ -264,7 +327,7 @@ int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out)
 	int rc = gf_msg_get(t->ctx, port, &m);
 	if (rc)
 		return rc;
-	if ((rc = gf_weights_pack(m, t->net, version))) {
+	if ((rc = gf_weights_pack(m, t->ema ? t->ema : t->net, version))) {
 		gf_msg_release(m);
 		return gf_fail(t->ctx, "%s weights: %s", t->conf.what, gf_errmsg());
 	}
@@ -322,6 +385,8 @@ int gf_trainer_state_begin(gf_trainer *t, int64_t step, gf_state **s)
 	}
 	if (!rc)
 		rc = gf_state_add_i64(t->state, gf_train_key(ctx, "step", name, sizeof(name)), &step, 1);
+	if (!rc && t->ema)
+		rc = gf_state_add_net(t->state, gf_train_key(ctx, "ema", name, sizeof(name)), t->ema, NULL);
 	if (!rc)
 		rc = gf_state_describe(t->state, ctx, t->conf.role, t->table, t->conf.cls);
 	/* the one place every step stage's part passes: a non-finite network

@@ -378,6 +378,9 @@ static const gf_param_desc params[] = {
 	                                         "only at the end)", "0.." },
 	{ "lr_warmup", GF_PARAM_INT, "0", "steps over which the learning rate ramps linearly up to opt.lr (0: none)",
 	  "0.." },
+	{ "ema", GF_PARAM_NUM, "0", "decay of an exponential moving average of G's weights (BigGAN: 0.9999; 0 = none): "
+	                            "checkpointed, and what sample grids, the evaluator and ganflow sample use", "0..1" },
+	{ "ema_start", GF_PARAM_INT, "0", "G steps before which the average is a plain copy of G", "0.." },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

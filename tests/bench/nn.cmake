@@ -3,3 +3,8 @@ add_executable(bench_dcgan_step ${CMAKE_CURRENT_LIST_DIR}/bench_dcgan_step.c)
 target_link_libraries(bench_dcgan_step PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_dcgan_step PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+# tests/bench/run layers: backbone layers vs PyTorch (torch_layers.py)
+add_executable(bench_layers ${CMAKE_CURRENT_LIST_DIR}/bench_layers.c)
+target_link_libraries(bench_layers PRIVATE ganflow m)
+set_target_properties(bench_layers PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume |
 #                                  shape | resume_other | rundir | nan |
-#                                  diverge | nonfinite | enospc | sigint | plot | regularise
+#                                  diverge | nonfinite | enospc | sigint | plot | regularise | ema
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -235,6 +235,43 @@ regularise)
     check "[ $? -ne 0 ]" "$k = 10 should be refused"
     check "grep -q \"parameter '$k'.*double backward\" '$T/$k.log'" "the $k refusal should say why: $(tail -2 "$T/$k.log")"
   done
+  ;;
+ema)
+  # g_step's moving average of G: checkpointed, the average of what G was
+  # at each step (check_ema.py on consecutive checkpoints), a copy until
+  # ema_start, resumed exactly; ganflow sample uses it unless ema=0,
+  # truncation bounds the noise
+  sed -e 's/^  classifier = /  ema = 0.0, ema_start = 0,\n  classifier = /' \
+      -e 's/d_net = D, batch = opt.batch,/d_net = D, batch = opt.batch, ema = opt.ema, ema_start = opt.ema_start,/' \
+      "$S/pipelines/dcgan_fashion.lua" >"$T/ema.lua"
+  er() { local dir=$1; shift; "$G" run "$T/ema.lua" data="$DATA" batch=$BATCH dir="$dir" quiet=true samples=1000 log=10 "$@" >"$dir.log" 2>&1; }
+  er "$T/a" steps=6 checkpoint_every=1 ema=0.9 ema_start=2
+  check "[ $? -eq 0 ]" "run with ema failed: $(tail -3 "$T/a.log")"
+  ck() { printf '%s/checkpoints/ckpt-%08d.safetensors' "$1" "$2"; }
+  er "$T/b" steps=3 checkpoint_every=1 ema=0.9 ema_start=2
+  for k in b/2 b/3 a/6; do # the checkpoint stage keeps the last 3 files
+    r=${k%/*} k=${k#*/}
+    /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/$r" $((k - 1)))" "$(ck "$T/$r" $k)" 0.9 2 >"$T/ema$k.log" 2>&1
+    check "[ $? -eq 0 ]" "moving average at step $k: $(cat "$T/ema$k.log")"
+  done
+  er "$T/c" steps=6 checkpoint_every=1 ema=0.9 ema_start=2 resume="$T/b"
+  check "[ $? -eq 0 ]" "resumed run with ema failed: $(tail -3 "$T/c.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp.log'" "N + resume + N differs from 2N with ema: $(cat "$T/cmp.log")"
+  # sample: the average by default, the trained weights with ema=0
+  "$G" sample "$T/a" n=8 out="$T/s_ema.png" npy="$T/s_ema" >"$T/s1.log" 2>&1
+  check "grep -q 'moving-average weights' '$T/s1.log'" "sample should say it uses the average: $(cat "$T/s1.log")"
+  "$G" sample "$T/a" n=8 ema=0 out="$T/s_net.png" npy="$T/s_net" >"$T/s2.log" 2>&1
+  check "[ $? -eq 0 ] && ! grep -q 'moving-average' '$T/s2.log'" "ema=0 should use the trained weights: $(cat "$T/s2.log")"
+  check "! cmp -s '$T/s_ema.images.npy' '$T/s_net.images.npy'" "the average and the trained weights give the same images"
+  check "cmp -s '$T/s_ema.z.npy' '$T/s_net.z.npy'" "the same seed should draw the same noise"
+  er "$T/p" steps=1
+  "$G" sample "$T/p" n=4 ema=1 out="$T/x.png" >"$T/s3.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'no moving average' '$T/s3.log'" "ema=1 without an average should fail: $(cat "$T/s3.log")"
+  "$G" sample "$T/a" n=64 truncation=0.5 out="$T/t.png" npy="$T/t" >"$T/s4.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'truncation 0.5' '$T/s4.log'" "truncation run failed: $(cat "$T/s4.log")"
+  /usr/bin/python3 -c "import numpy as np, sys; z = np.load('$T/t.z.npy'); sys.exit(0 if np.abs(z).max() <= 0.5 and np.abs(z).max() > 0.4 else 1)"
+  check "[ $? -eq 0 ]" "truncation=0.5: noise outside [-0.5, 0.5] (or not spread up to it)"
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5

@@ -8,6 +8,9 @@
  *
  *   tensors   NAME.net.<layer>.<param>, NAME.net.opt.*, NAME.net.rng
  *                               the network, as gf_ckpt_part names them
+ *             NAME.ema.<layer>.<param>, NAME.ema.rng
+ *                               a g_step with `ema`: the moving average of
+ *                               its network (parameters and buffers)
  *             NAME.step         i64 [1]: the stage's updates
  *             NAME.data_pos     i64 [2]: epoch and position of the last real
  *                               batch used (a d_step)
@@ -102,6 +105,13 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
  * infinite value ("g.net.2.weight[0] is nan") when the loaded network is
  * not finite. */
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out);
+
+/* gf_ckpt_net with the weights of "<part>.<which>": "net" (the trained
+ * network) or "ema" (its moving average, when gf_ckpt_has_ema). */
+int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *be, int max_batch, gf_net **out);
+
+/* 1 when part i holds a moving average of its network ("<part>.ema.*"). */
+int gf_ckpt_has_ema(const gf_ckpt *c, int i);
 
 /* The data position recorded for lmdb_reader instance `reader` (the
  * NAME.data_pos of the part whose NAME.reader names it): *found = 1 and

@@ -46,6 +46,21 @@ typedef struct gf_generators gf_generators;
  * NaN or infinite weight, named: "g.net.2.weight[0] is nan") with the
  * message in gf_errmsg(). Release with gf_generators_close. */
 int gf_generators_open(gf_generators **out, const char *path, gf_backend *be, int max_batch);
+
+/* How gf_generators_open_with samples. */
+typedef struct gf_generators_opts {
+	int ema;            /* -1: a generator's moving average (g_step's `ema`) when the
+	                     * checkpoint has one, else its weights (gf_generators_open);
+	                     * 0: the trained weights; 1: the average, GF_ENOTFOUND without */
+	float truncation;   /* > 0: the truncation trick, every |z_i| > truncation redrawn */
+} gf_generators_opts;
+
+/* gf_generators_open with options (NULL: the defaults above). */
+int gf_generators_open_with(gf_generators **out, const char *path, gf_backend *be, int max_batch,
+                            const gf_generators_opts *o);
+
+/* 1 when the generators run on moving-average weights. */
+int gf_generators_ema(const gf_generators *g);
 void gf_generators_close(gf_generators *g);
 
 /* Builds `count` generators from one layer table (weights zero until
@@ -66,7 +81,7 @@ void gf_generators_shape(const gf_generators *g, int *c, int *h, int *w);
 gf_net *gf_generators_net(gf_generators *g, int i);
 
 /* Generates n (<= max_batch) images into images (n, c, h, w) host memory,
- * f32 in [-1, 1], from noise drawn with r. labels (n) selects the class of
+ * f32 in [-1, 1], from noise drawn with r (truncated when opened so). labels (n) selects the class of
  * each image (conditional G: its label; per-class: which G), or is NULL
  * for an unconditional single G. mode is GF_EVAL (batchnorm on running
  * statistics) or GF_TRAIN | GF_FREEZE_STATS. Returns 0, GF_EPARAM, or
@@ -74,6 +89,9 @@ gf_net *gf_generators_net(gf_generators *g, int i);
  * output is not finite", naming the generator and the image). */
 int gf_generators_sample(gf_generators *g, gf_rng *r, const int32_t *labels, int n, unsigned mode,
                          float *images);
+
+/* The noise (n, z) of the last gf_generators_sample, owned by g. */
+const float *gf_generators_noise(const gf_generators *g);
 
 /* ---- the evaluator ---- */
 
