@@ -534,6 +534,34 @@ static void test_sn(void **state)
 	gf_backend_close(g);
 }
 
+/* DiffAugment on the GPU against the CPU, every policy, on uniforms the
+ * CPU backend draws. */
+static void test_augment(void **state)
+{
+	(void)state;
+	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
+	assert_true(GF_BACKEND_HAS(g, augment_forward) && GF_BACKEND_HAS(g, augment_backward));
+	int n = 5, c = 3, h = 11, w = 9;
+	size_t nx = (size_t)n * c * h * w;
+	float *x = host_rand(nx, 81, -1, 1), *dy = host_rand(nx, 82, -1, 1), *u = host_rand((size_t)n * 7, 83, 0, 1);
+	float *y = malloc(nx * 4), *Gx = dev_from(g, x, nx), *Gdy = dev_from(g, dy, nx), *Gu = dev_from(g, u, (size_t)n * 7);
+	float *Gy = dev_alloc(g, nx);
+	for (unsigned what = 1; what < 8; what++) {
+		char name[64];
+		NN_OK(cpu->ops->augment_forward(cpu, y, x, u, n, c, h, w, what));
+		NN_OK(g->ops->augment_forward(g, Gy, Gx, Gu, n, c, h, w, what));
+		snprintf(name, sizeof(name), "augment forward %u", what);
+		assert_true(dev_close(name, g, Gy, y, nx, TOL_FP32));
+		NN_OK(cpu->ops->augment_backward(cpu, y, dy, u, n, c, h, w, what));
+		NN_OK(g->ops->augment_backward(g, Gy, Gdy, Gu, n, c, h, w, what));
+		snprintf(name, sizeof(name), "augment backward %u", what);
+		assert_true(dev_close(name, g, Gy, y, nx, TOL_FP32));
+	}
+	g->ops->free(g, Gx), g->ops->free(g, Gdy), g->ops->free(g, Gu), g->ops->free(g, Gy);
+	free(x), free(dy), free(u), free(y);
+	gf_backend_close(g);
+}
+
 static void test_loss(void **state)
 {
 	(void)state;
@@ -740,6 +768,7 @@ int main(void)
 		cmocka_unit_test(test_optim),
 		cmocka_unit_test(test_sumsq_rng),
 		cmocka_unit_test(test_sn),
+		cmocka_unit_test(test_augment),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

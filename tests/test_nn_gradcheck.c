@@ -268,6 +268,10 @@ CASE(test_upconv_fused, "upsample+conv (sub-pixel)",
 CASE(test_upconv_unfused, "upsample+conv (unfused)",
      "return { {'upsample', 2}, {'conv', 3, 5, 3, 1, 1}, input_shape = {3, 4, 3} }", 2, GF_NET_NOFUSE, 0)
 CASE(test_upsample3, "upsample x3", "return { {'upsample', 3}, input_shape = {2, 3, 2} }", 2, 0, 0)
+CASE(test_diffaugment, "diffaugment", "return { {'diffaugment', 'color,translation,cutout'}, input_shape = {3, 6, 6} }",
+     3, 0, 0)
+CASE(test_diffaugment_grey, "diffaugment grey", "return { {'augment', 'color,translation'}, {'conv', 1, 2, 3}, input_shape = {1, 7, 5} }",
+     2, 0, 0)
 CASE(test_bn2d, "bn2d", "return { {'bn', 3, eps = 0.8}, input_shape = {3, 4, 4} }", 4, 0, 0)
 CASE(test_bn1d, "bn1d", "return { {'bn', 6}, input_shape = {6} }", 5, 0, 0)
 CASE(test_bn1d_seq, "bn1d (C, L)", "return { {'bn', 3}, input_shape = {3, 5} }", 3, 0, 0)
@@ -389,6 +393,8 @@ int main(void)
 		cmocka_unit_test(test_upconv_fused),
 		cmocka_unit_test(test_upconv_unfused),
 		cmocka_unit_test(test_upsample3),
+		cmocka_unit_test(test_diffaugment),
+		cmocka_unit_test(test_diffaugment_grey),
 		cmocka_unit_test(test_bn2d),
 		cmocka_unit_test(test_bn1d),
 		cmocka_unit_test(test_bn1d_seq),

@@ -373,7 +373,26 @@ struct gf_backend_ops {
 	 * g / sigma - (sum g * w) / sigma^2 * u v^T (in w's layout). */
 	int (*sn_backward)(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
 	                   const float *u, const float *v, int a, int m, int k, int accumulate);
+
+	/* ---- DiffAugment (Zhao et al. 2020) ----
+	 * y (n, c, h, w) = cutout(translation(color(x))), each part when its bit
+	 * of `what` (GF_AUG_COLOR, _TRANSLATION, _CUTOUT) is set, from 7
+	 * uniforms in [0, 1) per sample in u (n, 7) (device): brightness
+	 * + (u0 - 1/2); saturation (x - channel mean) 2 u1 + channel mean;
+	 * contrast (x - sample mean) (u2 + 1/2) + sample mean; translation by
+	 * tx = floor(u3 (2 sh + 1)) - sh rows (ty from u4 and sw columns), sh =
+	 * (int)(h / 8 + 1/2), zeros shifted in; cutout of a (ch, cw) = ((int)(h
+	 * / 2 + 1/2), ...) box zeroed, centred at row floor(u5 (h + 1 - ch % 2))
+	 * (- ch / 2), column from u6. */
+	int (*augment_forward)(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+	                       unsigned what);
+	/* dx (n, c, h, w) = the transpose of that (affine) map applied to dy. */
+	int (*augment_backward)(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
+	                        unsigned what);
 };
+
+/* The parts of augment_forward / augment_backward. */
+enum { GF_AUG_COLOR = 1u, GF_AUG_TRANSLATION = 2u, GF_AUG_CUTOUT = 4u };
 
 /* Size of gf_backend_ops without the appended ops: the smallest `size`
  * the loader accepts. */

@@ -78,6 +78,12 @@ int gf_cpu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float
 int gf_cpu_sn_backward(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
                        const float *u, const float *v, int a, int m, int k, int accumulate);
 
+/* ---- augment_cpu.c ---- */
+int gf_cpu_augment_forward(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                           unsigned what);
+int gf_cpu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
+                            unsigned what);
+
 /* ---- conv_cpu.c ---- */
 int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
                           const gf_conv_desc *d);

@@ -599,6 +599,8 @@ static const gf_backend_ops cuda_ops = {
 	.graph_destroy = gf_cu_graph_destroy,
 	.sn_forward = gf_cu_sn_forward,
 	.sn_backward = gf_cu_sn_backward,
+	.augment_forward = gf_cu_augment_forward,
+	.augment_backward = gf_cu_augment_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -259,7 +259,7 @@ enum {
 	GF_CU_OP_BN_BWD, GF_CU_OP_ACT_FWD, GF_CU_OP_ACT_BWD, GF_CU_OP_UP_FWD, GF_CU_OP_UP_BWD, GF_CU_OP_DROP_FWD,
 	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
-	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD
+	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD
 };
 
 /* ---- vtable ops by file ---- */
@@ -306,6 +306,11 @@ int gf_cu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float 
                      int k, float eps, int iterate);
 int gf_cu_sn_backward(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma, const float *u,
                       const float *v, int a, int m, int k, int accumulate);
+/* augment_cuda.c */
+int gf_cu_augment_forward(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                          unsigned what);
+int gf_cu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
+                           unsigned what);
 
 /* conv_cuda.c */
 int gf_cu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
@@ -360,6 +365,10 @@ cudaError_t gf_cu_sn_fwd_launch(cudaStream_t s, float *w_sn, float *sigma, float
                                double *t, int a, int m, int k, float eps, int iterate);
 cudaError_t gf_cu_sn_bwd_launch(cudaStream_t s, float *dw, const float *g, const float *w, const float *sigma,
                                const float *u, const float *v, int a, int m, int k, int acc);
+cudaError_t gf_cu_aug_fwd_launch(cudaStream_t s, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                                 unsigned what);
+cudaError_t gf_cu_aug_bwd_launch(cudaStream_t s, float *dx, const float *dy, const float *u, int n, int c, int h,
+                                 int w, unsigned what);
 cudaError_t gf_cu_rng_launch(cudaStream_t s, float *out, size_t n, float a, float b, int normal, gf_rng rng,
                              const gf_cu_dyn *dyn);
 /* Loss of x (n, k): per-element values summed in a fixed order into
