@@ -26,7 +26,9 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/add.c
   ${GF_NN_DIR}/layers/gsp.c
   ${GF_NN_DIR}/layers/split.c
-  ${GF_NN_DIR}/layers/instancenorm.c)
+  ${GF_NN_DIR}/layers/instancenorm.c
+  ${GF_NN_DIR}/layers/cbn.c
+  ${GF_NN_DIR}/layers/proj.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c
