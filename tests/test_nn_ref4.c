@@ -1,0 +1,243 @@
+/* Conditional batchnorm (the cbn kind) against PyTorch: class-embedding
+ * and cond-projection gains and biases, with and without spectral norm,
+ * 2-d, 3-d and 4-d inputs, fused relu/lrelu. Two training forwards each
+ * (output, input gradient, which through the splits of the cond cases
+ * includes the cond source's gradient, every parameter gradient), then the
+ * buffers (running statistics, u and v) and an eval forward, compared with
+ * tests/ref/nn_ref4.safetensors, which tests/ref/make_nn_refs4.py wrote
+ * with torch 1.13 from the same hash-formula parameters (nn_fill_params).
+ * Also: GF_FREEZE_STATS leaves the buffers alone, eval mode reads them,
+ * and the results do not depend on the thread count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "test_nn_util.h"
+
+#define TOL 1e-4   /* relative, with a floor of 1e-2 of the tensor's largest value */
+
+static gf_st_file *ref;
+static gf_backend *be;
+
+static int setup(void **state)
+{
+	(void)state;
+	return nn_ref_open("tests/ref/nn_ref4.safetensors", &ref, &be);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nn_ref_close(ref, be);
+	return 0;
+}
+
+static void check(const char *name, const float *a, size_t n)
+{
+	size_t rn = 0;
+	float *r = nn_ref(ref, name, &rn);
+	assert_non_null(r);
+	assert_int_equal(rn, n);
+	if (getenv("GF_VERBOSE")) {
+		double md = 0;
+		for (size_t i = 0; i < n; i++)
+			md = fabs((double)a[i] - r[i]) > md ? fabs((double)a[i] - r[i]) : md;
+		fprintf(stderr, "  %-28s max |diff| %.3g\n", name, md);
+	}
+	if (!nn_close(name, a, r, n, TOL))
+		fail();
+	free(r);
+}
+
+static const struct cbn_case {
+	const char *name, *table;
+	uint64_t k;
+	int ndim;
+	int shape[4];   /* input shape including the batch */
+	int labels;
+} cases[] = {
+	{ "classes", "{ {'cbn', 4, classes = 5}, input_shape = {4, 3, 3} }", 100, 4, { 3, 4, 3, 3 }, 1 },
+	{ "classes_sn", "{ {'cbn', 4, classes = 3, sn = true}, {'lrelu', 0.2}, input_shape = {4, 5} }", 200, 3,
+	  { 4, 4, 5 }, 1 },
+	{ "cond",
+	  "{ {'split', 0, 6, name = 'c'}, {'split', 6, 54, input = 'x'}, {'reshape', 3, 4, 4},"
+	  " {'cbn', 3, cond = 'c', bias = true}, {'relu'}, input_shape = {54} }",
+	  300, 2, { 4, 54 }, 0 },
+	{ "cond_sn",
+	  "{ {'split', 0, 5, name = 'c'}, {'split', 5, 11, input = 'x'},"
+	  " {'cbn', 6, eps = 1e-3, momentum = 0.2, cond = 'c', sn = true}, input_shape = {11} }",
+	  400, 2, { 5, 11 }, 0 },
+};
+
+/* Input and labels of step s into in / lab (x and idx own the data). */
+static void step_input(const struct cbn_case *c, int s, float **x, int32_t *idx, gf_tensor *in, gf_tensor *lab)
+{
+	char name[128];
+	int64_t sh[4];
+	size_t n;
+	for (int i = 0; i < c->ndim; i++)
+		sh[i] = c->shape[i];
+	snprintf(name, sizeof(name), "cbn.%s.x%d", c->name, s);
+	*x = nn_ref(ref, name, &n);
+	assert_non_null(*x);
+	*in = gf_tensor_make(*x, GF_F32, c->ndim, sh);
+	if (c->labels) {
+		gf_tensor t;
+		snprintf(name, sizeof(name), "cbn.%s.labels%d", c->name, s);
+		NN_OK(gf_st_get(ref, name, &t));
+		memcpy(idx, t.data, (size_t)c->shape[0] * sizeof(int32_t));
+		*lab = gf_tensor_make(idx, GF_I32, 1, sh);
+	}
+}
+
+static gf_net *build(const struct cbn_case *c, gf_backend *b)
+{
+	char code[512];
+	gf_net *net;
+	snprintf(code, sizeof(code), "return %s", c->table);
+	NN_OK(nn_build(&net, b, code, c->shape[0], 0));
+	nn_fill_params(net, c->k, 0);
+	return net;
+}
+
+static void run_case(const struct cbn_case *c)
+{
+	char name[128];
+	gf_net *net = build(c, be);
+	int32_t idx[8];
+	size_t nv, nb;
+	for (int s = 0; s < 2; s++) {
+		float *x, *dy;
+		gf_tensor in, lab, out, dx;
+		size_t ndy;
+		step_input(c, s, &x, idx, &in, &lab);
+		NN_OK(gf_net_forward(net, &in, c->labels ? &lab : NULL, GF_TRAIN));
+		NN_OK(gf_net_output(net, &out));
+		snprintf(name, sizeof(name), "cbn.%s.y%d", c->name, s);
+		check(name, out.data, (size_t)gf_tensor_numel(&out));
+		snprintf(name, sizeof(name), "cbn.%s.dy%d", c->name, s);
+		dy = nn_ref(ref, name, &ndy);
+		assert_non_null(dy);
+		NN_OK(gf_net_backward(net, dy, GF_NEED_DX | GF_NEED_DW));
+		NN_OK(gf_net_dx(net, &dx));
+		snprintf(name, sizeof(name), "cbn.%s.dx%d", c->name, s);
+		check(name, dx.data, (size_t)gf_tensor_numel(&dx));
+		const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
+		float *g = gf_net_block(net, GF_GRADS, NULL);
+		for (size_t i = 0; i < nv; i++) {
+			snprintf(name, sizeof(name), "cbn.%s.grad%d.%zu", c->name, s, i);
+			check(name, g + v[i].offset, v[i].numel);
+		}
+		free(x);
+		free(dy);
+	}
+	const gf_view *bv = gf_net_views(net, GF_BUFFERS, &nb);
+	const float *buf = gf_net_block(net, GF_BUFFERS, NULL);
+	for (size_t i = 0; i < nb; i++) {
+		snprintf(name, sizeof(name), "cbn.%s.buf.%zu", c->name, i);
+		check(name, buf + bv[i].offset, bv[i].numel);
+	}
+	/* eval: running statistics, stored u and v */
+	float *x;
+	gf_tensor in, lab, out;
+	step_input(c, 0, &x, idx, &in, &lab);
+	NN_OK(gf_net_forward(net, &in, c->labels ? &lab : NULL, GF_EVAL));
+	NN_OK(gf_net_output(net, &out));
+	snprintf(name, sizeof(name), "cbn.%s.y_eval", c->name);
+	check(name, out.data, (size_t)gf_tensor_numel(&out));
+	free(x);
+	gf_net_destroy(net);
+}
+
+static void test_cases(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(&cases[i]);
+}
+
+/* GF_FREEZE_STATS: batch statistics, buffers untouched; views are named
+ * as checkpoints name them. */
+static void test_freeze_and_names(void **state)
+{
+	(void)state;
+	const struct cbn_case *c = &cases[3];
+	gf_net *net = build(c, be);
+	size_t nb, np;
+	gf_net_block(net, GF_BUFFERS, &nb);
+	float *before = malloc(nb * sizeof(float)), *after = malloc(nb * sizeof(float));
+	NN_OK(gf_net_read(net, GF_BUFFERS, before));
+	float *x;
+	int32_t idx[8];
+	gf_tensor in, lab;
+	step_input(c, 0, &x, idx, &in, &lab);
+	NN_OK(gf_net_forward(net, &in, NULL, GF_TRAIN | GF_FREEZE_STATS));
+	NN_OK(gf_net_read(net, GF_BUFFERS, after));
+	assert_memory_equal(before, after, nb * sizeof(float));
+	const gf_view *pv = gf_net_views(net, GF_PARAMS, &np);
+	const gf_view *bv = gf_net_views(net, GF_BUFFERS, &nb);
+	assert_int_equal(np, 2);
+	assert_string_equal(pv[0].name, "2.gain.weight_orig");
+	assert_string_equal(pv[1].name, "2.bias.weight_orig");
+	assert_int_equal(nb, 6);
+	static const char *const bufs[] = { "2.running_mean", "2.running_var", "2.gain.weight_u", "2.gain.weight_v",
+		                            "2.bias.weight_u", "2.bias.weight_v" };
+	for (int i = 0; i < 6; i++)
+		assert_string_equal(bv[i].name, bufs[i]);
+	free(x);
+	free(before);
+	free(after);
+	gf_net_destroy(net);
+}
+
+/* One and three threads give the same bits (per-channel sums in one
+ * thread, in a fixed order). */
+static void test_threads(void **state)
+{
+	(void)state;
+	const char *code = "return { {'split', 0, 16, name = 'c'}, {'split', 16, 16 + 32 * 64, input = 'x'},"
+	                   " {'reshape', 32, 8, 8}, {'cbn', 32, cond = 'c'}, {'relu'}, input_shape = {16 + 32 * 64} }";
+	const int B = 8, n = 16 + 32 * 64;
+	float *x = malloc((size_t)B * n * sizeof(float)), *dy = malloc((size_t)B * 32 * 64 * sizeof(float));
+	nn_fill(x, (size_t)B * n, 7, 1.0f, 0.0f);
+	nn_fill(dy, (size_t)B * 32 * 64, 8, 1.0f, 0.0f);
+	float *res[2][2];
+	for (int t = 0; t < 2; t++) {
+		gf_backend *b;
+		gf_backend_opts o = { .threads = t ? 3 : 1 };
+		NN_OK(gf_backend_open("cpu", &o, &b));
+		gf_net *net;
+		NN_OK(nn_build(&net, b, code, B, 0));
+		nn_fill_params(net, 50, 0);
+		gf_tensor in = nn_tensor(x, 2, B, n), out, dx;
+		NN_OK(gf_net_forward(net, &in, NULL, GF_TRAIN));
+		NN_OK(gf_net_output(net, &out));
+		NN_OK(gf_net_backward(net, dy, GF_NEED_DX | GF_NEED_DW));
+		NN_OK(gf_net_dx(net, &dx));
+		res[t][0] = malloc((size_t)B * 32 * 64 * sizeof(float));
+		res[t][1] = malloc((size_t)B * n * sizeof(float));
+		memcpy(res[t][0], out.data, (size_t)B * 32 * 64 * sizeof(float));
+		memcpy(res[t][1], dx.data, (size_t)B * n * sizeof(float));
+		gf_net_destroy(net);
+		gf_backend_close(b);
+	}
+	assert_memory_equal(res[0][0], res[1][0], (size_t)B * 32 * 64 * sizeof(float));
+	assert_memory_equal(res[0][1], res[1][1], (size_t)B * n * sizeof(float));
+	for (int t = 0; t < 2; t++) {
+		free(res[t][0]);
+		free(res[t][1]);
+	}
+	free(x);
+	free(dy);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_freeze_and_names),
+		cmocka_unit_test(test_threads),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
