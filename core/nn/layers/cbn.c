@@ -305,7 +305,7 @@ static int cbn_absorb_output(const gf_net *net, struct layer *l, const struct la
 
 const gf_layer_kind gf_layer_cbn = {
 	.name = "cbn",
-	.aliases = (const char *const[]){ "ccbn", "condbn", NULL },
+	.aliases = (const char *const[]){ "ccbn", NULL },
 	.min_pos = 1,
 	.max_pos = 3,
 	.keys = { "eps", "momentum", "classes", "cond", "bias", "sn", "init" },

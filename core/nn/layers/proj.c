@@ -127,7 +127,6 @@ static int proj_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 
 const gf_layer_kind gf_layer_proj = {
 	.name = "proj",
-	.aliases = (const char *const[]){ "projection", NULL },
 	.min_pos = 0,
 	.max_pos = 2,
 	.keys = { "classes", "dim", "with", "sn" },
