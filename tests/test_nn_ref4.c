@@ -232,12 +232,84 @@ static void test_threads(void **state)
 	free(dy);
 }
 
+/* docs/nn.md's BigGAN G start and projection D head build, run forward
+ * and backward, and depend on the label (the cond source gets a gradient:
+ * the shared embedding's weights move). */
+static void test_docs_example(void **state)
+{
+	(void)state;
+	static const char *const tables[2] = {
+		"return { {'split', 0, 20}, {'linear', 20, 4 * 4 * 64, sn = true}, {'reshape', 64, 4, 4, name = 'h0'},"
+		" {'embedding', 10, 128, input = 'label', name = 'shared'}, {'split', 20, 40, input = 'x', name = 'z1'},"
+		" {'concat', input = 'shared', with = 'z1', name = 'c1'}, {'cbn', 64, cond = 'c1', sn = true, input = 'h0'},"
+		" {'relu'}, {'upsample', 2}, {'conv', 64, 64, 3, 1, 1, sn = true}, {'cbn', 64, classes = 10}, {'relu'},"
+		" input_shape = {120} }",
+		"return { {'conv', 3, 64, 3, 1, 1, sn = true}, {'relu'}, {'gsp', name = 'h'}, {'linear', 64, 1, sn = true},"
+		" {'proj', 10, 64, with = 'h', sn = true}, input_shape = {3, 8, 8} }",
+	};
+	static const int nin[2] = { 120, 3 * 8 * 8 }, nout[2] = { 64 * 8 * 8, 1 };
+	for (int t = 0; t < 2; t++) {
+		const int B = 4;
+		gf_net *net;
+		NN_OK(nn_build(&net, be, tables[t], B, 0));
+		gf_rng r = { 3, 0, 0 };
+		NN_OK(gf_net_init(net, &r));
+		assert_int_equal(gf_net_classes(net), 10);
+		/* move the zero-initialised class tables off zero so that the label shows */
+		size_t np;
+		float *p = gf_net_block(net, GF_PARAMS, &np), *noise = malloc(np * sizeof(float));
+		gf_rng_normal(&r, noise, np, 0.0f, 0.1f);
+		for (size_t i = 0; i < np; i++)
+			p[i] += noise[i];
+		float *x = malloc((size_t)B * nin[t] * sizeof(float)), *dy = malloc((size_t)B * nout[t] * sizeof(float));
+		nn_fill(x, (size_t)B * nin[t], 11, 1.0f, 0.0f);
+		nn_fill(dy, (size_t)B * nout[t], 12, 1.0f, 0.0f);
+		int64_t sh[4] = { B, t ? 3 : 120, 8, 8 };
+		int32_t lab[4] = { 0, 1, 2, 3 }, lab2[4] = { 5, 1, 2, 3 };
+		gf_tensor in = gf_tensor_make(x, GF_F32, t ? 4 : 2, sh), out, dx;
+		gf_tensor lt = gf_tensor_make(lab, GF_I32, 1, (int64_t[]){ B }), lt2 = lt;
+		lt2.data = lab2;
+		NN_OK(gf_net_forward(net, &in, &lt2, GF_TRAIN | GF_FREEZE_STATS));
+		NN_OK(gf_net_output(net, &out));
+		float *o2 = malloc((size_t)B * nout[t] * sizeof(float));
+		memcpy(o2, out.data, (size_t)B * nout[t] * sizeof(float));
+		NN_OK(gf_net_forward(net, &in, &lt, GF_TRAIN | GF_FREEZE_STATS));
+		NN_OK(gf_net_output(net, &out));
+		/* sample 0's label differs: its output differs; (with batch statistics
+		 * every sample's output may move, but sample 0's must) */
+		int differs = 0;
+		for (int i = 0; i < nout[t]; i++)
+			differs |= ((float *)out.data)[i] != o2[i];
+		assert_true(differs);
+		NN_OK(gf_net_backward(net, dy, GF_NEED_DX | GF_NEED_DW));
+		NN_OK(gf_net_dx(net, &dx));
+		float *g = gf_net_block(net, GF_GRADS, NULL);
+		size_t nv;
+		const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
+		for (size_t i = 0; i < nv; i++) {
+			double s = 0;
+			for (size_t j = 0; j < v[i].numel; j++)
+				s += fabs(g[v[i].offset + j]);
+			if (!(s > 0 && isfinite(s))) {
+				fprintf(stderr, "table %d: gradient of %s is %g\n", t, v[i].name, s);
+				fail();
+			}
+		}
+		free(noise);
+		free(x);
+		free(dy);
+		free(o2);
+		gf_net_destroy(net);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cases),
 		cmocka_unit_test(test_freeze_and_names),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_docs_example),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
