@@ -6,11 +6,14 @@
  * buffers (running statistics, u and v) and an eval forward, compared with
  * tests/ref/nn_ref4.safetensors, which tests/ref/make_nn_refs4.py wrote
  * with torch 1.13 from the same hash-formula parameters (nn_fill_params).
- * Also: GF_FREEZE_STATS leaves the buffers alone, eval mode reads them,
- * and the results do not depend on the thread count. */
+ * Also: GF_FREEZE_STATS leaves the buffers alone, the results do not
+ * depend on the thread count, docs/nn.md's example tables run, and the
+ * new parameters and buffers round-trip through a checkpoint (3 steps +
+ * save + resume + 3 steps = 6 steps bit for bit). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "test_nn_util.h"
@@ -303,6 +306,108 @@ static void test_docs_example(void **state)
 	}
 }
 
+/* ---- checkpoints: the new parameters and buffers round-trip ---- */
+
+#define CB 4
+static const char *ckpt_table =
+	"return { {'linear', 6, 8, name = 'c'}, {'linear', 6, 32, input = 'x'}, {'reshape', 2, 4, 4},"
+	" {'cbn', 2, cond = 'c', sn = true, bias = true}, {'relu'}, {'cbn', 2, classes = 3, sn = true, name = 'k'},"
+	" {'gsp', name = 'h'}, {'linear', 2, 1}, {'proj', 3, 2, with = 'h', sn = true}, input_shape = {6} }";
+
+static void ckpt_step(gf_net *net, gf_optim *opt, gf_rng *data)
+{
+	float x[CB * 6], dp[CB];
+	int32_t lab[CB];
+	gf_rng_normal(data, x, CB * 6, 0.0f, 1.0f);
+	for (int i = 0; i < CB; i++)
+		lab[i] = (int32_t)((data->offset + (uint64_t)i) % 3);
+	gf_tensor in = nn_tensor(x, 2, CB, 6), lt = gf_tensor_make(lab, GF_I32, 1, (int64_t[]){ CB }), out;
+	NN_OK(gf_net_forward(net, &in, &lt, GF_TRAIN));
+	NN_OK(gf_net_output(net, &out));
+	NN_OK(gf_loss(be, GF_LOSS_LS, NULL, dp, &out, NULL, 0.5f, 1.0f));
+	NN_OK(gf_net_backward(net, dp, GF_NEED_DW));
+	NN_OK(gf_optim_step(opt));
+}
+
+static void ckpt_open(gf_net **net, gf_optim **opt, uint64_t seed)
+{
+	NN_OK(nn_build(net, be, ckpt_table, CB, 0));
+	gf_rng init = { seed, 0, 0 };
+	NN_OK(gf_net_init(*net, &init));
+	gf_optim_conf oc;
+	gf_optim_defaults(&oc, GF_OPT_ADAM);
+	oc.lr = 1e-2f;
+	NN_OK(gf_optim_create(opt, *net, &oc));
+}
+
+static float *ckpt_state(gf_net *net, gf_optim *opt, size_t *n)
+{
+	size_t a, b, c;
+	gf_net_block(net, GF_PARAMS, &a);
+	gf_net_block(net, GF_BUFFERS, &b);
+	float *st = gf_optim_state(opt, &c), *buf = malloc((a + b + c) * sizeof(float));
+	NN_OK(gf_net_read(net, GF_PARAMS, buf));
+	NN_OK(gf_net_read(net, GF_BUFFERS, buf + a));
+	memcpy(buf + a + b, st, c * sizeof(float));
+	*n = a + b + c;
+	return buf;
+}
+
+static void test_checkpoint(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/gf_test_cbn.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	gf_net *na, *nb;
+	gf_optim *oa, *ob;
+	gf_rng da = { 9, 0, 0 }, db;
+	ckpt_open(&na, &oa, 1);
+	for (int i = 0; i < 3; i++)
+		ckpt_step(na, oa, &da);
+	gf_ckpt_part pa = { "D", na, oa };
+	NN_OK(gf_ckpt_save(path, &pa, 1, 3, NULL, NULL));
+	db = da;
+	for (int i = 0; i < 3; i++)
+		ckpt_step(na, oa, &da);
+	ckpt_open(&nb, &ob, 2);
+	gf_ckpt_part pb = { "D", nb, ob };
+	NN_OK(gf_ckpt_load(path, &pb, 1, NULL, NULL));
+	for (int i = 0; i < 3; i++)
+		ckpt_step(nb, ob, &db);
+	size_t sa, sb;
+	float *a = ckpt_state(na, oa, &sa), *b = ckpt_state(nb, ob, &sb);
+	assert_int_equal(sa, sb);
+	assert_memory_equal(a, b, sa * sizeof(float));
+
+	gf_st_file *f;
+	gf_tensor t;
+	NN_OK(gf_st_open(&f, path));
+	static const struct {
+		const char *name;
+		int64_t n0;
+	} want[] = { { "D.3.gain.weight_orig", 2 }, { "D.3.gain.bias", 2 },   { "D.3.bias.weight_orig", 2 },
+		     { "D.3.bias.bias", 2 },        { "D.3.running_var", 2 }, { "D.3.bias.weight_u", 2 },
+		     { "D.3.bias.weight_v", 8 },    { "D.k.gain.weight_orig", 3 }, { "D.k.gain.weight_u", 3 },
+		     { "D.8.weight_orig", 3 },      { "D.8.weight_v", 2 },    { "D.opt.m.k.bias.weight_orig", 3 } };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (gf_st_get(f, want[i].name, &t)) {
+			fprintf(stderr, "%s: %s\n", want[i].name, gf_errmsg());
+			fail();
+		}
+		assert_int_equal(t.shape[0], want[i].n0);
+	}
+	gf_st_close(f);
+	unlink(path);
+	free(a);
+	free(b);
+	gf_optim_destroy(oa);
+	gf_optim_destroy(ob);
+	gf_net_destroy(na);
+	gf_net_destroy(nb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_freeze_and_names),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_docs_example),
+		cmocka_unit_test(test_checkpoint),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
