@@ -161,7 +161,7 @@ static void test_cases(void **state)
 }
 
 /* GF_FREEZE_STATS: batch statistics, buffers untouched; views are named
- * as checkpoints name them. */
+ * as checkpoints name them; the relu fusion. */
 static void test_freeze_and_names(void **state)
 {
 	(void)state;
@@ -191,6 +191,14 @@ static void test_freeze_and_names(void **state)
 	free(x);
 	free(before);
 	free(after);
+	gf_net_destroy(net);
+
+	/* an unnamed cbn takes over the following relu, as bn does */
+	char sum[1024];
+	net = build(&cases[2], be);
+	gf_net_summary(net, sum, sizeof(sum));
+	assert_non_null(strstr(sum, "cbn        3      -> (3, 4, 4)  + relu"));
+	assert_non_null(strstr(sum, "fused into the conditional batchnorm"));
 	gf_net_destroy(net);
 }
 
