@@ -31,6 +31,10 @@ Contents, per case cbn.<case>:
                            (running_mean, running_var, gain.weight_u,
                            gain.weight_v, bias.weight_u, bias.weight_v)
   y_eval                   an eval forward of x0 (labels0) after them
+
+Case resblock is the issue's ResNet block (BigGAN's G block): two 3x3 convs
+with spectral norm, two cond cBNs with spectral norm, ReLUs, nearest
+upsampling, the 1x1 shortcut and the residual add.
 """
 import math
 import os
@@ -77,13 +81,35 @@ class Split(nn.Module):
         return s.cbn(x[:, s.d:].reshape((x.shape[0],) + s.shape), x[:, :s.d])
 
 
+class ResBlock(nn.Module):
+    """BigGAN's G block (BigGAN.py GBlock) on a flat input [c (d), x (cin, h, w)]:
+    relu(cbn1(x, c)) -> up x2 -> conv 3x3 -> relu(cbn2(., c)) -> conv 3x3, plus the
+    shortcut conv 1x1(up x2(x)); spectral norm on every conv and projection."""
+    def __init__(s, d, cin, cout, hw):
+        super().__init__()
+        s.d, s.shape = d, (cin, hw, hw)
+        sn = nn.utils.spectral_norm
+        s.cbn1 = CBN(cin, d=d, sn=True)
+        s.conv1 = sn(nn.Conv2d(cin, cout, 3, 1, 1))
+        s.cbn2 = CBN(cout, d=d, sn=True)
+        s.conv2 = sn(nn.Conv2d(cout, cout, 3, 1, 1))
+        s.sc = sn(nn.Conv2d(cin, cout, 1))
+
+    def forward(s, inp):
+        c, x = inp[:, :s.d], inp[:, s.d:].reshape((inp.shape[0],) + s.shape)
+        h = F.relu(s.cbn1(x, c))
+        h = s.conv1(F.interpolate(h, scale_factor=2))
+        h = s.conv2(F.relu(s.cbn2(h, c)))
+        return h + s.sc(F.interpolate(x, scale_factor=2))
+
+
 def fill_ours(params, k):
     """params: (name, tensor) in our view order. Mirrors nn_fill_params."""
     scale = 1.0
     for name, p in params:
         with torch.no_grad():
             if name.endswith("weight") or name.endswith("weight_orig"):
-                scale = 1.0 / math.sqrt(p.shape[1])
+                scale = 1.0 / math.sqrt(p.shape[1] * (p.shape[2] * p.shape[3] if p.dim() == 4 else 1))
             p.copy_(param_fill(tuple(p.shape), k, scale))
         k += 1
     return k
@@ -91,13 +117,12 @@ def fill_ours(params, k):
 
 def case(name, mod, base, xs, labels, order, bufs):
     """order: parameter names in our view order; bufs: buffer names likewise."""
-    inner = mod.cbn if isinstance(mod, Split) else mod
     named = dict(mod.named_parameters())
     params = [(n, named[n]) for n in order]
     assert len(params) == len(named), (name, list(named))
     fill_ours(params, base)
     with torch.no_grad():
-        for sub in (inner.gain, inner.bias):
+        for sub in mod.modules():
             if hasattr(sub, "weight_u"):
                 sub.weight_u.fill_(1.0 / math.sqrt(sub.weight_u.numel()))
                 sub.weight_v.fill_(1.0 / math.sqrt(sub.weight_v.numel()))
@@ -154,6 +179,19 @@ case("cond", Split(6, (3, 4, 4), CBN(3, d=6, bias=True, act=nn.ReLU())), 300,
 case("cond_sn", Split(5, (6,), CBN(6, d=5, sn=True, eps=1e-3, momentum=0.2)), 400,
      [param_fill((5, 11), 470, 1.0), param_fill((5, 11), 471, 1.5)], None,
      ["cbn.gain.weight_orig", "cbn.bias.weight_orig"], ["cbn." + b for b in SN_BUFS])
+
+# the issue's ResNet block: {'split', 0, 5, name = 'c'}, {'split', 5, 69, input = 'x'},
+# {'reshape', 4, 4, 4, name = 'xin'}, {'cbn', 4, cond = 'c', sn = true}, {'relu'}, {'upsample', 2},
+# {'conv', 4, 3, 3, 1, 1, sn = true}, {'cbn', 3, cond = 'c', sn = true}, {'relu'},
+# {'conv', 3, 3, 3, 1, 1, sn = true, name = 'res'}, {'upsample', 2, input = 'xin'},
+# {'conv', 4, 3, 1, sn = true, name = 'sc'}, {'add', input = 'res', with = 'sc'}
+case("resblock", ResBlock(5, 4, 3, 4), 500,
+     [param_fill((3, 69), 570, 1.0), param_fill((3, 69), 571, 1.0, 0.3)], None,
+     ["cbn1.gain.weight_orig", "cbn1.bias.weight_orig", "conv1.weight_orig", "conv1.bias",
+      "cbn2.gain.weight_orig", "cbn2.bias.weight_orig", "conv2.weight_orig", "conv2.bias",
+      "sc.weight_orig", "sc.bias"],
+     ["cbn1." + b for b in SN_BUFS] + ["conv1.weight_u", "conv1.weight_v"] + ["cbn2." + b for b in SN_BUFS]
+     + ["conv2.weight_u", "conv2.weight_v", "sc.weight_u", "sc.weight_v"])
 
 write_safetensors(OUT, tensors, {"generator": "tests/ref/make_nn_refs4.py", "torch": torch.__version__})
 total = sum(a.nbytes for a in tensors.values())
