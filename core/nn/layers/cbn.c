@@ -31,8 +31,9 @@
  * 0.02) and zero biases. Draws: gain's weight, bias, u, v, then bias's.
  *
  * The numbers: g and b are built with existing ops (embedding_forward or
- * GEMMs), then backend cbn_forward normalises and applies them in one pass
- * per channel (and a following unnamed relu/lrelu, fused as bn does);
+ * GEMMs), then backend cbn_forward takes batchnorm's statistics and
+ * normalises, applies them and a following unnamed relu/lrelu (fused as bn
+ * does) in one pass over each channel;
  * cbn_backward gives dx and the per-sample dg, db, which embedding_backward
  * or GEMMs carry to the tables, the projections and c. */
 #include <math.h>
