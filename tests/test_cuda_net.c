@@ -269,7 +269,7 @@ static void test_cgan_classifier(void **state)
 
 /* A network of 12 inputs and 10 outputs on the CPU and in fp32 and bf16 on
  * the GPU: output, every gradient and dx against the CPU's. */
-static void net_vs_cpu(const char *what, const char *code)
+static void net_vs_cpu_labels(const char *what, const char *code, int classes)
 {
 	char msg[128];
 	gf_precision precs[] = { GF_PREC_FP32, GF_PREC_BF16 };
@@ -284,8 +284,12 @@ static void net_vs_cpu(const char *what, const char *code)
 		gf_rng_init(gf_net_rng(b), 4, 4);
 		float *x = host_rand((size_t)B * 12, 17, -1, 1), *t = host_rand((size_t)B * 10, 18, 0, 0.2f);
 		gf_tensor xt = nn_tensor(x, 2, B, 12), oa, ob, dxa, dxb;
-		NN_OK(gf_net_forward(a, &xt, NULL, GF_TRAIN));
-		NN_OK(gf_net_forward(b, &xt, NULL, GF_TRAIN));
+		int32_t lab[6];
+		for (int i = 0; i < B; i++)
+			lab[i] = (i * 3 + 1) % (classes ? classes : 1);
+		gf_tensor lt = gf_tensor_make(lab, GF_I32, 1, (int64_t[]){ B });
+		NN_OK(gf_net_forward(a, &xt, classes ? &lt : NULL, GF_TRAIN));
+		NN_OK(gf_net_forward(b, &xt, classes ? &lt : NULL, GF_TRAIN));
 		NN_OK(gf_net_output(a, &oa));
 		NN_OK(gf_net_output(b, &ob));
 		double tol = net_tol(precs[pi]);
@@ -323,6 +327,11 @@ static void net_vs_cpu(const char *what, const char *code)
 	}
 }
 
+static void net_vs_cpu(const char *what, const char *code)
+{
+	net_vs_cpu_labels(what, code, 0);
+}
+
 /* The layer types the DC-GANs do not use, in one network (transposed
  * conv, unfused upsample x3, average pooling, 1d batchnorm, dropout,
  * sigmoid, softmax; max pooling is the classifier's, in fp32 only: a
@@ -352,6 +361,22 @@ static void test_resnet_kinds(void **state)
 	           " {'instancenorm', 3}, {'gsp'}, {'split', 32, 40, input = 'z', name = 'c'},"
 	           " {'concat', input = 14, with = 'c'}, {'linear', 11, 10},"
 	           " input_shape = {12} }");
+}
+
+/* Conditional batchnorm (a cond chunk of z with spectral norm and
+ * projection biases; a class embedding) and the projection head, BigGAN's
+ * conditioning, against the CPU. */
+static void test_cbn_proj(void **state)
+{
+	(void)state;
+	net_vs_cpu_labels("cbn + proj",
+	                  "return { {'linear', 12, 40, name = 'z'}, {'split', 0, 32}, {'reshape', 2, 4, 4},"
+	                  " {'split', 32, 40, input = 'z', name = 'c'},"
+	                  " {'cbn', 2, cond = 'c', sn = true, bias = true, input = 3}, {'relu'}, {'conv', 2, 3, 3, 1, 1},"
+	                  " {'cbn', 3, classes = 5}, {'lrelu', 0.2}, {'gsp', name = 'h'}, {'linear', 3, 1, sn = true},"
+	                  " {'proj', 5, 3, with = 'h', sn = true}, {'linear', 1, 10},"
+	                  " input_shape = {12} }",
+	                  5);
 }
 
 /* ---- training, checkpoints ---- */
@@ -678,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_cgan_classifier),
 		cmocka_unit_test(test_all_layers),
 		cmocka_unit_test(test_resnet_kinds),
+		cmocka_unit_test(test_cbn_proj),
 		cmocka_unit_test(test_training),
 		cmocka_unit_test(test_checkpoint_cross_device),
 		cmocka_unit_test(test_fp16_loss_scaling),

@@ -534,6 +534,94 @@ static void test_sn(void **state)
 	gf_backend_close(g);
 }
 
+/* ---- conditional batchnorm and the projection head's row ops ---- */
+
+static void cbn_case(gf_backend *g, int n, int c, int hw, gf_act act)
+{
+	gf_bn_desc d;
+	memset(&d, 0, sizeof(d));
+	d.n = n;
+	d.c = c;
+	d.hw = hw;
+	d.eps = 1e-5f;
+	d.momentum = 0.1f;
+	d.act = act;
+	d.slope = 0.2f;
+	d.dtype = GF_F32;
+	d.layout = GF_NCHW;
+	size_t nx = (size_t)n * c * hw, np = (size_t)n * c;
+	float *x = host_rand(nx, 31, -1, 3), *gm = host_rand(np, 32, 0.5f, 1.5f), *bt = host_rand(np, 33, -1, 1);
+	float *dyv = host_rand(nx, 34, -1, 1), *rm = host_rand((size_t)c, 35, -1, 1), *rv = host_rand((size_t)c, 36, 0.5f, 2);
+	float *y = calloc(nx, 4), *mean = calloc((size_t)c, 4), *rstd = calloc((size_t)c, 4), *dx = calloc(nx, 4);
+	float *dg = calloc(np, 4), *dbt = calloc(np, 4);
+	float *Gx = dev_from(g, x, nx), *Gg = dev_from(g, gm, np), *Gb = dev_from(g, bt, np);
+	float *Gdy = dev_from(g, dyv, nx), *Grm = dev_from(g, rm, (size_t)c), *Grv = dev_from(g, rv, (size_t)c);
+	float *Gy = dev_alloc(g, nx), *Gm = dev_alloc(g, (size_t)c), *Gr = dev_alloc(g, (size_t)c), *Gdx = dev_alloc(g, nx);
+	float *Gdg = dev_alloc(g, np), *Gdbt = dev_alloc(g, np);
+	char what[96];
+	snprintf(what, sizeof(what), "cbn n%d c%d hw%d act%d", n, c, hw, (int)act);
+
+	NN_OK(cpu->ops->cbn_forward(cpu, y, mean, rstd, rm, rv, x, gm, bt, &d, 1));
+	NN_OK(g->ops->cbn_forward(g, Gy, Gm, Gr, Grm, Grv, Gx, Gg, Gb, &d, 1));
+	assert_true(dev_close(what, g, Gy, y, nx, TOL_FP32));
+	assert_true(dev_close("cbn mean", g, Gm, mean, (size_t)c, TOL_FP32));
+	assert_true(dev_close("cbn rstd", g, Gr, rstd, (size_t)c, TOL_FP32));
+	assert_true(dev_close("cbn running mean", g, Grm, rm, (size_t)c, TOL_FP32));
+	assert_true(dev_close("cbn running var", g, Grv, rv, (size_t)c, TOL_FP32));
+	NN_OK(cpu->ops->cbn_backward(cpu, dx, dg, dbt, dyv, y, x, gm, mean, rstd, &d));
+	NN_OK(g->ops->cbn_backward(g, Gdx, Gdg, Gdbt, Gdy, Gy, Gx, Gg, Gm, Gr, &d));
+	assert_true(dev_close("cbn dx", g, Gdx, dx, nx, TOL_FP32));
+	assert_true(dev_close("cbn dgamma", g, Gdg, dg, np, TOL_FP32));
+	assert_true(dev_close("cbn dbeta", g, Gdbt, dbt, np, TOL_FP32));
+	NN_OK(cpu->ops->cbn_backward(cpu, NULL, dg, dbt, dyv, y, x, gm, mean, rstd, &d));
+	NN_OK(g->ops->cbn_backward(g, NULL, Gdg, Gdbt, Gdy, Gy, Gx, Gg, Gm, Gr, &d));
+	assert_true(dev_close("cbn dgamma (no dx)", g, Gdg, dg, np, TOL_FP32));
+	NN_OK(cpu->ops->cbn_forward(cpu, y, NULL, NULL, rm, rv, x, gm, bt, &d, 0));
+	NN_OK(g->ops->cbn_forward(g, Gy, NULL, NULL, Grm, Grv, Gx, Gg, Gb, &d, 0));
+	assert_true(dev_close("cbn eval", g, Gy, y, nx, TOL_FP32));
+
+	float *gp[] = { Gx, Gg, Gb, Gdy, Grm, Grv, Gy, Gm, Gr, Gdx, Gdg, Gdbt };
+	for (size_t i = 0; i < sizeof(gp) / sizeof(gp[0]); i++)
+		g->ops->free(g, gp[i]);
+	float *hp[] = { x, gm, bt, dyv, rm, rv, y, mean, rstd, dx, dg, dbt };
+	for (size_t i = 0; i < sizeof(hp) / sizeof(hp[0]); i++)
+		free(hp[i]);
+}
+
+static void test_cbn_rows(void **state)
+{
+	(void)state;
+	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
+	assert_true(GF_BACKEND_HAS(g, cbn_forward) && GF_BACKEND_HAS(g, cbn_backward));
+	for (int act = GF_ACT_NONE; act <= GF_ACT_LRELU; act++)
+		cbn_case(g, 4, 6, 25, (gf_act)act);
+	cbn_case(g, 16, 10, 1, GF_ACT_NONE);       /* flat (C) */
+	cbn_case(g, 8, 16, 1024, GF_ACT_RELU);     /* several chunks per channel in the statistics */
+
+	int n = 9, k = 300;
+	float *a = host_rand((size_t)n * k, 41, -1, 1), *b = host_rand((size_t)n * k, 42, -1, 1);
+	float *sv = host_rand((size_t)n, 43, -2, 2), *out = host_rand((size_t)n, 44, -1, 1), *y = host_rand((size_t)n * k, 45, -1, 1);
+	float *Ga = dev_from(g, a, (size_t)n * k), *Gb = dev_from(g, b, (size_t)n * k), *Gs = dev_from(g, sv, (size_t)n);
+	float *Gout = dev_from(g, out, (size_t)n), *Gy = dev_from(g, y, (size_t)n * k);
+	for (int acc = 0; acc < 2; acc++) {
+		NN_OK(cpu->ops->row_dot(cpu, out, a, b, n, k, acc));
+		NN_OK(g->ops->row_dot(g, Gout, Ga, Gb, n, k, acc));
+		assert_true(dev_close("row_dot", g, Gout, out, (size_t)n, 1e-5));
+		NN_OK(cpu->ops->row_scale(cpu, y, sv, a, n, k, acc));
+		NN_OK(g->ops->row_scale(g, Gy, Gs, Ga, n, k, acc));
+		assert_true(dev_close("row_scale", g, Gy, y, (size_t)n * k, 1e-6));
+	}
+	float *gp[] = { Ga, Gb, Gs, Gout, Gy };
+	for (size_t i = 0; i < sizeof(gp) / sizeof(gp[0]); i++)
+		g->ops->free(g, gp[i]);
+	free(a);
+	free(b);
+	free(sv);
+	free(out);
+	free(y);
+	gf_backend_close(g);
+}
+
 /* DiffAugment on the GPU against the CPU, every policy, on uniforms the
  * CPU backend draws. */
 static void test_augment(void **state)
@@ -768,6 +856,7 @@ int main(void)
 		cmocka_unit_test(test_optim),
 		cmocka_unit_test(test_sumsq_rng),
 		cmocka_unit_test(test_sn),
+		cmocka_unit_test(test_cbn_rows),
 		cmocka_unit_test(test_augment),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -331,6 +331,33 @@ static void test_bad_tables(void **state)
 	expect_error("{ {'upsample', 2, mode = 'bilinear'}, input_shape = {2, 4, 4} }", GF_EPARAM, "nearest");
 	expect_error("{ {'embedding', 5, 2}, {'embedding', 6, 2, input = 'label'}, input_shape = {1} }", GF_ESHAPE,
 	             "layer 2 (embedding): has 6 classes but the network has 5");
+	/* cbn and proj */
+	expect_error("{ {'cbn', 4}, input_shape = {4, 2, 2} }", GF_EPARAM,
+	             "layer 1 (cbn): needs either classes = <count> or cond = <a flat source>");
+	expect_error("{ {'linear', 3, 2, name = 'c'}, {'cbn', 3, classes = 4, cond = 'c', input = 'x'}, input_shape = {3} }",
+	             GF_EPARAM, "layer 2 (cbn): needs either classes = <count> or cond = <a flat source>, not both");
+	expect_error("{ {'cbn', 4, classes = 0}, input_shape = {4} }", GF_EPARAM, "layer 1 (cbn): classes = 0 is out of range");
+	expect_error("{ {'cbn', 4, classes = 3, bias = true}, input_shape = {4} }", GF_EPARAM,
+	             "layer 1 (cbn): bias = true applies to the cond projections only");
+	expect_error("{ {'cbn', 3, classes = 2}, input_shape = {4, 2, 2} }", GF_ESHAPE, "layer 1 (cbn): expects 3 channels, got 4");
+	expect_error("{ {'conv', 1, 2, 3, 1, 1, name = 'c'}, {'cbn', 2, cond = 'c'}, input_shape = {1, 4, 4} }", GF_ESHAPE,
+	             "layer 2 (cbn): cond must be a flat source (D), got (2, 4, 4) (add a flatten)");
+	expect_error("{ {'cbn', 4, cond = 'label'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 1 (cbn): cond must be a flat source of features, not the labels");
+	expect_error("{ {'cbn', 4, cond = 'z'}, input_shape = {4} }", GF_EPARAM,
+	             "layer 1 (cbn): cond = \"z\" names no earlier layer");
+	expect_error("{ {'embedding', 5, 2}, {'cbn', 2, classes = 6}, input_shape = {1} }", GF_ESHAPE,
+	             "layer 2 (cbn): has 6 classes but the network has 5");
+	expect_error("{ {'linear', 4, 1}, {'proj', 3, 4}, input_shape = {4} }", GF_EPARAM, "layer 2 (proj): needs with");
+	expect_error("{ {'linear', 4, 1}, {'proj', 3, with = 'x'}, input_shape = {4} }", GF_EPARAM,
+	             "layer 2 (proj): needs classes and dim");
+	expect_error("{ {'linear', 4, 2}, {'proj', 3, 4, with = 'x'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 2 (proj): expects the unconditional output (1) as input, got (2)");
+	expect_error("{ {'linear', 4, 1}, {'proj', 3, 5, with = 'x'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 2 (proj): expects with = features (5), got (4)");
+	expect_error("{ {'linear', 4, 1}, {'proj', 3, 4, with = 'label'}, input_shape = {4} }", GF_ESHAPE,
+	             "layer 2 (proj): with must be the features, not the labels");
+	expect_error("{ {'bn', 4, classes = 3}, input_shape = {4} }", GF_EPARAM, "layer 1 (bn): unknown key 'classes'");
 
 	/* a backbone option that does not exist is a Lua error naming it */
 	gf_value v;
@@ -360,6 +387,7 @@ static void test_aliases(void **state)
 		{ "{'view', 2, 2}", "{4}", "reshape" },
 		{ "{'embed', 3, 4}", "{4}", "embedding" },
 		{ "{'cat', with = 'x'}", "{4}", "concat" },
+		{ "{'ccbn', 2, classes = 3}", "{2, 4, 4}", "cbn" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char code[256], sum[512], want[64];

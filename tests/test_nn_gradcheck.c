@@ -324,6 +324,22 @@ CASE(test_sn_tconv, "sn tconv", "return { {'tconv', 3, 2, 3, 2, 1, output_paddin
      2, 0, 0)
 CASE(test_sn_embedding, "sn embedding", "return { {'embedding', 4, 3, sn = true}, {'linear', 3, 2}, input_shape = {1} }", 5, 0,
      4)
+/* conditional batchnorm: batch statistics (GF_FREEZE_STATS keeps them
+ * batch statistics without touching the running ones); cond's gradient
+ * reaches x through the split or the linear that made it */
+CASE(test_cbn_classes, "cbn classes", "return { {'cbn', 3, classes = 4}, {'tanh'}, input_shape = {3, 3, 3} }", 4, 0, 4)
+CASE(test_cbn_classes_sn, "cbn classes sn", "return { {'cbn', 3, classes = 3, sn = true}, {'tanh'}, input_shape = {3, 4} }",
+     4, 0, 3)
+CASE(test_cbn_cond, "cbn cond + lrelu (fused)",
+     "return { {'split', 0, 5, name = 'c'}, {'split', 5, 23, input = 'x'}, {'reshape', 2, 3, 3},"
+     " {'cbn', 2, cond = 'c', bias = true}, {'lrelu', 0.2}, input_shape = {23} }", 3, 0, 0)
+CASE(test_cbn_cond_sn, "cbn cond sn (input and cond from x)",
+     "return { {'linear', 6, 4, name = 'c'}, {'cbn', 6, cond = 'c', sn = true, input = 'x'}, {'tanh'},"
+     " input_shape = {6} }", 5, 0, 0)
+CASE(test_proj, "proj", "return { {'conv', 2, 3, 3, 1, 1}, {'gsp', name = 'h'}, {'linear', 3, 1}, {'proj', 4, 3, with = 'h'},"
+     " input_shape = {2, 4, 4} }", 4, 0, 4)
+CASE(test_proj_sn, "proj sn", "return { {'tanh', name = 'h'}, {'linear', 5, 1, sn = true}, {'proj', 3, 5, with = 'h', sn = true},"
+     " input_shape = {5} }", 4, 0, 3)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -422,6 +438,12 @@ int main(void)
 		cmocka_unit_test(test_sn_linear_conv),
 		cmocka_unit_test(test_sn_tconv),
 		cmocka_unit_test(test_sn_embedding),
+		cmocka_unit_test(test_cbn_classes),
+		cmocka_unit_test(test_cbn_classes_sn),
+		cmocka_unit_test(test_cbn_cond),
+		cmocka_unit_test(test_cbn_cond_sn),
+		cmocka_unit_test(test_proj),
+		cmocka_unit_test(test_proj_sn),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),

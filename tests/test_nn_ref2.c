@@ -66,6 +66,7 @@ static const struct layer_case {
 	{ "split_keys", "{ {'slice', from = 0, to = 4}, input_shape = {6} }", 2, { 3, 6 }, 0 },
 	{ "instancenorm", "{ {'instancenorm', 4, affine = true}, input_shape = {4, 5, 5} }", 4, { 3, 4, 5, 5 }, 0 },
 	{ "instancenorm_plain", "{ {'instancenorm', 3}, input_shape = {3, 4, 6} }", 4, { 2, 3, 4, 6 }, 0 },
+	{ "proj", "{ {'linear', 6, 1}, {'proj', 5, 6, with = 'x'}, input_shape = {6} }", 2, { 4, 6 }, 1 },
 };
 
 static void run_case(const struct layer_case *c, uint64_t k)

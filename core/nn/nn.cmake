@@ -28,6 +28,8 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/gsp.c
   ${GF_NN_DIR}/layers/split.c
   ${GF_NN_DIR}/layers/instancenorm.c
+  ${GF_NN_DIR}/layers/cbn.c
+  ${GF_NN_DIR}/layers/proj.c
   ${GF_NN_DIR}/layers/diffaugment.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c

@@ -26,6 +26,13 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
     embedding   nn.Embedding(classes, dim) of the labels
     concat      torch.cat((input, with), dim=1)
     maxpool     nn.MaxPool2d(k, stride, pad); avgpool: nn.AvgPool2d(k, stride, pad) (padding counted)
+    add, gsp, split, instancenorm   x + with, x.sum((2, 3)), x[:, from:to], nn.InstanceNorm2d
+    cbn         CondBatchNorm: F.batch_norm without affine, then (1 + gain(c)) * . + bias(c) per
+                sample and channel, gain/bias nn.Embedding(classes, C) of the labels or
+                nn.Linear(D, C, bias) of the `cond` source (BigGAN's ccbn)
+    proj        Projection: input + <weight[labels], h> (h the `with` source), an nn.Embedding
+    sn = true   torch.nn.utils.spectral_norm on linear, conv, tconv, embedding, proj and
+                cbn's two projections
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -52,10 +59,10 @@ ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
 ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_transpose": "tconv",
            "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
            "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
-           "instancenorm2d": "instancenorm", "in2d": "instancenorm"}
+           "instancenorm2d": "instancenorm", "in2d": "instancenorm", "ccbn": "cbn"}
 
 # kinds that read a second source (`with`)
-WITH = ("concat", "add")
+WITH = ("concat", "add", "proj")
 
 
 class TableError(CheckpointError):
@@ -169,6 +176,38 @@ class Split(nn.Module):
         return f"from={self.lo}, to={self.hi}"
 
 
+class CondBatchNorm(nn.Module):
+    """The engine's cbn: batchnorm without affine (running statistics running_mean,
+    running_var), then (1 + gain(c)) * x + bias(c) per sample and channel; gain and bias
+    are nn.Embedding(classes, C) of the labels or nn.Linear(D, C, bias) of a cond source."""
+
+    def __init__(self, c, classes, dim, bias, eps, momentum, sn):
+        super().__init__()
+        if classes:
+            self.gain, self.bias = nn.Embedding(classes, c), nn.Embedding(classes, c)
+        else:
+            self.gain, self.bias = nn.Linear(dim, c, bias=bias), nn.Linear(dim, c, bias=bias)
+        if sn:
+            self.gain = nn.utils.spectral_norm(self.gain)
+            self.bias = nn.utils.spectral_norm(self.bias)
+        self.register_buffer("running_mean", torch.zeros(c))
+        self.register_buffer("running_var", torch.ones(c))
+        self.eps, self.momentum = eps, momentum
+
+    def forward(self, x, cond):
+        h = nn.functional.batch_norm(x, self.running_mean, self.running_var, None, None, self.training,
+                                     self.momentum, self.eps)
+        shape = (x.shape[0], x.shape[1]) + (1,) * (x.dim() - 2)
+        return h * (1 + self.gain(cond)).view(shape) + self.bias(cond).view(shape)
+
+
+class Projection(nn.Embedding):
+    """The engine's proj: the unconditional output (N, 1) plus <weight[labels], h>."""
+
+    def forward(self, x, h, labels):
+        return x + (super().forward(labels) * h).sum(1, keepdim=True)
+
+
 # ---- the network ----
 
 class GanflowNet(nn.Module):
@@ -201,7 +240,7 @@ class GanflowNet(nn.Module):
         self.net = nn.Module()   # the layers, under their checkpoint keys
         # nodes: "x", "label", then one per layer (its output); shapes per sample
         shapes = {"x": self.input_shape, "label": None}
-        self.plan = []   # (key, input node, with node or None, output node)
+        self.plan = []   # (key, input node, with node or None, output node, reads the labels)
         layers = []
         uses_label = False
         for i, v in enumerate(entries):
@@ -218,28 +257,33 @@ class GanflowNet(nn.Module):
             if l.kind in WITH and _key(v, "with") is None:
                 raise l.error('needs with = <layer name, position, "x">')
             w = self._source(l, layers, "with", _key(v, "with")) if l.kind in WITH else None
+            if l.kind == "cbn":   # the second source: the labels or `cond`
+                cond = _key(v, "cond")
+                w = "label" if cond is None else self._source(l, layers, "cond", cond)
             l.node = f"n{i}"
             if (inp == "label") != (l.kind == "embedding"):
                 raise l.error("only an embedding reads the labels" if inp == "label"
                               else 'expects the labels as input (input = "label")')
-            uses_label |= inp == "label"
+            lab = l.kind == "proj" or (l.kind == "cbn" and w == "label")
+            uses_label |= inp == "label" or lab
             mod, out = self._module(l, shapes[inp], shapes[w] if w else None)
-            if l.get(None, "sn", False):
-                if l.kind not in ("linear", "conv", "tconv", "embedding"):
+            if l.get(None, "sn", False) and l.kind != "cbn":
+                if l.kind not in ("linear", "conv", "tconv", "embedding", "proj"):
                     raise l.error("sn is not supported on this kind")
                 # PyTorch's own: weight_orig, weight_u, weight_v (the engine's names);
                 # dim 1 for transposed convolutions, as the engine
                 mod = nn.utils.spectral_norm(mod)
             shapes[l.node] = out
-            if l.kind == "embedding":
-                if self.classes and self.classes != l.int(0, None):
-                    raise l.error(f"has {l.int(0, None)} classes but the network has {self.classes}")
-                self.classes = l.int(0, None)
+            if l.kind in ("embedding", "proj") or lab:
+                k = l.int(0, None) if l.kind != "cbn" else l.int(None, "classes")
+                if self.classes and self.classes != k:
+                    raise l.error(f"has {k} classes but the network has {self.classes}")
+                self.classes = k
             try:
                 self.net.add_module(l.key, mod)
             except KeyError:
                 raise l.error(f'name "{l.key}" cannot be a torch module name') from None
-            self.plan.append((l.key, inp, w, l.node))
+            self.plan.append((l.key, inp, w, l.node, l.kind == "proj"))
             layers.append(l)
         if not uses_label:
             self.classes = 0
@@ -369,6 +413,22 @@ class GanflowNet(nn.Module):
             image(c)
             return nn.InstanceNorm2d(c, eps=float(l.get(1, "eps", 1e-5)),
                                      affine=bool(l.get(None, "affine", False))), s
+        if k == "cbn":
+            c = l.int(0, None)
+            eps, momentum = float(l.get(1, "eps", 1e-5)), float(l.get(2, "momentum", 0.1))
+            classes = l.int(None, "classes", 0)
+            if s is None or not 1 <= len(s) <= 3 or s[0] != c:
+                raise l.error(f"expects {c} channels in (C), (C, L) or (C, H, W), got {s}")
+            if not classes and (ws is None or len(ws) != 1):
+                raise l.error(f"cond must be a flat source (D), got {ws}")
+            dim = 0 if classes else ws[0]
+            return CondBatchNorm(c, classes, dim, bool(l.get(None, "bias", False)), eps, momentum,
+                                 bool(l.get(None, "sn", False))), s
+        if k == "proj":
+            classes, dim = l.int(0, "classes"), l.int(1, "dim")
+            if s != (1,) or ws != (dim,):
+                raise l.error(f"expects the unconditional output (1) and with = features ({dim}), got {s} and {ws}")
+            return Projection(classes, dim), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)
@@ -385,7 +445,7 @@ class GanflowNet(nn.Module):
     def node(self, name, x, labels=None):
         """The output of the layer named `name` (e.g. the classifier's "features"),
         as the engine's gf_net_node gives it."""
-        for key, _, _, out in self.plan:
+        for key, _, _, out, _ in self.plan:
             if key == name:
                 return self._run(x, labels, out)[out]
         raise KeyError(f"network: no layer named '{name}'")
@@ -397,9 +457,10 @@ class GanflowNet(nn.Module):
             labels = labels.long() if isinstance(labels, torch.Tensor) else torch.as_tensor(labels).long()
         nodes = {"x": x, "label": labels}
         mods = self.net._modules
-        for key, inp, w, out in self.plan:
+        for key, inp, w, out, lab in self.plan:
             m = mods[key]
-            nodes[out] = m(nodes[inp], nodes[w]) if w is not None else m(nodes[inp])
+            args = (nodes[inp],) + ((nodes[w],) if w is not None else ()) + ((labels,) if lab else ())
+            nodes[out] = m(*args)
             if out == stop:
                 break
         return nodes

@@ -90,6 +90,12 @@ kinds)
   check "[ $? -eq 0 ]" "net_forward --make (kinds2) failed: $(cat "$T/f.log")"
   forward "$T/k2.safetensors" t 9
   compare "ResNet/SN kinds: bridge vs ganflow" net "$T/k2.safetensors" t "$T/t.st"
+  # BigGAN/SNGAN conditioning: cbn from a cond chunk (sn, biases) and from
+  # the labels (2-d and flat), proj with sn (tests/bridge/kinds3.json)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds3.json" "$T/k3.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make (kinds3) failed: $(cat "$T/f.log")"
+  forward "$T/k3.safetensors" t 9
+  compare "cbn/proj: bridge vs ganflow" net "$T/k3.safetensors" t "$T/t.st"
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1

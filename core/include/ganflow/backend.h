@@ -276,8 +276,8 @@ struct gf_backend_ops {
 	 *
 	 * Everything from here on was appended to ABI 1: a backend built before
 	 * has a smaller `size` and still loads, and a backend may leave any of
-	 * these NULL (the CPU backend leaves all of them NULL but sn_forward and
-	 * sn_backward). Test with GF_BACKEND_HAS(be, op) before calling one.
+	 * these NULL (the CPU backend leaves all of them NULL but sn_forward,
+	 * sn_backward and those after them). Test with GF_BACKEND_HAS(be, op) before calling one.
 	 * docs/cuda.md describes how stages use them. */
 
 	/* ---- options and statistics ---- */
@@ -374,6 +374,29 @@ struct gf_backend_ops {
 	int (*sn_backward)(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
 	                   const float *u, const float *v, int a, int m, int k, int accumulate);
 
+	/* ---- rows (the projection discriminator's head, layer proj) ---- */
+	/* out (n) (+)= sum over j of a (n, k) * b (n, k): each row's sum in a
+	 * fixed order (float lanes, then double). */
+	int (*row_dot)(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);
+	/* y (n, k) (+)= s (n) * x (n, k), row i scaled by s[i]. */
+	int (*row_scale)(gf_backend *be, float *y, const float *s, const float *x, int n, int k, int accumulate);
+
+	/* ---- conditional batch normalisation (layer cbn) ----
+	 * Batchnorm without its own affine step, followed by a gain and a bias
+	 * per sample and channel: y = act(gamma[i][ch] * (x - mean) * rstd +
+	 * beta[i][ch]) for x (n, c, hw), gamma and beta (n, c). d as batchnorm
+	 * (PyTorch's conventions, fused activation). train: batch statistics,
+	 * mean and rstd (c) saved, run_mean / run_var updated unless NULL;
+	 * train = 0: the running statistics (mean and rstd are not touched). */
+	int (*cbn_forward)(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean, float *run_var,
+	                   const float *x, const float *gamma, const float *beta, const gf_bn_desc *d, int train);
+	/* Gradients of a training cbn_forward (y its output, for the fused
+	 * activation): dgamma and dbeta (n, c) overwritten (per sample: the
+	 * caller reduces them onto whatever produced gamma and beta); dx
+	 * overwritten unless NULL. */
+	int (*cbn_backward)(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+	                    const float *x, const float *gamma, const float *mean, const float *rstd,
+	                    const gf_bn_desc *d);
 	/* ---- DiffAugment (Zhao et al. 2020) ----
 	 * y (n, c, h, w) = cutout(translation(color(x))), each part when its bit
 	 * of `what` (GF_AUG_COLOR, _TRANSLATION, _CUTOUT) is set, from 7

@@ -116,6 +116,10 @@ static const gf_backend_ops cpu_ops = {
 	.rng_normal = gf_cpu_rng_normal,
 	.sn_forward = gf_cpu_sn_forward,
 	.sn_backward = gf_cpu_sn_backward,
+	.row_dot = gf_cpu_row_dot,
+	.row_scale = gf_cpu_row_scale,
+	.cbn_forward = gf_cpu_cbn_forward,
+	.cbn_backward = gf_cpu_cbn_backward,
 	.augment_forward = gf_cpu_augment_forward,
 	.augment_backward = gf_cpu_augment_backward,
 };

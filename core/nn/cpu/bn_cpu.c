@@ -254,3 +254,118 @@ int gf_cpu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, c
 	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), bwd_part, &a);
 	return 0;
 }
+
+/* ---- conditional batchnorm (layer cbn) ----
+ * The same passes with the gain and bias of each (sample, channel) row:
+ * y = act(gamma[n][ch] * (x - mean) * rstd + beta[n][ch]). Backward: per
+ * row, the sums of dz and dz (x - mean) give dbeta and dgamma of that row;
+ * their gamma-weighted totals over the batch give the channel's two
+ * batch-statistics terms of dx. */
+
+struct cbn_args {
+	const gf_bn_desc *d;
+	float *y, *mean, *rstd, *run_mean, *run_var;
+	const float *x, *gamma, *beta;
+	float *dx, *dgamma, *dbeta;
+	const float *dy, *cy, *cmean, *crstd;
+	int train;
+};
+
+GF_CLONES static void cbn_fwd_part(void *p, size_t b, size_t e)
+{
+	struct cbn_args *a = p;
+	const gf_bn_desc *d = a->d;
+	double cnt = (double)d->n * d->hw;
+	for (size_t ch = b; ch < e; ch++) {
+		float mean, rstd;
+		if (a->train) {
+			double s = 0;
+			for (int n = 0; n < d->n; n++)
+				s += row_sum_shift(a->x + ((size_t)n * d->c + ch) * d->hw, d->hw, 0.0f);
+			mean = (float)(s / cnt);
+			double ss = 0;
+			for (int n = 0; n < d->n; n++)
+				ss += row_sumsq_shift(a->x + ((size_t)n * d->c + ch) * d->hw, d->hw, mean);
+			double var = ss / cnt;
+			rstd = (float)(1.0 / sqrt(var + d->eps));
+			a->mean[ch] = mean;
+			a->rstd[ch] = rstd;
+			if (a->run_mean && a->run_var) {
+				double unbiased = cnt > 1 ? ss / (cnt - 1) : var;
+				a->run_mean[ch] = (1.0f - d->momentum) * a->run_mean[ch] + d->momentum * mean;
+				a->run_var[ch] = (1.0f - d->momentum) * a->run_var[ch] + d->momentum * (float)unbiased;
+			}
+		} else {
+			mean = a->run_mean[ch];
+			rstd = 1.0f / sqrtf(a->run_var[ch] + d->eps);
+		}
+		for (int n = 0; n < d->n; n++) {
+			size_t row = (size_t)n * d->c + ch, off = row * d->hw;
+			row_norm(a->y + off, a->x + off, d->hw, mean, a->gamma[row] * rstd, a->beta[row], d->act, d->slope);
+		}
+	}
+}
+
+int gf_cpu_cbn_forward(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean, float *run_var,
+                       const float *x, const float *gamma, const float *beta, const gf_bn_desc *d, int train)
+{
+	int rc = check(d);
+	if (rc)
+		return rc;
+	if (!gamma || !beta || (!train && (!run_mean || !run_var)) || (train && (!mean || !rstd)))
+		return gf_seterr(GF_EPARAM, "conditional batchnorm: missing gain, bias or statistics");
+	if (train && (double)d->n * d->hw < 2 && run_var)
+		return gf_seterr(GF_ESHAPE, "batchnorm: needs more than one value per channel in training, got %d",
+		                 d->n * d->hw);
+	struct cbn_args a = { .d = d, .y = y, .mean = mean, .rstd = rstd, .run_mean = run_mean, .run_var = run_var,
+	                      .x = x, .gamma = gamma, .beta = beta, .train = train };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), cbn_fwd_part, &a);
+	return 0;
+}
+
+GF_CLONES static void cbn_bwd_part(void *p, size_t b, size_t e)
+{
+	struct cbn_args *a = p;
+	const gf_bn_desc *d = a->d;
+	double cnt = (double)d->n * d->hw;
+	for (size_t ch = b; ch < e; ch++) {
+		float m = a->cmean[ch], rstd = a->crstd[ch];
+		double s1 = 0, s2 = 0;   /* sums over the batch of gamma * sum dz, gamma * sum dz (x - m) */
+		for (int n = 0; n < d->n; n++) {
+			size_t row = (size_t)n * d->c + ch, off = row * d->hw;
+			double sdz = 0, sdzx = 0;
+			row_bwd_sums(a->dy + off, a->cy ? a->cy + off : NULL, a->x + off, d->hw, m, d->act, d->slope, &sdz,
+			             &sdzx);
+			a->dbeta[row] = (float)sdz;
+			a->dgamma[row] = (float)(sdzx * rstd);
+			s1 += (double)a->gamma[row] * sdz;
+			s2 += (double)a->gamma[row] * sdzx;
+		}
+		if (!a->dx)
+			continue;
+		float k2 = (float)(-(double)rstd * rstd * rstd * s2 / cnt);
+		float k3 = (float)(-(double)rstd * s1 / cnt);
+		for (int n = 0; n < d->n; n++) {
+			size_t row = (size_t)n * d->c + ch, off = row * d->hw;
+			row_bwd_dx(a->dx + off, a->dy + off, a->cy ? a->cy + off : NULL, a->x + off, d->hw, m,
+			           a->gamma[row] * rstd, k2, k3, d->act, d->slope);
+		}
+	}
+}
+
+int gf_cpu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+                        const float *x, const float *gamma, const float *mean, const float *rstd,
+                        const gf_bn_desc *d)
+{
+	int rc = check(d);
+	if (rc)
+		return rc;
+	if (d->act != GF_ACT_NONE && !y)
+		return gf_seterr(GF_EPARAM, "batchnorm backward: the fused activation needs the output");
+	if (!dgamma || !dbeta || !gamma)
+		return gf_seterr(GF_EPARAM, "conditional batchnorm backward: needs gamma, dgamma and dbeta");
+	struct cbn_args a = { .d = d, .x = x, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta, .dy = dy,
+	                      .cy = y, .cmean = mean, .crstd = rstd };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)d->c, grain(d), cbn_bwd_part, &a);
+	return 0;
+}

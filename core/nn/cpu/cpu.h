@@ -71,6 +71,8 @@ int gf_cpu_optim_step(gf_backend *be, float *p, const float *g, float *state, si
 int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
 int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+int gf_cpu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);
+int gf_cpu_row_scale(gf_backend *be, float *y, const float *s, const float *x, int n, int k, int accumulate);
 
 /* ---- sn_cpu.c ---- */
 int gf_cpu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float *v, const float *w, int a,
@@ -100,5 +102,12 @@ int gf_cpu_bn_forward_eval(gf_backend *be, float *y, const float *x, const float
 int gf_cpu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy,
                        const float *y, const float *x, const float *gamma, const float *mean,
                        const float *rstd, const gf_bn_desc *d, int accumulate);
+
+/* ---- bn_cpu.c: conditional batchnorm (batchnorm's own ops are above) ---- */
+int gf_cpu_cbn_forward(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean, float *run_var,
+                       const float *x, const float *gamma, const float *beta, const gf_bn_desc *d, int train);
+int gf_cpu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+                        const float *x, const float *gamma, const float *mean, const float *rstd,
+                        const gf_bn_desc *d);
 
 #endif

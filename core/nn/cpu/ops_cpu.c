@@ -909,3 +909,64 @@ int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float st
 	gf_team_for(gf_cpu_of(be)->team, n, GRAIN / 16, rng_part, &a);
 	return 0;
 }
+
+/* ---- rows (the projection head) ---- */
+
+struct row_args {
+	float *out;
+	const float *a, *b, *s;
+	int k, acc;
+};
+
+GF_CLONES static void row_dot_part(void *p, size_t b, size_t e)
+{
+	struct row_args *r = p;
+	for (size_t i = b; i < e; i++) {
+		const float *x = r->a + i * (size_t)r->k, *y = r->b + i * (size_t)r->k;
+		float acc[16] = { 0 };
+		int j = 0;
+		for (; j + 16 <= r->k; j += 16)
+			for (int l = 0; l < 16; l++)
+				acc[l] += x[j + l] * y[j + l];
+		double s = 0;
+		for (int l = 0; l < 16; l++)
+			s += acc[l];
+		for (; j < r->k; j++)
+			s += (double)x[j] * y[j];
+		r->out[i] = r->acc ? r->out[i] + (float)s : (float)s;
+	}
+}
+
+int gf_cpu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate)
+{
+	if (n < 0 || k < 0)
+		return gf_seterr(GF_EPARAM, "row_dot: negative size (%d, %d)", n, k);
+	struct row_args r = { .out = out, .a = a, .b = b, .k = k, .acc = accumulate };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)n, GRAIN / ((size_t)k * 2 + 1) + 1, row_dot_part, &r);
+	return 0;
+}
+
+GF_CLONES static void row_scale_part(void *p, size_t b, size_t e)
+{
+	struct row_args *r = p;
+	for (size_t i = b; i < e; i++) {
+		float *y = r->out + i * (size_t)r->k;
+		const float *x = r->a + i * (size_t)r->k;
+		float s = r->s[i];
+		if (r->acc)
+			for (int j = 0; j < r->k; j++)
+				y[j] += s * x[j];
+		else
+			for (int j = 0; j < r->k; j++)
+				y[j] = s * x[j];
+	}
+}
+
+int gf_cpu_row_scale(gf_backend *be, float *y, const float *s, const float *x, int n, int k, int accumulate)
+{
+	if (n < 0 || k < 0)
+		return gf_seterr(GF_EPARAM, "row_scale: negative size (%d, %d)", n, k);
+	struct row_args r = { .out = y, .a = x, .s = s, .k = k, .acc = accumulate };
+	gf_team_for(gf_cpu_of(be)->team, (size_t)n, GRAIN / ((size_t)k * 2 + 1) + 1, row_scale_part, &r);
+	return 0;
+}

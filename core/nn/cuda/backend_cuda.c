@@ -599,6 +599,10 @@ static const gf_backend_ops cuda_ops = {
 	.graph_destroy = gf_cu_graph_destroy,
 	.sn_forward = gf_cu_sn_forward,
 	.sn_backward = gf_cu_sn_backward,
+	.row_dot = gf_cu_row_dot,
+	.row_scale = gf_cu_row_scale,
+	.cbn_forward = gf_cu_cbn_forward,
+	.cbn_backward = gf_cu_cbn_backward,
 	.augment_forward = gf_cu_augment_forward,
 	.augment_backward = gf_cu_augment_backward,
 };

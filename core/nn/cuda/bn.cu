@@ -202,3 +202,123 @@ extern "C" cudaError_t gf_cu_bn_bwd_launch(cudaStream_t s, float *dx, float *dga
 		                                                                gf_cu_div_make((uint32_t)d.c));
 	return cudaGetLastError();
 }
+
+/* ==== conditional batchnorm (layer cbn) ====
+ * Statistics as batchnorm's (gf_cu_bn_stats_launch); the affine step takes
+ * gamma and beta per (sample, channel) plane. Backward: one block per
+ * plane sums dz and dz (x - mean) (dbeta, dgamma of that plane), a
+ * per-channel kernel weights them by gamma over the batch in sample order
+ * for the two batch-statistics terms of dx, then dx element-wise. */
+
+static __global__ void cbn_apply_kernel(float *y, const float *x, const float *mean, const float *rstd,
+                                        const float *gamma, const float *beta, gf_bn_desc d, int eval, size_t total,
+                                        gf_cu_div hw, gf_cu_div cdiv)
+{
+	float s = d.act == GF_ACT_RELU ? 0.0f : d.slope;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		uint32_t plane = gf_cu_divq(hw, (uint32_t)i);
+		uint32_t ch = plane - gf_cu_divq(cdiv, plane) * cdiv.d;
+		float r = eval ? 1.0f / sqrtf(rstd[ch] + d.eps) : rstd[ch];
+		float v = (x[i] - mean[ch]) * (gamma[plane] * r) + beta[plane];
+		if (d.act != GF_ACT_NONE)
+			v = v > 0.0f ? v : v * s;
+		y[i] = v;
+	}
+}
+
+extern "C" cudaError_t gf_cu_cbn_apply_launch(cudaStream_t s, float *y, const float *x, const float *mean,
+                                              const float *rstd, const float *gamma, const float *beta, gf_bn_desc d,
+                                              int eval)
+{
+	size_t total = (size_t)d.n * d.c * d.hw;
+	if (!total)
+		return cudaSuccess;
+	if (total >= ((size_t)1 << 31))
+		return cudaErrorInvalidValue;
+	cbn_apply_kernel<<<gf_cu_grid(total, 4), GF_CU_THREADS, 0, s>>>(y, x, mean, rstd, gamma, beta, d, eval, total,
+	                                                                gf_cu_div_make((uint32_t)d.hw),
+	                                                                gf_cu_div_make((uint32_t)d.c));
+	return cudaGetLastError();
+}
+
+/* part (n*c, 2): per plane sum dz, sum dz (x - mean); dgamma = rstd * the
+ * second, dbeta = the first. */
+static __global__ void cbn_bwd_plane_kernel(double *part, float *dgamma, float *dbeta, const float *dy,
+                                            const float *y, const float *x, const float *mean, const float *rstd,
+                                            gf_bn_desc d)
+{
+	size_t plane = blockIdx.x;
+	int ch = (int)(plane % (size_t)d.c);
+	float s = d.act == GF_ACT_RELU ? 0.0f : d.slope, m = mean[ch];
+	size_t base = plane * (size_t)d.hw;
+	double s1 = 0, s2 = 0;
+	for (int e = threadIdx.x; e < d.hw; e += blockDim.x) {
+		size_t i = base + e;
+		float dz = bn_dz(dy[i], y, i, d.act, s);
+		s1 += dz;
+		s2 += (double)dz * (x[i] - m);
+	}
+	s1 = gf_cu_block_sum(s1);
+	s2 = gf_cu_block_sum(s2);
+	if (threadIdx.x == 0) {
+		part[2 * plane] = s1;
+		part[2 * plane + 1] = s2;
+		dbeta[plane] = (float)s1;
+		dgamma[plane] = (float)(s2 * rstd[ch]);
+	}
+}
+
+/* coef (c, 2): dx = gamma[plane] rstd dz + k2 (x - mean) + k3 */
+static __global__ void cbn_bwd_coef_kernel(float *coef, const double *part, const float *gamma, const float *rstd,
+                                           gf_bn_desc d)
+{
+	int ch = blockIdx.x * blockDim.x + threadIdx.x;
+	if (ch >= d.c)
+		return;
+	double s1 = 0, s2 = 0;
+	for (int n = 0; n < d.n; n++) {
+		size_t plane = (size_t)n * d.c + ch;
+		s1 += (double)gamma[plane] * part[2 * plane];
+		s2 += (double)gamma[plane] * part[2 * plane + 1];
+	}
+	double cnt = (double)d.n * d.hw, r = rstd[ch];
+	coef[2 * ch] = (float)(-r * r * r * s2 / cnt);
+	coef[2 * ch + 1] = (float)(-r * s1 / cnt);
+}
+
+static __global__ void cbn_bwd_dx_kernel(float *dx, const float *dy, const float *y, const float *x, const float *mean,
+                                         const float *rstd, const float *gamma, const float *coef, gf_bn_desc d,
+                                         size_t total, gf_cu_div hw, gf_cu_div cdiv)
+{
+	float s = d.act == GF_ACT_RELU ? 0.0f : d.slope;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		uint32_t plane = gf_cu_divq(hw, (uint32_t)i);
+		uint32_t ch = plane - gf_cu_divq(cdiv, plane) * cdiv.d;
+		float dz = bn_dz(dy[i], y, i, d.act, s);
+		dx[i] = gamma[plane] * rstd[ch] * dz + coef[2 * ch] * (x[i] - mean[ch]) + coef[2 * ch + 1];
+	}
+}
+
+extern "C" size_t gf_cu_cbn_parts(const gf_bn_desc *d)
+{
+	return 2 * (size_t)d->n * d->c + (size_t)d->c;   /* part, then 2c floats of coef within c doubles */
+}
+
+extern "C" cudaError_t gf_cu_cbn_bwd_launch(cudaStream_t s, float *dx, float *dgamma, float *dbeta, double *part,
+                                            const float *dy, const float *y, const float *x, const float *gamma,
+                                            const float *mean, const float *rstd, gf_bn_desc d)
+{
+	size_t planes = (size_t)d.n * d.c, total = planes * d.hw;
+	if (total >= ((size_t)1 << 31) || d.c < 1 || d.hw < 1 || planes < 1)
+		return cudaErrorInvalidValue;
+	float *coef = (float *)(void *)(part + 2 * planes);
+	cbn_bwd_plane_kernel<<<(unsigned)planes, d.hw >= 256 ? 256 : 64, 0, s>>>(part, dgamma, dbeta, dy, y, x, mean,
+	                                                                         rstd, d);
+	if (dx) {
+		cbn_bwd_coef_kernel<<<(d.c + 127) / 128, 128, 0, s>>>(coef, part, gamma, rstd, d);
+		cbn_bwd_dx_kernel<<<gf_cu_grid(total, 4), GF_CU_THREADS, 0, s>>>(dx, dy, y, x, mean, rstd, gamma, coef, d,
+		                                                                 total, gf_cu_div_make((uint32_t)d.hw),
+		                                                                 gf_cu_div_make((uint32_t)d.c));
+	}
+	return cudaGetLastError();
+}

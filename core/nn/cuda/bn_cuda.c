@@ -84,3 +84,51 @@ int gf_cu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, co
 	CU_LAUNCH(gf_cu_bn_bwd_launch(c->stream, dx, dgamma, dbeta, part, dy, y, x, gamma, mean, rstd, *d, accumulate));
 	return 0;
 }
+
+/* ---- conditional batchnorm (layer cbn): gamma and beta per (sample, channel) ---- */
+
+int gf_cu_cbn_forward(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean, float *run_var,
+                      const float *x, const float *gamma, const float *beta, const gf_bn_desc *d, int train)
+{
+	gf_cuda *c = gf_cu(be);
+	TRY(check(d));
+	if (!gamma || !beta || (!train && (!run_mean || !run_var)) || (train && (!mean || !rstd)))
+		return gf_seterr(GF_EPARAM, "conditional batchnorm: missing gain, bias or statistics");
+	if (train && (double)d->n * d->hw < 2 && run_var)
+		return gf_seterr(GF_ESHAPE, "batchnorm: needs more than one value per channel in training, got %d",
+		                 d->n * d->hw);
+	TRY(gf_cu_enter(c));
+	int rc = sig_bn(c, GF_CU_OP_CBN_FWD, y, mean, rstd, run_mean, run_var, x, gamma, beta, NULL, d, train);
+	if (rc)
+		return rc == GF_CU_SKIP ? 0 : rc;
+	if (!train) {
+		CU_LAUNCH(gf_cu_cbn_apply_launch(c->stream, y, x, run_mean, run_var, gamma, beta, *d, 1));
+		return 0;
+	}
+	double *part = gf_cu_scratch(c, gf_cu_bn_parts(d) * sizeof(double));
+	if (!part)
+		return -ENOMEM;
+	CU_LAUNCH(gf_cu_bn_stats_launch(c->stream, mean, rstd, run_mean, run_var, part, x, *d));
+	CU_LAUNCH(gf_cu_cbn_apply_launch(c->stream, y, x, mean, rstd, gamma, beta, *d, 0));
+	return 0;
+}
+
+int gf_cu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+                       const float *x, const float *gamma, const float *mean, const float *rstd, const gf_bn_desc *d)
+{
+	gf_cuda *c = gf_cu(be);
+	TRY(check(d));
+	if (d->act != GF_ACT_NONE && !y)
+		return gf_seterr(GF_EPARAM, "batchnorm backward: the fused activation needs the output");
+	if (!dgamma || !dbeta || !gamma)
+		return gf_seterr(GF_EPARAM, "conditional batchnorm backward: needs gamma, dgamma and dbeta");
+	TRY(gf_cu_enter(c));
+	int rc = sig_bn(c, GF_CU_OP_CBN_BWD, dx, dgamma, dbeta, dy, y, x, gamma, mean, rstd, d, 0);
+	if (rc)
+		return rc == GF_CU_SKIP ? 0 : rc;
+	double *part = gf_cu_scratch(c, gf_cu_cbn_parts(d) * sizeof(double));
+	if (!part)
+		return -ENOMEM;
+	CU_LAUNCH(gf_cu_cbn_bwd_launch(c->stream, dx, dgamma, dbeta, part, dy, y, x, gamma, mean, rstd, *d));
+	return 0;
+}

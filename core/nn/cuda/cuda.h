@@ -259,7 +259,8 @@ enum {
 	GF_CU_OP_BN_BWD, GF_CU_OP_ACT_FWD, GF_CU_OP_ACT_BWD, GF_CU_OP_UP_FWD, GF_CU_OP_UP_BWD, GF_CU_OP_DROP_FWD,
 	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
-	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD
+	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_ROW_DOT, GF_CU_OP_ROW_SCALE, GF_CU_OP_CBN_FWD,
+	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD
 };
 
 /* ---- vtable ops by file ---- */
@@ -300,6 +301,8 @@ int gf_cu_grad_unscale(gf_backend *be, float *g, size_t n);
 int gf_cu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
 int gf_cu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
+int gf_cu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);
+int gf_cu_row_scale(gf_backend *be, float *y, const float *s, const float *x, int n, int k, int accumulate);
 
 /* sn_cuda.c */
 int gf_cu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float *v, const float *w, int a, int m,
@@ -327,6 +330,10 @@ int gf_cu_bn_forward_eval(gf_backend *be, float *y, const float *x, const float 
 int gf_cu_bn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
                       const float *x, const float *gamma, const float *mean, const float *rstd,
                       const gf_bn_desc *d, int accumulate);
+int gf_cu_cbn_forward(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean, float *run_var,
+                      const float *x, const float *gamma, const float *beta, const gf_bn_desc *d, int train);
+int gf_cu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
+                       const float *x, const float *gamma, const float *mean, const float *rstd, const gf_bn_desc *d);
 
 /* ==== launchers (kernel files) ==== */
 
@@ -365,6 +372,10 @@ cudaError_t gf_cu_sn_fwd_launch(cudaStream_t s, float *w_sn, float *sigma, float
                                double *t, int a, int m, int k, float eps, int iterate);
 cudaError_t gf_cu_sn_bwd_launch(cudaStream_t s, float *dw, const float *g, const float *w, const float *sigma,
                                const float *u, const float *v, int a, int m, int k, int acc);
+/* out (n) (+)= rows of a . rows of b (one block per row, fixed order);
+ * y (n, k) (+)= s (n) * x (n, k). */
+cudaError_t gf_cu_row_dot_launch(cudaStream_t s, float *out, const float *a, const float *b, int n, int k, int acc);
+cudaError_t gf_cu_row_scale_launch(cudaStream_t s, float *y, const float *sc, const float *x, int n, int k, int acc);
 cudaError_t gf_cu_aug_fwd_launch(cudaStream_t s, float *y, const float *x, const float *u, int n, int c, int h, int w,
                                  unsigned what);
 cudaError_t gf_cu_aug_bwd_launch(cudaStream_t s, float *dx, const float *dy, const float *u, int n, int c, int h,
@@ -410,6 +421,16 @@ size_t gf_cu_bn_parts(const gf_bn_desc *d);
 cudaError_t gf_cu_bn_bwd_launch(cudaStream_t s, float *dx, float *dgamma, float *dbeta, double *part,
                                 const float *dy, const float *y, const float *x, const float *gamma,
                                 const float *mean, const float *rstd, gf_bn_desc d, int acc);
+/* Conditional batchnorm: y = act((x - mean) * gamma[plane] * rstd +
+ * beta[plane]), gamma and beta (n, c); eval as gf_cu_bn_apply_launch. */
+cudaError_t gf_cu_cbn_apply_launch(cudaStream_t s, float *y, const float *x, const float *mean, const float *rstd,
+                                   const float *gamma, const float *beta, gf_bn_desc d, int eval);
+/* Doubles of scratch its backward needs. */
+size_t gf_cu_cbn_parts(const gf_bn_desc *d);
+/* Backward: dgamma, dbeta (n, c) per plane, then dx unless NULL. */
+cudaError_t gf_cu_cbn_bwd_launch(cudaStream_t s, float *dx, float *dgamma, float *dbeta, double *part,
+                                 const float *dy, const float *y, const float *x, const float *gamma,
+                                 const float *mean, const float *rstd, gf_bn_desc d);
 
 /* ---- conv.cu: layouts, precisions and the sub-pixel form ----
  * A "format" is how a conv operand sits in scratch: dtype (f32, bf16, f16)

@@ -862,3 +862,49 @@ extern "C" cudaError_t gf_cu_scaler_update_launch(cudaStream_t s, gf_cu_status *
 	scaler_update_kernel<<<1, 1, 0, s>>>(st);
 	return cudaGetLastError();
 }
+
+/* ==== rows (the projection head): one block per row, fixed-order sums ==== */
+
+static __global__ void row_dot_kernel(float *out, const float *a, const float *b, int k, int acc)
+{
+	size_t r = blockIdx.x;
+	const float *x = a + r * (size_t)k, *y = b + r * (size_t)k;
+	double s = 0;
+	for (int j = threadIdx.x; j < k; j += blockDim.x)
+		s += (double)x[j] * y[j];
+	s = gf_cu_block_sum(s);
+	if (threadIdx.x == 0)
+		out[r] = acc ? out[r] + (float)s : (float)s;
+}
+
+static __global__ void row_scale_kernel(float *y, const float *sc, const float *x, int n, gf_cu_div k, int acc)
+{
+	size_t total = (size_t)n * k.d;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		float v = sc[gf_cu_divq(k, (uint32_t)i)] * x[i];
+		y[i] = acc ? y[i] + v : v;
+	}
+}
+
+extern "C" cudaError_t gf_cu_row_dot_launch(cudaStream_t s, float *out, const float *a, const float *b, int n, int k,
+                                            int acc)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	if (n > 0x7fffffff / 2)
+		return cudaErrorInvalidValue;
+	row_dot_kernel<<<(unsigned)n, k >= 256 ? 256 : 64, 0, s>>>(out, a, b, k, acc);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t gf_cu_row_scale_launch(cudaStream_t s, float *y, const float *sc, const float *x, int n, int k,
+                                              int acc)
+{
+	size_t total = (size_t)n * k;
+	if (!total)
+		return cudaSuccess;
+	if (total >= ((size_t)1 << 31))
+		return cudaErrorInvalidValue;
+	row_scale_kernel<<<gf_cu_grid(total, 4), GF_CU_THREADS, 0, s>>>(y, sc, x, n, gf_cu_div_make((uint32_t)k), acc);
+	return cudaGetLastError();
+}

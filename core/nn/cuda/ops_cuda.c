@@ -483,3 +483,27 @@ int gf_cu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std
 {
 	return rng_op(be, GF_CU_OP_RNG_NORMAL, out, n, mean, std, rng);
 }
+
+/* ---- rows (the projection head) ---- */
+
+int gf_cu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate)
+{
+	gf_cuda *c = gf_cu(be);
+	if (n < 0 || k < 0)
+		return gf_seterr(GF_EPARAM, "row_dot: negative size (%d, %d)", n, k);
+	ENTER(c);
+	SIG(c, GF_CU_OP_ROW_DOT, GF_CU_P(out), GF_CU_P(a), GF_CU_P(b), (uint64_t)n, (uint64_t)k, (uint64_t)accumulate);
+	CU_LAUNCH(gf_cu_row_dot_launch(c->stream, out, a, b, n, k, accumulate));
+	return 0;
+}
+
+int gf_cu_row_scale(gf_backend *be, float *y, const float *s, const float *x, int n, int k, int accumulate)
+{
+	gf_cuda *c = gf_cu(be);
+	if (n < 0 || k < 0)
+		return gf_seterr(GF_EPARAM, "row_scale: negative size (%d, %d)", n, k);
+	ENTER(c);
+	SIG(c, GF_CU_OP_ROW_SCALE, GF_CU_P(y), GF_CU_P(s), GF_CU_P(x), (uint64_t)n, (uint64_t)k, (uint64_t)accumulate);
+	CU_LAUNCH(gf_cu_row_scale_launch(c->stream, y, s, x, n, k, accumulate));
+	return 0;
+}
