@@ -282,6 +282,65 @@ static void expect_error(const char *table, int rc, const char *msg)
 	assert_null(net);
 }
 
+/* ---- ResNet backbones (sngan.lua, biggan.lua) ---- */
+
+/* Parameter counts of the configurations tests/bench/torch_backbones.py
+ * writes with torch.nn from the papers' tables (`torch_backbones.py
+ * counts`), and the shapes, at 32x32x1; sizes 64 and 128 and attention
+ * build with the images they should make. */
+static void test_resnet_backbones(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *code;
+		size_t params;   /* torch_backbones.py counts */
+		int c, h;        /* output image, or 0: D (one value) */
+	} cases[] = {
+		{ "return require('backbones.sngan').G{ ch = 64, channels = 1 }", 367617, 1, 32 },
+		{ "return require('backbones.sngan').D{ ch = 64, channels = 1 }", 263489, 0, 0 },
+		{ "return require('backbones.sngan').G{ ch = 64, channels = 1, classes = 10 }", 374529, 1, 32 },
+		{ "return require('backbones.sngan').D{ ch = 64, channels = 1, classes = 10 }", 264129, 0, 0 },
+		{ "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }", 392705, 1, 32 },
+		{ "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 264129, 0, 0 },
+		{ "return require('backbones.sngan').G{ ch = 4, size = 64, attention = 32 }", 0, 3, 64 },
+		{ "return require('backbones.sngan').D{ ch = 4, size = 64, attention = 32, augment = 'translation' }", 0, 0, 0 },
+		{ "return require('backbones.biggan').G{ ch = 2, size = 128, classes = 5 }", 0, 3, 128 },
+		{ "return require('backbones.biggan').D{ ch = 2, size = 128, classes = 5 }", 0, 0, 0 },
+		{ "return require('backbones.biggan').G{ ch = 2, size = 64, classes = 0 }", 0, 3, 64 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gf_net *n = build(cases[i].code, 2);
+		size_t np;
+		gf_net_block(n, GF_PARAMS, &np);
+		if (cases[i].params && np != cases[i].params) {
+			fprintf(stderr, "%s: %zu parameters, PyTorch's network has %zu\n", cases[i].code, np, cases[i].params);
+			fail();
+		}
+		gf_tensor out = run(n, 2);
+		if (cases[i].c) {
+			assert_int_equal(out.ndim, 4);
+			assert_int_equal(out.shape[1], cases[i].c);
+			assert_int_equal(out.shape[2], cases[i].h);
+			assert_int_equal(out.shape[3], cases[i].h);
+		} else {
+			assert_int_equal(gf_tensor_numel(&out), 2);
+		}
+		gf_net_destroy(n);
+	}
+	/* the self-attention is where it was asked for, and only once in D */
+	gf_net *g = build("return require('backbones.biggan').G{ ch = 2, size = 128, classes = 5 }", 1);
+	const gf_view *gamma = view(g, GF_PARAMS, "attn.gamma");
+	assert_non_null(gamma);
+	gf_net_destroy(g);
+	gf_value v;
+	assert_int_equal(gf_lua_eval("return require('backbones.biggan').G{ z = 100, size = 32 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "z = 100 must split into 4 equal chunks"));
+	assert_int_equal(gf_lua_eval("return require('backbones.sngan').D{ size = 48 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "size must be 32, 64 or 128"));
+	assert_int_equal(gf_lua_eval("return require('backbones.sngan').G{ width = 3 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "unknown option 'width'"));
+}
+
 static void test_bad_tables(void **state)
 {
 	(void)state;
@@ -411,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_classifier),
 		cmocka_unit_test(test_fusion),
 		cmocka_unit_test(test_init),
+		cmocka_unit_test(test_resnet_backbones),
 		cmocka_unit_test(test_bad_tables),
 		cmocka_unit_test(test_aliases),
 	};

@@ -8,3 +8,8 @@ add_executable(bench_layers ${CMAKE_CURRENT_LIST_DIR}/bench_layers.c)
 target_link_libraries(bench_layers PRIVATE ganflow m)
 set_target_properties(bench_layers PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+# tests/bench/run backbone_step: SNGAN/BigGAN iterations vs PyTorch (torch_backbones.py)
+add_executable(bench_backbone_step ${CMAKE_CURRENT_LIST_DIR}/bench_backbone_step.c)
+target_link_libraries(bench_backbone_step PRIVATE ganflow PkgConfig::OPENBLAS m)
+set_target_properties(bench_backbone_step PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

@@ -1,0 +1,290 @@
+/* tests/bench/run backbone_step: full GAN iterations of the ResNet
+ * backbones (n_dis D steps on a real and a fake batch, then one G step
+ * through D; hinge loss; Adam) on the nn engine's CPU backend, against the
+ * same networks written layer by layer in PyTorch 1.13 CPU
+ * (tests/bench/torch_backbones.py) in the same run:
+ *
+ *   sngan        SNGAN 32x32x1, G ch 64 / D ch 64, n_dis 5 (sngan_fashion's CPU config)
+ *   sngan_cond   the same with cBN in G and the projection D (classes = 10)
+ *   biggan       BigGAN 32x32x1, ch 16, classes 10, n_dis 4 (biggan_fashion's CPU config)
+ *
+ * batch 64, 2 threads (the peer with OMP_NUM_THREADS and torch threads
+ * equal). Prints images/s of each side (the best of `repeat` timings of
+ * `iters` iterations), the FLOPs one iteration executes, the achieved
+ * GFLOP/s and OpenBLAS's SGEMM GFLOP/s (1024^3, same threads) measured in
+ * the same run; last line "backbone_step: worst_ratio=X target=1.3".
+ *
+ * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan] [peer=1]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include <ganflow/err.h>
+#include <ganflow/lua.h>
+#include <ganflow/nn.h>
+
+struct row {
+	const char *name, *what, *g, *d;
+	int z, classes, n_dis;
+};
+
+static const struct row rows[] = {
+	{ "sngan", "SNGAN 32x32x1 ch 64/64, n_dis 5", "return require('backbones.sngan').G{ ch = 64, channels = 1 }",
+	  "return require('backbones.sngan').D{ ch = 64, channels = 1 }", 128, 0, 5 },
+	{ "sngan_cond", "SNGAN + cBN/projection, 10 classes",
+	  "return require('backbones.sngan').G{ ch = 64, channels = 1, classes = 10 }",
+	  "return require('backbones.sngan').D{ ch = 64, channels = 1, classes = 10 }", 128, 10, 5 },
+	{ "biggan", "BigGAN 32x32x1 ch 16, n_dis 4",
+	  "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }",
+	  "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 128, 10, 4 },
+};
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int arg(const char *a, const char *key, const char **v)
+{
+	size_t n = strlen(key);
+	if (strncmp(a, key, n) || a[n] != '=')
+		return 0;
+	*v = a + n + 1;
+	return 1;
+}
+
+#define CHECK(what, call)                                                                     \
+	do {                                                                                      \
+		int rc_ = (call);                                                                     \
+		if (rc_) {                                                                            \
+			fprintf(stderr, "bench_backbone_step: %s: %s (%d)\n", what, gf_errmsg(), rc_);    \
+			exit(1);                                                                          \
+		}                                                                                     \
+	} while (0)
+
+static gf_net *build(gf_backend *be, const char *code, int batch, uint64_t seed)
+{
+	gf_value t;
+	CHECK(code, gf_lua_eval(code, &t));
+	gf_net_opts o = { .max_batch = batch };
+	gf_net *net;
+	CHECK(code, gf_net_create(&net, be, &t, &o));
+	gf_value_free(&t);
+	gf_rng r;
+	gf_rng_init(&r, seed, 0);
+	CHECK("init", gf_net_init(net, &r));
+	return net;
+}
+
+struct gan {
+	gf_backend *be;
+	gf_net *g, *d;
+	gf_optim *og, *od;
+	const struct row *r;
+	int batch;
+	float *z, *real, *dpred;
+	int32_t *labels;
+	gf_rng noise;
+};
+
+static void d_half(struct gan *s, const gf_tensor *x, const gf_tensor *lab, float target, unsigned acc)
+{
+	gf_tensor out;
+	float l;
+	CHECK("D forward", gf_net_forward(s->d, x, lab, GF_TRAIN));
+	gf_net_output(s->d, &out);
+	CHECK("D loss", gf_loss(s->be, GF_LOSS_HINGE_D, &l, s->dpred, &out, NULL, target, 0.5f));
+	CHECK("D backward", gf_net_backward(s->d, s->dpred, GF_NEED_DW | acc));
+}
+
+static void iteration(struct gan *s)
+{
+	int B = s->batch;
+	int64_t zs[2] = { B, s->r->z }, ls[1] = { B }, xs[4] = { B, 1, 32, 32 };
+	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs), lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
+	gf_tensor real = gf_tensor_make(s->real, GF_F32, 4, xs), fake, out, dfake;
+	const gf_tensor *l = s->r->classes ? &lab : NULL;
+	for (int k = 0; k < s->r->n_dis; k++) {
+		gf_rng_normal(&s->noise, s->z, (size_t)B * s->r->z, 0, 1);
+		CHECK("G forward", gf_net_forward(s->g, &z, l, GF_TRAIN));
+		gf_net_output(s->g, &fake);
+		d_half(s, &real, l, 1.0f, 0);
+		d_half(s, &fake, l, -1.0f, GF_ACCUMULATE);
+		CHECK("D step", gf_optim_step(s->od));
+	}
+	gf_rng_normal(&s->noise, s->z, (size_t)B * s->r->z, 0, 1);
+	CHECK("G forward", gf_net_forward(s->g, &z, l, GF_TRAIN));
+	gf_net_output(s->g, &fake);
+	CHECK("D forward (G step)", gf_net_forward(s->d, &fake, l, GF_TRAIN | GF_FREEZE_STATS));
+	gf_net_output(s->d, &out);
+	float loss;
+	CHECK("G loss", gf_loss(s->be, GF_LOSS_HINGE_G, &loss, s->dpred, &out, NULL, 1.0f, 1.0f));
+	CHECK("D backward (G step)", gf_net_backward(s->d, s->dpred, GF_NEED_DX));
+	gf_net_dx(s->d, &dfake);
+	CHECK("G backward", gf_net_backward(s->g, dfake.data, GF_NEED_DW));
+	CHECK("G step", gf_optim_step(s->og));
+	CHECK("sync", s->be->ops->sync(s->be));
+}
+
+/* FLOPs of one iteration as executed: n_dis (G forward + 2 D forward and
+ * weight-gradient backward) + G forward + D forward and input backward +
+ * G backward. */
+static double iter_flops(const struct gan *s)
+{
+	double gf, gb, df, dbw, dbx;
+	int B = s->batch;
+	gf_net_flops(s->g, B, 0, NULL, &gf);
+	gf_net_flops(s->g, B, GF_NEED_DW, NULL, &gb);
+	gf_net_flops(s->d, B, 0, NULL, &df);
+	gf_net_flops(s->d, B, GF_NEED_DW, NULL, &dbw);
+	gf_net_flops(s->d, B, GF_NEED_DX, NULL, &dbx);
+	return s->r->n_dis * (gf + 2 * (df + dbw)) + gf + df + dbx + gb;
+}
+
+static double engine(gf_backend *be, const struct row *r, int batch, int iters, int repeat, double *flops)
+{
+	struct gan s = { .be = be, .r = r, .batch = batch };
+	s.g = build(be, r->g, batch, 1);
+	s.d = build(be, r->d, batch, 2);
+	gf_optim_conf oc;
+	gf_optim_defaults(&oc, GF_OPT_ADAM);
+	oc.lr = 2e-4f, oc.beta1 = 0.0f, oc.beta2 = 0.9f;
+	CHECK("optim", gf_optim_create(&s.og, s.g, &oc));
+	CHECK("optim", gf_optim_create(&s.od, s.d, &oc));
+	s.z = malloc((size_t)batch * r->z * sizeof(float));
+	s.real = malloc((size_t)batch * 1024 * sizeof(float));
+	s.labels = malloc((size_t)batch * sizeof(int32_t));
+	CHECK("alloc", be->ops->alloc(be, (void **)&s.dpred, (size_t)batch * sizeof(float)));
+	gf_rng_init(&s.noise, 3, 0);
+	gf_rng_uniform(&s.noise, s.real, (size_t)batch * 1024, -1, 1);
+	for (int i = 0; i < batch; i++)
+		s.labels[i] = r->classes ? i % r->classes : 0;
+	*flops = iter_flops(&s);
+	iteration(&s); /* warm-up */
+	double best = 0;
+	for (int k = 0; k < repeat; k++) {
+		double t0 = now();
+		for (int i = 0; i < iters; i++)
+			iteration(&s);
+		double ips = (double)iters * batch / (now() - t0);
+		if (ips > best)
+			best = ips;
+	}
+	be->ops->free(be, s.dpred);
+	free(s.z), free(s.real), free(s.labels);
+	gf_optim_destroy(s.og), gf_optim_destroy(s.od);
+	gf_net_destroy(s.g), gf_net_destroy(s.d);
+	return best;
+}
+
+static double peer(const struct row *r, int batch, int iters, int repeat, int threads, char *why, size_t size)
+{
+	const char *src = getenv("GF_SOURCE_DIR");
+	char cmd[2048], buf[1024];
+	snprintf(cmd, sizeof(cmd),
+	         "OMP_NUM_THREADS=%d /usr/bin/python3 %s/tests/bench/torch_backbones.py step %s %d %d %d %d 2>&1", threads,
+	         src ? src : ".", r->name, batch, iters, repeat, threads);
+	FILE *p = popen(cmd, "r");
+	double ips = -1;
+	why[0] = 0;
+	if (!p) {
+		snprintf(why, size, "cannot run the peer");
+		return -1;
+	}
+	while (fgets(buf, sizeof(buf), p))
+		if (sscanf(buf, "images_per_s=%lf", &ips) != 1)
+			snprintf(why, size, "%s", buf);
+	pclose(p);
+	return ips;
+}
+
+static double sgemm_gflops(int threads)
+{
+	int n = 1024;
+	float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+	gf_rng r;
+	gf_rng_init(&r, 7, 1);
+	gf_rng_uniform(&r, a, (size_t)n * n, -1, 1);
+	gf_rng_uniform(&r, b, (size_t)n * n, -1, 1);
+	openblas_set_num_threads(threads);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+	int it = 0;
+	double t0 = now(), t;
+	do {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+		it++;
+		t = now() - t0;
+	} while (t < 0.5);
+	free(a), free(b), free(c);
+	return 2.0 * n * n * (double)n * it / t * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	int batch = 64, iters = 3, repeat = 2, threads = 2, use_peer = 1;
+	const char *want = "sngan,sngan_cond,biggan";
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+		if (arg(argv[i], "batch", &v)) batch = atoi(v);
+		else if (arg(argv[i], "iters", &v)) iters = atoi(v);
+		else if (arg(argv[i], "repeat", &v)) repeat = atoi(v);
+		else if (arg(argv[i], "threads", &v)) threads = atoi(v);
+		else if (arg(argv[i], "rows", &v)) want = v;
+		else if (arg(argv[i], "peer", &v)) use_peer = atoi(v);
+		else {
+			fprintf(stderr, "usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] "
+			                "[rows=sngan,sngan_cond,biggan] [peer=1]\n");
+			return 2;
+		}
+	}
+	if (batch < 1 || iters < 1 || repeat < 1 || threads < 1) {
+		fprintf(stderr, "bench_backbone_step: batch, iters, repeat and threads must be >= 1\n");
+		return 2;
+	}
+	gf_backend_opts bo = { .threads = threads };
+	gf_backend *be;
+	CHECK("cpu backend", gf_backend_open("cpu", &bo, &be));
+	printf("full GAN iterations (n_dis D steps + 1 G step), batch %d, %d threads, best of %d x %d iterations\n", batch,
+	       threads, repeat, iters);
+	printf("%-11s %-36s %10s %10s %7s %12s %8s\n", "row", "networks", "ganflow", "torch", "ratio", "GFLOP/iter",
+	       "GFLOP/s");
+	double worst = 1e30;
+	int measured = 0;
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+		const struct row *r = &rows[k];
+		const char *at = strstr(want, r->name);
+		size_t n = strlen(r->name);
+		if (!at || (at != want && at[-1] != ',') || (at[n] && at[n] != ','))
+			continue;
+		double flops, ours = engine(be, r, batch, iters, repeat, &flops), theirs = -1;
+		char why[1024] = "peer=0";
+		if (use_peer)
+			theirs = peer(r, batch, iters, repeat, threads, why, sizeof(why));
+		double gflops = flops * ours / batch * 1e-9;
+		if (theirs <= 0) {
+			printf("%-11s %-36s %8.1f/s %10s %7s %12.2f %8.1f  (%s)\n", r->name, r->what, ours, "-", "-", flops * 1e-9,
+			       gflops, why);
+			continue;
+		}
+		double ratio = ours / theirs;
+		printf("%-11s %-36s %8.1f/s %8.1f/s %6.2fx %12.2f %8.1f\n", r->name, r->what, ours, theirs, ratio,
+		       flops * 1e-9, gflops);
+		if (ratio < worst)
+			worst = ratio;
+		measured++;
+	}
+	gf_backend_close(be);
+	printf("OpenBLAS SGEMM 1024^3, %d threads: %.1f GFLOP/s (the ceiling)\n", threads, sgemm_gflops(threads));
+	if (!measured) {
+		printf("backbone_step: worst_ratio=nan target=1.3 (no PyTorch figure)\n");
+		return use_peer ? 1 : 0;
+	}
+	printf("backbone_step: worst_ratio=%.2f target=1.3\n", worst);
+	return 0;
+}
