@@ -258,7 +258,7 @@ static void print_summary(const char *out, const gf_convert_stats *st)
 	human_bytes(b, sizeof(b), (double)st->payload_bytes);
 	printf("%s: %" PRIu64 " records in %u shard%s, %s of payload, %.1f s", out, st->records, st->shards,
 	       st->shards == 1 ? "" : "s", b, st->seconds);
-	if (st->skipped)
+	if (st->skipped && !(st->bad_size + st->bad_missing + st->bad_unreadable))
 		printf(", %" PRIu64 " unreadable inputs skipped", st->skipped);
 	if (st->ignored)
 		printf(", %" PRIu64 " non-image files ignored", st->ignored);
