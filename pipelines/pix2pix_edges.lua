@@ -31,6 +31,8 @@ local opt = gf.args {
   n_layers = 3,        -- PatchGAN depth (3: 70x70 receptive field)
   norm = "batch",      -- "batch" or "instance"
   flip = false,        -- random horizontal flips of the pairs (both halves alike)
+  mode = "sync",       -- "sync" (alternating G/D) or "async" (ParaGAN: fake cache, bounded staleness)
+  staleness = 4,       -- async: D weights every k iterations; fakes at most k iterations stale
   samples = 250,       -- sample grid every this many steps
   rows = 8,            -- pairs in the grid
   log = 50,            -- metrics line every this many steps
@@ -57,15 +59,23 @@ end
 
 local real = pairs_of("", opt.data, opt.batch, false)
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, rows = opt.rows, cols = 3 }
+local sync = opt.mode == "sync"
+assert(sync or opt.mode == "async", "mode must be \"sync\" or \"async\"")
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce_logits", max_batch = opt.batch,
-                              precision = opt.precision }
+                              mode = opt.mode, staleness = opt.staleness, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = "bce_logits",
-                              paired = true, l1 = opt.l1, publish_every = out.publish, precision = opt.precision }
+                              paired = true, l1 = opt.l1, mode = opt.mode, publish_every = out.publish,
+                              precision = opt.precision }
 
 gf.connect(real.batch, d.real)
 gf.connect(real.batch, g.real)                    -- G steps on the same (A, B) batches as D
-gf.connect(g.fakes, d.fakes, { depth = 1 })       -- synchronous: one batch of fakes in flight
-gf.connect(d.weights, g.d_weights, { depth = 1 }) -- and one set of D weights
+if sync then
+  gf.connect(g.fakes, d.fakes, { depth = 1 })       -- synchronous: one batch of fakes in flight
+  gf.connect(d.weights, g.d_weights, { depth = 1 }) -- and one set of D weights
+else
+  gf.connect(g.fakes, d.fakes, { capacity = 16 })   -- the fake cache in flight, adaptive depth
+  gf.connect(d.weights, g.d_weights, { capacity = 4 })
+end
 gan.attach(out, g, d)
 
 -- the grid's fixed pairs: the first `rows` test pairs, read once

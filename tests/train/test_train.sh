@@ -335,6 +335,11 @@ pix2pix)
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
   check "[ $? -eq 0 ]" "pix2pix N + resume + N differs from 2N: $(cat "$T/cmp.log")"
   check "grep -q 'tensors identical' '$T/cmp.log'" "nothing compared"
+  # the asynchronous edges work for pix2pix too (D reuses cached (A, G(A)) batches)
+  p2p "$T/y" steps=$n mode=async
+  check "[ $? -eq 0 ]" "async pix2pix run failed: $(tail -3 "$T/y.log")"
+  check "grep -q '\"staleness\":[0-9]' '$T/y/metrics.jsonl' && grep -q '\"l1_g\":[0-9]' '$T/y/metrics.jsonl'" \
+    "async pix2pix should record staleness and l1_g"
   ;;
 plot)
   run dcgan_fashion "$T/r" steps=40 log=5 samples=1000
