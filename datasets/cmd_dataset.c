@@ -332,7 +332,12 @@ static int cmd_paired(args *a)
 	const char *dir = opt(a, "direction", "AtoB");
 	if (check_unused(a, CONVERT_KEYS " direction=AtoB|BtoA"))
 		return 2;
-	if (a->npos != 2 || (strcmp(dir, "AtoB") && strcmp(dir, "BtoA"))) {
+	if (strcmp(dir, "AtoB") && strcmp(dir, "BtoA")) {
+		gf_log(GF_LOG_ERROR, "dataset paired: direction=%s: expected AtoB (A is the left half / folder A) or BtoA",
+		       dir);
+		return 2;
+	}
+	if (a->npos != 2) {
 		fprintf(stderr, "usage: ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [%s]\n"
 		                "  SRC: a folder of AB images (A left, B right), or a folder with A/ and B/ sub-folders "
 		                "(images matched by name)\n",
