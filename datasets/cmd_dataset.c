@@ -3,6 +3,8 @@
  *   ganflow dataset fashion-mnist [out=data/fashion-mnist] [force=1]
  *   ganflow dataset idx IMAGES LABELS OUT [options]
  *   ganflow dataset folder DIR OUT [options]
+ *   ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [options]
+ *   ganflow dataset edges2fashion [out=data/edges2fashion] [force=1]
  *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed=]
  *   ganflow dataset info PATH
  *   ganflow dataset verify PATH [workers=N]
@@ -256,11 +258,16 @@ static void print_summary(const char *out, const gf_convert_stats *st)
 	human_bytes(b, sizeof(b), (double)st->payload_bytes);
 	printf("%s: %" PRIu64 " records in %u shard%s, %s of payload, %.1f s", out, st->records, st->shards,
 	       st->shards == 1 ? "" : "s", b, st->seconds);
-	if (st->skipped)
+	if (st->skipped && !(st->bad_size + st->bad_missing + st->bad_unreadable))
 		printf(", %" PRIu64 " unreadable inputs skipped", st->skipped);
 	if (st->ignored)
 		printf(", %" PRIu64 " non-image files ignored", st->ignored);
 	printf("\n");
+	if (st->bad_size + st->bad_missing + st->bad_unreadable)
+		printf("%s: %" PRIu64 " bad pairs skipped (named above): %" PRIu64 " size mismatch, %" PRIu64
+		       " missing partner, %" PRIu64 " unreadable\n",
+		       out, st->bad_size + st->bad_missing + st->bad_unreadable, st->bad_size, st->bad_missing,
+		       st->bad_unreadable);
 }
 
 /* ---- idx / folder / synth ---- */
@@ -311,6 +318,34 @@ static int cmd_folder(args *a)
 	}
 	gf_convert_stats st;
 	int rc = gf_convert_folder(a->pos[0], a->pos[1], &o, &st);
+	if (rc)
+		return fail(a->sub, rc);
+	print_summary(a->pos[1], &st);
+	return 0;
+}
+
+static int cmd_paired(args *a)
+{
+	gf_convert_opts o;
+	if (convert_opts(a, &o))
+		return 2;
+	const char *dir = opt(a, "direction", "AtoB");
+	if (check_unused(a, CONVERT_KEYS " direction=AtoB|BtoA"))
+		return 2;
+	if (strcmp(dir, "AtoB") && strcmp(dir, "BtoA")) {
+		gf_log(GF_LOG_ERROR, "dataset paired: direction=%s: expected AtoB (A is the left half / folder A) or BtoA",
+		       dir);
+		return 2;
+	}
+	if (a->npos != 2) {
+		fprintf(stderr, "usage: ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [%s]\n"
+		                "  SRC: a folder of AB images (A left, B right), or a folder with A/ and B/ sub-folders "
+		                "(images matched by name)\n",
+		        CONVERT_KEYS);
+		return 2;
+	}
+	gf_convert_stats st;
+	int rc = gf_convert_paired(a->pos[0], a->pos[1], &o, !strcmp(dir, "BtoA"), &st);
 	if (rc)
 		return fail(a->sub, rc);
 	print_summary(a->pos[1], &st);
@@ -445,6 +480,69 @@ out:
 	return rc;
 }
 
+/* ---- edges2fashion ---- */
+
+/* 1 when OUT is a complete edges2fashion split of n pairs. */
+static int edges_ok(const char *out, uint64_t n)
+{
+	gf_dataset *ds;
+	if (gf_dataset_open(out, &ds))
+		return 0;
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	gf_record r;
+	int ok = m->count == n && m->nclasses == 10 && m->min_height == 28 && m->max_height == 28 && m->min_width == 56 &&
+	         m->max_width == 56 && gf_dataset_get(ds, 0, &r) == 0 && (r.h.flags & GF_RECORD_PAIR);
+	gf_dataset_close(ds);
+	gf_clearerr();
+	return ok;
+}
+
+static int cmd_edges(args *a)
+{
+	const char *out = opt(a, "out", a->npos ? a->pos[0] : "data/edges2fashion");
+	const char *src = opt(a, "src", FMNIST_SRC);
+	int force;
+	if (bool_opt(a, "force", 0, &force) || check_unused(a, "out=data/edges2fashion src=" FMNIST_SRC " force=1"))
+		return 2;
+	if (a->npos > 1) {
+		fprintf(stderr, "usage: ganflow dataset edges2fashion [out=data/edges2fashion] [src=DIR] [force=1]\n");
+		return 2;
+	}
+	static const struct {
+		const char *split, *images, *labels;
+		uint64_t n;
+	} splits[2] = {
+		{ "train", "train-images-idx3-ubyte", "train-labels-idx1-ubyte", 60000 },
+		{ "test", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 10000 },
+	};
+	int rc = 0;
+	for (int i = 0; i < 2 && !rc; i++) {
+		char *img = find_src(src, splits[i].images), *lab = find_src(src, splits[i].labels), dir[4096];
+		snprintf(dir, sizeof(dir), "%s/%s", out, splits[i].split);
+		if (!img || !lab) {
+			gf_log(GF_LOG_ERROR, "dataset edges2fashion: %s/%s.gz is missing%s", src,
+			       img ? splits[i].labels : splits[i].images,
+			       strcmp(src, FMNIST_SRC) ? "" : " (apt-get install " FMNIST_PKG ", or give src=DIR)");
+			rc = 1;
+		} else if (!force && edges_ok(dir, splits[i].n)) {
+			printf("%s: up to date (%" PRIu64 " pairs; force=1 rebuilds)\n", dir, splits[i].n);
+		} else {
+			gf_convert_opts o;
+			gf_convert_defaults(&o);
+			o.overwrite = 1;
+			o.what = splits[i].split;
+			gf_convert_stats st;
+			if ((rc = gf_convert_edges(img, lab, dir, &o, fmnist_classes, 10, &st)))
+				rc = fail(a->sub, rc);
+			else
+				print_summary(dir, &st);
+		}
+		free(img);
+		free(lab);
+	}
+	return rc;
+}
+
 /* ---- info ---- */
 
 static int cmd_info(args *a)
@@ -489,6 +587,9 @@ static int cmd_info(args *a)
 	                              : first.h.flags & GF_RECORD_CRC32C
 	                                    ? "CRC-32C of every payload (checked by lmdb_reader and verify)"
 	                                    : "none (written before records carried a CRC-32C; they still read)");
+	if (m->count && gf_dataset_get(ds, 0, &first) == 0 && (first.h.flags & GF_RECORD_PAIR))
+		printf("pairs      A | B side by side (each half %u pixels wide; jpeg_decode paired = true)\n",
+		       first.h.width / 2);
 	gf_clearerr();
 	printf("classes    %u%s\n", m->nclasses, m->nclasses ? "" : " (unlabelled)");
 	if (m->nclasses) {
@@ -790,6 +891,8 @@ static void usage(FILE *f)
 	           "  fashion-mnist [out=data/fashion-mnist] [force=1]   convert Debian's Fashion-MNIST (train, test)\n"
 	           "  idx IMAGES LABELS OUT [options]                    convert IDX files (MNIST layout, .gz or not)\n"
 	           "  folder DIR OUT [options]                           convert DIR/<class>/<image> (JPEG, PNG)\n"
+	           "  paired SRC OUT [direction=AtoB|BtoA] [options]     pix2pix pairs: AB images, or A/ and B/ folders\n"
+	           "  edges2fashion [out=data/edges2fashion] [force=1]   (edge map, image) pairs from Fashion-MNIST\n"
 	           "  synth OUT count=N [width= height= quality= ...]    ImageNet-like JPEG benchmark data\n"
 	           "  info PATH                                          counts, classes, encodings, sizes\n"
 	           "  verify PATH [workers=N]                            decode every record, report bad ones\n"
@@ -810,6 +913,7 @@ int gf_cmd_dataset(int argc, char **argv)
 	} subs[] = {
 		{ "fashion-mnist", cmd_fmnist }, { "idx", cmd_idx },       { "folder", cmd_folder }, { "synth", cmd_synth },
 		{ "info", cmd_info },            { "verify", cmd_verify }, { "export", cmd_export },
+		{ "paired", cmd_paired },        { "edges2fashion", cmd_edges },
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (strcmp(argv[1], subs[i].name))

@@ -313,7 +313,7 @@ static void idx_produce(void *p, uint64_t i, worker_state *ws, item *it)
 }
 
 /* Parses an IDX header: magic 0 0 0x08 ndim, then ndim big-endian u32. */
-static int idx_parse(const char *path, const uint8_t *b, size_t len, int ndim, uint32_t *dims)
+int gf_idx_parse(const char *path, const uint8_t *b, size_t len, int ndim, uint32_t *dims)
 {
 	if (len < 4 || b[0] || b[1])
 		return gf_seterr(GF_ECORRUPT, "%s: not an IDX file (bad magic)", path);
@@ -347,7 +347,7 @@ int gf_convert_idx(const char *images, const char *labels, const char *out, cons
 	int rc;
 	if ((rc = gf_read_file(images, 1, &ib, &il)) || (rc = gf_read_file(labels, 1, &lb, &ll)))
 		goto out;
-	if ((rc = idx_parse(images, ib, il, 3, idim)) || (rc = idx_parse(labels, lb, ll, 1, ldim)))
+	if ((rc = gf_idx_parse(images, ib, il, 3, idim)) || (rc = gf_idx_parse(labels, lb, ll, 1, ldim)))
 		goto out;
 	if (idim[0] != ldim[0]) {
 		rc = gf_seterr(GF_ECORRUPT, "%s holds %u images but %s holds %u labels", images, idim[0], labels, ldim[0]);

@@ -42,6 +42,9 @@ typedef struct gf_convert_stats {
 	uint64_t skipped;        /* unreadable inputs */
 	uint64_t ignored;        /* files without an image extension (folder) */
 	uint64_t payload_bytes;
+	uint64_t bad_size;       /* paired: halves of different sizes (or an odd AB width) */
+	uint64_t bad_missing;    /* paired: a file of A/ without its partner in B/, or the reverse */
+	uint64_t bad_unreadable; /* paired: A, B or the AB image cannot be decoded */
 	uint32_t shards;
 	double seconds;
 } gf_convert_stats;
@@ -85,6 +88,38 @@ int gf_image_file_decode(gf_decoder *d, const uint8_t *buf, size_t len, int chan
  * as they are) into a malloc'ed buffer. Returns 0 or -errno / GF_ECORRUPT
  * naming the path. */
 int gf_read_file(const char *path, int gunzip, uint8_t **buf, size_t *len);
+
+/* Checks an IDX header (magic, unsigned bytes, ndim dimensions, data
+ * length) and reads its dimensions into dims. Returns 0 or GF_ECORRUPT
+ * naming path. */
+int gf_idx_parse(const char *path, const uint8_t *b, size_t len, int ndim, uint32_t *dims);
+
+/* ---- paired data (pix2pix; datasets/paired.c) ----
+ *
+ * Records flagged GF_RECORD_PAIR: one image holding A (left half) and B
+ * (right half), of the same size and channels, unlabelled (paired) or with
+ * the source's labels (edges2fashion). Bad pairs are skipped, each named in
+ * a warning and counted by kind in the stats (bad_size, bad_missing,
+ * bad_unreadable; skipped is their sum): never silently dropped. */
+
+/* src is either a folder of AB images (A left, B right: facades, maps,
+ * edges2shoes), or a folder holding sub-folders A/ and B/ whose images are
+ * matched by file name without its extension (A/12.png with B/12.jpg).
+ * btoa swaps the halves (direction = BtoA: B is the network's input). The
+ * converter options apply per half (resize = the size of A and of B).
+ * Records keep the source's order (sorted file names). Returns 0 or an
+ * error naming the file at fault; no pair at all is GF_ENOTFOUND. */
+int gf_convert_paired(const char *src, const char *out, const gf_convert_opts *o, int btoa, gf_convert_stats *st);
+
+/* (edge map, image) pairs from IDX images (Fashion-MNIST): A is the edge
+ * map of the image (gf_edge_map), B the image; labels kept. */
+int gf_convert_edges(const char *images, const char *labels, const char *out, const gf_convert_opts *o,
+                     const char *const *class_names, uint32_t nclasses, gf_convert_stats *st);
+
+/* The edge map of a gray image (w x h u8) into edges (w x h): Sobel
+ * gradient magnitude (borders replicated) above `threshold` drawn black (0)
+ * on white (255), as the line drawings of edges2shoes. */
+void gf_edge_map(uint8_t *edges, const uint8_t *gray, int w, int h, double threshold);
 
 /* Writes u8 HWC pixels as a PNG file (for export). */
 int gf_png_save(const char *path, const uint8_t *pix, int w, int h, int c);

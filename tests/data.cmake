@@ -13,6 +13,11 @@ gf_add_test(test_convert
   LIBS ganflow_convert ZLIB::ZLIB
   LABELS data
   TIMEOUT 300)
+gf_add_test(test_paired
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_paired.c
+  LIBS ganflow_convert
+  LABELS data
+  TIMEOUT 60)
 gf_add_test(test_decode
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_decode.c
   LABELS data

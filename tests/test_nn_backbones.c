@@ -63,6 +63,94 @@ static gf_tensor run(gf_net *net, int batch)
 	return out;
 }
 
+/* ---- pix2pix ---- */
+
+/* Parameters of the built network (the PARAMS block: what PyTorch's
+ * parameters() counts; running statistics are buffers in both). */
+static size_t nparams(gf_net *net)
+{
+	size_t n;
+	gf_net_block(net, GF_PARAMS, &n);
+	return n;
+}
+
+/* U-Net G and PatchGAN D of luaconf/backbones/pix2pix.lua against the same
+ * networks built in PyTorch 1.13 (tests/ref/pix2pix_counts.py: counts and
+ * output shapes), at 32 x 32 gray (5 downsamplings, the pipeline's size)
+ * and 256 x 256 RGB (8, the paper's), batch and instance norm. */
+static void test_pix2pix(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *code;
+		size_t params;      /* tests/ref/pix2pix_counts.py */
+		int64_t out[3];
+		int forward;        /* run a forward at batch 2 (the 32 x 32 ones) */
+	} cases[] = {
+		{ "return require('backbones.pix2pix').G{ size = 32, channels = 1 }", 16652929, { 1, 32, 32 }, 1 },
+		{ "return require('backbones.pix2pix').G{ size = 256, channels = 3 }", 54413955, { 3, 256, 256 }, 0 },
+		{ "return require('backbones.pix2pix').G{ size = 256, channels = 3, norm = 'instance' }", 54409603,
+		  { 3, 256, 256 }, 0 },
+		{ "return require('backbones.pix2pix').D{ size = 32, channels = 1 }", 2764609, { 1, 2, 2 }, 1 },
+		{ "return require('backbones.pix2pix').D{ size = 256, channels = 3 }", 2768705, { 1, 30, 30 }, 0 },
+		{ "return require('backbones.pix2pix').D{ size = 256, channels = 3, norm = 'instance' }", 2767809,
+		  { 1, 30, 30 }, 0 },
+		{ "return require('backbones.pix2pix').D{ size = 256, channels = 3, n_layers = 2 }", 666433, { 1, 62, 62 },
+		  0 },
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		gf_net *net = build(cases[k].code, 2);
+		gf_tensor in, out;
+		gf_net_shapes(net, &in, &out);
+		assert_int_equal(out.ndim, 4);
+		for (int d = 0; d < 3; d++)
+			assert_int_equal(out.shape[d + 1], cases[k].out[d]);
+		assert_int_equal(nparams(net), cases[k].params);
+		if (cases[k].forward) {
+			gf_tensor o = run(net, 2);
+			assert_int_equal(o.shape[0], 2);
+			assert_int_equal(o.shape[1], cases[k].out[0]);
+			assert_int_equal(o.shape[3], cases[k].out[2]);
+		}
+		gf_net_destroy(net);
+	}
+	/* the skips double the decoder's inputs: transposed convs (in, out, 4, 4)
+	 * of 512 (bottleneck) -> 256, 2 x 256 -> 256... at 32 x 32: 1024 -> 256,
+	 * 512 -> 128, 256 -> 64 and the last 128 -> 1 */
+	gf_net *g = build("return require('backbones.pix2pix').G{ size = 32, channels = 1 }", 1);
+	static const int64_t ups[][2] = { { 512, 256 }, { 1024, 256 }, { 512, 128 }, { 256, 64 }, { 128, 1 } };
+	for (int k = 0; k < 5; k++) {
+		size_t nv;
+		const gf_view *v = gf_net_views(g, GF_PARAMS, &nv);
+		int found = 0;
+		for (size_t i = 0; i < nv; i++)
+			found |= v[i].ndim == 4 && v[i].shape[0] == ups[k][0] && v[i].shape[1] == ups[k][1] &&
+			         v[i].shape[2] == 4 && strstr(v[i].name, "weight") != NULL;
+		if (!found)
+			fail_msg("no transposed conv %lld -> %lld", (long long)ups[k][0], (long long)ups[k][1]);
+	}
+	gf_net_destroy(g);
+	/* receptive field of the PatchGAN */
+	gf_value rf = nn_lua("return { require('backbones.pix2pix').receptive_field(3), "
+	                     "require('backbones.pix2pix').receptive_field(2) }");
+	int ok;
+	assert_int_equal(gf_value_as_int(gf_value_at(&rf, 0), -1, &ok), 70);
+	assert_int_equal(gf_value_as_int(gf_value_at(&rf, 1), -1, &ok), 34);
+	gf_value_free(&rf);
+	static const char *bad[][2] = {
+		{ "return require('backbones.pix2pix').G{ size = 48 }", "size must be a power of two" },
+		{ "return require('backbones.pix2pix').D{ norm = 'group' }", "norm must be" },
+		{ "return require('backbones.pix2pix').G{ size = 32, depth = 6 }", "depth must be 2 .. 5" },
+		{ "return require('backbones.pix2pix').G{ sise = 32 }", "unknown option 'sise'" },
+	};
+	for (int k = 0; k < 4; k++) {
+		gf_value v;
+		assert_int_not_equal(gf_lua_eval(bad[k][0], &v), 0);
+		if (!strstr(gf_errmsg(), bad[k][1]))
+			fail_msg("'%s': error '%s' lacks '%s'", bad[k][0], gf_errmsg(), bad[k][1]);
+	}
+}
+
 /* ---- shapes ---- */
 
 static void test_dcgan_shapes(void **state)
@@ -473,6 +561,7 @@ int main(void)
 		cmocka_unit_test(test_resnet_backbones),
 		cmocka_unit_test(test_bad_tables),
 		cmocka_unit_test(test_aliases),
+		cmocka_unit_test(test_pix2pix),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

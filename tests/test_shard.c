@@ -67,7 +67,7 @@ static void test_header_bad(void **st)
 	b[2] = 9;
 	expect_corrupt(b, GF_RECORD_HEADER_SIZE + 4, "version");
 	memcpy(b, v, sizeof(v));
-	b[18] = 2; /* bit 0 is GF_RECORD_CRC32C: bit 1 is unknown */
+	b[18] = 4; /* bit 0 is GF_RECORD_CRC32C, bit 1 GF_RECORD_PAIR: bit 2 is unknown */
 	expect_corrupt(b, GF_RECORD_HEADER_SIZE + 4, "flags");
 	memcpy(b, v, sizeof(v));
 	b[3] = 7;

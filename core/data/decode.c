@@ -452,8 +452,10 @@ static int resample(gf_decoder *d, float *out, const uint8_t *src, size_t stride
 }
 
 /* Smallest DCT scaling factor <= 1 that keeps a window of ww x wh
- * (in full-size pixels) at least ow x oh. */
-static tjscalingfactor pick_scale(int ww, int wh, int ow, int oh)
+ * (in full-size pixels) at least ow x oh. With unit > 0 only factors that
+ * map unit pixels to a whole number of pixels qualify (the half width of a
+ * pair, so both halves stay whole pixels after scaling). */
+static tjscalingfactor pick_scale(int ww, int wh, int ow, int oh, int unit)
 {
 	int n = 0;
 	tjscalingfactor *f = tjGetScalingFactors(&n), best = { 1, 1 };
@@ -462,12 +464,89 @@ static tjscalingfactor pick_scale(int ww, int wh, int ow, int oh)
 		double v = (double)f[i].num / f[i].denom;
 		if (v > 1.0 || v >= bestv)
 			continue;
+		if (unit > 0 && ((long)unit * f[i].num) % f[i].denom)
+			continue;
 		if (floor(ww * v) >= ow && floor(wh * v) >= oh) {
 			best = f[i];
 			bestv = v;
 		}
 	}
 	return best;
+}
+
+/* Where the output comes from in an image of sw x sh full-size pixels:
+ * the crop window and the flip, drawn from rnd. */
+typedef struct window {
+	int x, y, w, h;
+	int flip;
+} window;
+
+static window crop_window(const gf_transform *t, int sw, int sh, int ow, int oh, uint64_t rnd)
+{
+	window win = { 0, 0, sw, sh, 0 };
+	if (t->crop != GF_CROP_NONE && (ow != sw || oh != sh)) {
+		double s = fmax((double)ow / sw, (double)oh / sh);
+		win.w = (int)lround(ow / s);
+		win.h = (int)lround(oh / s);
+		win.w = win.w < 1 ? 1 : win.w > sw ? sw : win.w;
+		win.h = win.h < 1 ? 1 : win.h > sh ? sh : win.h;
+		if (t->crop == GF_CROP_RANDOM) {
+			win.x = (int)((rnd & 0xffffffffu) % (uint64_t)(sw - win.w + 1));
+			win.y = (int)(((rnd >> 32) & 0x7fffffffu) % (uint64_t)(sh - win.h + 1));
+		} else {
+			win.x = (sw - win.w) / 2;
+			win.y = (sh - win.h) / 2;
+		}
+	}
+	win.flip = t->flip && (rnd >> 63);
+	return win;
+}
+
+/* The window of an image of sw x sh full-size pixels, held decoded at
+ * dw x dh (a DCT-scaled JPEG) in src (row stride `stride` bytes, sc
+ * channels), to (oc, oh, ow) normalised floats. */
+static int apply_window(gf_decoder *d, const gf_transform *t, float *out, const uint8_t *src, size_t stride, int sw,
+                        int sh, int dw, int dh, int sc, int oc, int oh, int ow, const window *win)
+{
+	if (dw == sw && dh == sh && win->w == ow && win->h == oh) {
+		copy_window(d, out, src, stride, sc, oc, win->x, win->y, oh, ow, win->flip);
+		return 0;
+	}
+	double fx = (double)dw / sw, fy = (double)dh / sh;
+	return resample(d, out, src, stride, dw, dh, sc, oc, win->x * fx, win->y * fy, win->w * fx, win->h * fy, oh, ow,
+	                t->resize, win->flip);
+}
+
+/* Source pixels of a record for output channels oc, decoded at the scale
+ * that keeps window win (of the full-size image or of one half, unit =
+ * that half's width for pairs, 0 otherwise) at least oh x ow. */
+static int source_pixels(gf_decoder *d, const gf_transform *t, const gf_record_header *h, const uint8_t *payload,
+                         const window *win, int oc, int oh, int ow, int unit, const uint8_t **src, int *dw, int *dh,
+                         int *sc)
+{
+	int rc;
+	*dw = (int)h->width;
+	*dh = (int)h->height;
+	if (h->encoding == GF_ENC_JPEG) {
+		int jw, jh;
+		if ((rc = jpeg_check(d, h, payload, &jw, &jh)))
+			return rc;
+		tjscalingfactor f = pick_scale(win->w, win->h, ow, oh, unit);
+		*dw = TJSCALED((int)h->width, f);
+		*dh = TJSCALED((int)h->height, f);
+		*sc = oc; /* TurboJPEG converts to gray / RGB itself */
+		int flags = t->fast ? TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE : 0;
+		if ((rc = jpeg_decode(d, payload, h->payload, *dw, *dh, *sc, flags, t->lenient)))
+			return rc;
+		*src = d->pix;
+		return 0;
+	}
+	if (h->encoding == GF_ENC_RAW) {
+		*src = payload;
+		*sc = (int)h->channels;
+		return 0;
+	}
+	return gf_seterr(GF_ECORRUPT, "unknown encoding %u", h->encoding);
 }
 
 int gf_decode_record(gf_decoder *d, const gf_transform *t, const gf_record_header *h, const uint8_t *payload,
@@ -478,55 +557,43 @@ int gf_decode_record(gf_decoder *d, const gf_transform *t, const gf_record_heade
 		return rc;
 	if ((size_t)oc * oh * ow > out_len)
 		return gf_seterr(GF_ESHAPE, "output buffer of %zu floats too small for %dx%dx%d", out_len, oc, oh, ow);
-	int sw = (int)h->width, sh = (int)h->height;
-	/* crop window in full-size source pixels */
-	int wx = 0, wy = 0, ww = sw, wh = sh;
-	if (t->crop != GF_CROP_NONE && (ow != sw || oh != sh)) {
-		double s = fmax((double)ow / sw, (double)oh / sh);
-		ww = (int)lround(ow / s);
-		wh = (int)lround(oh / s);
-		ww = ww < 1 ? 1 : ww > sw ? sw : ww;
-		wh = wh < 1 ? 1 : wh > sh ? sh : wh;
-		if (t->crop == GF_CROP_RANDOM) {
-			wx = (int)((rnd & 0xffffffffu) % (uint64_t)(sw - ww + 1));
-			wy = (int)(((rnd >> 32) & 0x7fffffffu) % (uint64_t)(sh - wh + 1));
-		} else {
-			wx = (sw - ww) / 2;
-			wy = (sh - wh) / 2;
-		}
-	}
-	int flip = t->flip && (rnd >> 63);
+	int sw = (int)h->width, sh = (int)h->height, dw, dh, sc;
+	window win = crop_window(t, sw, sh, ow, oh, rnd);
 	const uint8_t *src;
-	int dw = sw, dh = sh, sc;
-	if (h->encoding == GF_ENC_JPEG) {
-		int jw, jh;
-		if ((rc = jpeg_check(d, h, payload, &jw, &jh)))
-			return rc;
-		tjscalingfactor f = pick_scale(ww, wh, ow, oh);
-		dw = TJSCALED(sw, f);
-		dh = TJSCALED(sh, f);
-		sc = oc; /* TurboJPEG converts to gray / RGB itself */
-		int flags = t->fast ? TJFLAG_FASTDCT | TJFLAG_FASTUPSAMPLE : 0;
-		if ((rc = jpeg_decode(d, payload, h->payload, dw, dh, sc, flags, t->lenient)))
-			return rc;
-		src = d->pix;
-	} else if (h->encoding == GF_ENC_RAW) {
-		src = payload;
-		sc = (int)h->channels;
-	} else {
-		return gf_seterr(GF_ECORRUPT, "unknown encoding %u", h->encoding);
-	}
+	if ((rc = source_pixels(d, t, h, payload, &win, oc, oh, ow, 0, &src, &dw, &dh, &sc)))
+		return rc;
+	return apply_window(d, t, out, src, (size_t)dw * sc, sw, sh, dw, dh, sc, oc, oh, ow, &win);
+}
+
+int gf_pair_shape(const gf_transform *t, const gf_record_header *h, int *c, int *oh, int *ow)
+{
+	if (!(h->flags & GF_RECORD_PAIR) || h->width % 2)
+		return gf_seterr(GF_EPARAM, "not a pair record (A | B side by side, flag GF_RECORD_PAIR)");
+	gf_record_header half = *h;
+	half.width = h->width / 2;
+	return gf_transform_shape(t, &half, c, oh, ow);
+}
+
+int gf_decode_pair(gf_decoder *d, const gf_transform *t, const gf_record_header *h, const uint8_t *payload,
+                   uint64_t rnd, float *out, size_t out_len)
+{
+	int oc, oh, ow, rc;
+	if ((rc = gf_pair_shape(t, h, &oc, &oh, &ow)))
+		return rc;
+	size_t plane = (size_t)oc * oh * ow;
+	if (2 * plane > out_len)
+		return gf_seterr(GF_ESHAPE, "output buffer of %zu floats too small for a pair of %dx%dx%d", out_len, oc, oh,
+		                 ow);
+	int sw = (int)h->width / 2, sh = (int)h->height, dw, dh, sc;
+	window win = crop_window(t, sw, sh, ow, oh, rnd); /* one window for both halves */
+	const uint8_t *src;
+	if ((rc = source_pixels(d, t, h, payload, &win, oc, oh, ow, sw, &src, &dw, &dh, &sc)))
+		return rc;
+	int half = dw / 2; /* whole pixels: pick_scale kept sw * scale integral */
 	size_t stride = (size_t)dw * sc;
-	if (dw == sw && dh == sh && ww == ow && wh == oh)
-		copy_window(d, out, src, stride, sc, oc, wx, wy, oh, ow, flip);
-	else {
-		double fx = (double)dw / sw, fy = (double)dh / sh;
-		rc = resample(d, out, src, stride, dw, dh, sc, oc, wx * fx, wy * fy, ww * fx, wh * fy, oh, ow, t->resize,
-		              flip);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	if ((rc = apply_window(d, t, out, src, stride, sw, sh, half, dh, sc, oc, oh, ow, &win)))
+		return rc;
+	return apply_window(d, t, out + plane, src + (size_t)half * sc, stride, sw, sh, half, dh, sc, oc, oh, ow, &win);
 }
 
 /* ---- full-size pixels ---- */

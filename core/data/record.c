@@ -44,8 +44,10 @@ static const char *header_problem(const gf_record_header *h)
 		return "raw payload is not height x width x channels bytes";
 	if (h->encoding == GF_ENC_JPEG && h->payload < 4)
 		return "JPEG payload shorter than 4 bytes";
-	if (h->flags & ~GF_RECORD_CRC32C)
+	if (h->flags & ~(GF_RECORD_CRC32C | GF_RECORD_PAIR))
 		return "unknown flags";
+	if ((h->flags & GF_RECORD_PAIR) && h->width % 2)
+		return "a pair record (A | B side by side) of odd width";
 	return NULL;
 }
 
@@ -91,7 +93,7 @@ int gf_record_parse(const void *value, size_t len, gf_record_header *h, const ui
 	if (p[2] != GF_RECORD_VERSION)
 		return gf_seterr(GF_ECORRUPT, "bad header: version %u (this build reads %d)", p[2],
 		                 GF_RECORD_VERSION);
-	if (gf_get_u16(p + 18) & ~GF_RECORD_CRC32C)
+	if (gf_get_u16(p + 18) & ~(GF_RECORD_CRC32C | GF_RECORD_PAIR))
 		return gf_seterr(GF_ECORRUPT, "bad header: unknown flags 0x%04x", gf_get_u16(p + 18));
 	gf_record_header r;
 	r.flags = gf_get_u16(p + 18);

@@ -26,6 +26,17 @@
  * noise draw, so N ranks with batch B train like one process with batch
  * N B. Unconnected, nothing changes. `lr_warmup` ramps the learning rate
  * linearly over the first steps (the scaling manager's warm-up).
+ *
+ * pix2pix (paired = true, docs/train.md): G maps an image A to an image B
+ * instead of noise to an image. Its `real` input takes the same (A, B)
+ * batches d_step gets (the batch stage's output connected to both, a
+ * batch (N, CA + CB, H, W) from jpeg_decode paired = true); each G forward
+ * runs on a batch's A, the fakes d_step gets are (A, G(A)) concatenated
+ * along the channels (what D compares with the real (A, B)), and G's loss
+ * is the adversarial loss of the replica on (A, G(A)) plus
+ * l1 x mean |G(A) - B|. In sync mode G step v and D iteration v see the
+ * same batch, so a resumed run continues exactly from d_step's data
+ * position. G's dropout is its noise (no z).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,7 +49,7 @@
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
-enum { IN_DW, IN_REDUCED };
+enum { IN_DW, IN_REDUCED, IN_REAL };
 enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
 typedef struct gstep {
@@ -60,9 +71,55 @@ typedef struct gstep {
 	float *z;               /* (batch, zdim) */
 	int32_t *labels;        /* (batch) */
 	float *dpred;           /* (batch, outputs of D) device */
+	/* paired (pix2pix) */
+	int paired;
+	float l1;               /* weight of the L1 term */
+	int ca, cb;             /* channels of A and of B (= G's output) */
+	int64_t plane;          /* H x W */
+	gf_tensor gout;         /* G's output shape (batch = max), for the device of our tensors */
+	float *real_dev;        /* (batch, ca + cb, H, W) the (A, B) batch, device */
+	float *a_dev, *b_dev;   /* (batch, ca, H, W), (batch, cb, H, W) device */
+	float *fake_dev;        /* (batch, ca + cb, H, W) (A, G(A)) device */
+	float *dga;             /* (batch, cb, H, W) G's output gradient, device */
+	int32_t *real_labels;   /* (batch) labels of the last (A, B) batch */
+	int nreal;              /* samples in it */
+	double l1_sum;          /* mean L1 of this step's micro-batches */
 } gstep;
 
 /* ---- setup ---- */
+
+/* pix2pix: G takes A (ca, H, W) and gives B (cb, H, W); D takes (A, B)
+ * concatenated (ca + cb, H, W). Allocates the device buffers. */
+static int paired_setup(gstep *s, gf_ctx *ctx, const gf_tensor *gin, const gf_tensor *gout, const gf_tensor *din)
+{
+	char a[96], b[96], c[96];
+	if (!gf_port_edges(ctx, 0, IN_REAL))
+		return gf_fail(ctx, "paired = true needs input 'real' connected to the (A, B) batches d_step gets "
+		                    "(gf.connect(batch.batch, g.real))");
+	if (gin->ndim != 4 || gout->ndim != 4 || din->ndim != 4 || gin->shape[2] != gout->shape[2] ||
+	    gin->shape[3] != gout->shape[3] || din->shape[1] != gin->shape[1] + gout->shape[1] ||
+	    din->shape[2] != gin->shape[2] || din->shape[3] != gin->shape[3])
+		return gf_fail(ctx, "paired = true: G must map an image A (C, H, W) to an image B of the same size and D "
+		                    "take (A, B) concatenated; G takes %s and gives %s, D takes %s",
+		               gf_tensor_shape_str(gin, a, 96), gf_tensor_shape_str(gout, b, 96),
+		               gf_tensor_shape_str(din, c, 96));
+	if (gf_net_classes(s->g))
+		return gf_fail(ctx, "paired = true: G must not take labels");
+	s->ca = (int)gin->shape[1];
+	s->cb = (int)gout->shape[1];
+	s->plane = gin->shape[2] * gin->shape[3];
+	s->gout = *gout;
+	size_t n = (size_t)s->batch * (size_t)s->plane * sizeof(float);
+	gf_backend *be = s->be;
+	if (be->ops->alloc(be, (void **)&s->real_dev, n * (size_t)(s->ca + s->cb)) ||
+	    be->ops->alloc(be, (void **)&s->a_dev, n * (size_t)s->ca) ||
+	    be->ops->alloc(be, (void **)&s->b_dev, n * (size_t)s->cb) ||
+	    be->ops->alloc(be, (void **)&s->fake_dev, n * (size_t)(s->ca + s->cb)) ||
+	    be->ops->alloc(be, (void **)&s->dga, n * (size_t)s->cb) ||
+	    !(s->real_labels = malloc((size_t)s->batch * sizeof(int32_t))))
+		return gf_fail(ctx, "out of memory");
+	return 0;
+}
 
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -99,10 +156,18 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_tensor gin, gout, din, dout;
 	gf_net_shapes(s->g, &gin, &gout);
 	gf_net_shapes(s->d, &din, &dout);
-	if (gin.ndim != 2)
+	s->paired = gf_param_bool(p, "paired");
+	s->l1 = (float)gf_param_num(p, "l1");
+	if (s->paired) {
+		if ((rc = paired_setup(s, ctx, &gin, &gout, &din)))
+			return rc;
+	} else if (gf_port_edges(ctx, 0, IN_REAL)) {
+		return gf_fail(ctx, "input 'real' is connected but paired = false: only a pix2pix G (paired = true) takes "
+		                    "real batches");
+	} else if (gin.ndim != 2)
 		return gf_fail(ctx, "G (net) must take noise vectors (input_shape = {z}), its input is %dd", gin.ndim - 1);
-	s->zdim = (int)gin.shape[1];
-	if (!gf_tensor_same_shape(&gout, &din)) {
+	s->zdim = s->paired ? 0 : (int)gin.shape[1];
+	if (!s->paired && !gf_tensor_same_shape(&gout, &din)) {
 		char a[96], b[96];
 		return gf_fail(ctx, "G's output %s does not match D's input %s (d_net)", gf_tensor_shape_str(&gout, a, 96),
 		               gf_tensor_shape_str(&din, b, 96));
@@ -120,7 +185,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_rng_init(&s->noise, run->seed, gf_train_stream(ctx, "noise"));
 
 	size_t nd = (size_t)gf_tensor_numel(&dout);
-	s->z = malloc((size_t)s->batch * (size_t)s->zdim * sizeof(float));
+	s->z = malloc((size_t)s->batch * (size_t)(s->zdim ? s->zdim : 1) * sizeof(float));
 	s->labels = malloc((size_t)s->batch * sizeof(int32_t));
 	if (!s->z || !s->labels || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)))
 		return gf_fail(ctx, "out of memory");
@@ -134,9 +199,64 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* ---- the loop ---- */
 
+/* A device tensor of G's output's device over data. */
+static gf_tensor dev_tensor(const gstep *s, float *data, int n, int c)
+{
+	gf_tensor t = s->gout;
+	t.shape[0] = n;
+	t.shape[1] = c;
+	t.data = data;
+	return t;
+}
+
+/* pix2pix: the next (A, B) batch to the device, G forward on A (training
+ * mode: dropout is G's noise), (A, G(A)) into fake_dev. */
+static int generate_paired(gstep *s, gf_ctx *ctx)
+{
+	gf_msg *m;
+	int rc = gf_pop(ctx, IN_REAL, &m);
+	if (rc)
+		return rc;
+	const gf_tensor *x = &m->t[0];
+	if (m->ntensors < 1 || x->dtype != GF_F32 || x->ndim != 4 || x->shape[0] < 1 || x->shape[0] > s->batch ||
+	    x->shape[1] != s->ca + s->cb || x->shape[2] * x->shape[3] != s->plane) {
+		char a[96];
+		gf_tensor_shape_str(x, a, 96);
+		gf_msg_release(m);
+		return gf_fail(ctx, "paired = true: real batch %s is not (N <= %d, %d + %d, H, W) as G and D need (is "
+		                    "jpeg_decode paired = true?)",
+		               a, s->batch, s->ca, s->cb);
+	}
+	int n = (int)x->shape[0];
+	size_t cab = (size_t)(s->ca + s->cb) * (size_t)s->plane, ca = (size_t)s->ca * (size_t)s->plane,
+	       cb = (size_t)s->cb * (size_t)s->plane;
+	gf_backend *be = s->be;
+	rc = be->ops->copy(be, s->real_dev, x->data, (size_t)n * cab * sizeof(float), GF_COPY_H2D);
+	for (int i = 0; i < n; i++)
+		s->real_labels[i] = m->ntensors > 1 && m->t[1].dtype == GF_I32 ? ((const int32_t *)m->t[1].data)[i] : -1;
+	gf_msg_release(m);
+	if (!rc)
+		rc = be->ops->copy2d(be, s->a_dev, ca, s->real_dev, cab, (size_t)n, ca, 0);
+	if (!rc)
+		rc = be->ops->copy2d(be, s->b_dev, cb, s->real_dev + ca, cab, (size_t)n, cb, 0);
+	if (rc)
+		return gf_fail(ctx, "step %lld: (A, B) batch to the device: %s", (long long)s->step, gf_errmsg());
+	s->nreal = n;
+	gf_tensor a = dev_tensor(s, s->a_dev, n, s->ca), out;
+	if ((rc = gf_net_forward(s->g, &a, NULL, GF_TRAIN)))
+		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
+	gf_net_output(s->g, &out);
+	rc = be->ops->copy2d(be, s->fake_dev, cab, s->a_dev, ca, (size_t)n, ca, 0);
+	if (!rc)
+		rc = be->ops->copy2d(be, s->fake_dev + ca, cab, out.data, cb, (size_t)n, cb, 0);
+	return rc ? gf_fail(ctx, "step %lld: (A, G(A)): %s", (long long)s->step, gf_errmsg()) : 0;
+}
+
 /* G forward on fresh noise (training mode). */
 static int generate(gstep *s, gf_ctx *ctx)
 {
+	if (s->paired)
+		return generate_paired(s, ctx);
 	int64_t zs[2] = { s->batch, s->zdim }, ls[1] = { s->batch };
 	const gf_run_info *run = gf_ctx_run(ctx);
 	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
@@ -158,11 +278,13 @@ static int push_fakes(gstep *s, gf_ctx *ctx)
 {
 	gf_tensor out;
 	gf_net_output(s->g, &out);
+	if (s->paired)
+		out = dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
 	gf_msg *m;
 	int rc = gf_msg_get(ctx, OUT_FAKES, &m);
 	if (rc)
 		return rc;
-	int64_t ls[1] = { s->batch };
+	int64_t ls[1] = { out.shape[0] };
 	float *x = gf_msg_tensor(m, 0, GF_F32, out.ndim, out.shape);
 	int32_t *lab = gf_msg_tensor(m, 1, GF_I32, 1, ls);
 	if (!x || !lab) {
@@ -173,7 +295,7 @@ static int push_fakes(gstep *s, gf_ctx *ctx)
 		gf_msg_release(m);
 		return gf_fail(ctx, "copying fakes: %s", gf_errmsg());
 	}
-	memcpy(lab, s->labels, (size_t)s->batch * sizeof(int32_t));
+	memcpy(lab, s->paired ? s->real_labels : s->labels, (size_t)ls[0] * sizeof(int32_t));
 	m->version = s->dver;
 	m->step = s->step;
 	m->label = s->cls;
@@ -237,6 +359,25 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
+/* pix2pix: G's output gradient into dga: l1 x d mean|G(A) - B| plus the
+ * G(A) channels of the replica's input gradient dfake (N, ca + cb, H, W). */
+static int paired_grad(gstep *s, gf_ctx *ctx, const gf_tensor *dfake)
+{
+	int n = s->nreal, rc = 0;
+	size_t cab = (size_t)(s->ca + s->cb) * (size_t)s->plane, ca = (size_t)s->ca * (size_t)s->plane,
+	       cb = (size_t)s->cb * (size_t)s->plane;
+	if (s->l1 > 0) {
+		gf_tensor out, b = dev_tensor(s, s->b_dev, n, s->cb);
+		gf_net_output(s->g, &out);
+		float l;
+		if ((rc = gf_trainer_loss(s->tr, s->step, GF_LOSS_L1, &out, &b, 0.0f, s->l1 / (float)s->acc, s->dga, &l)))
+			return rc;
+		s->l1_sum += (double)l / s->l1; /* l carries the weight l1 / accumulate */
+	}
+	rc = s->be->ops->copy2d(s->be, s->dga, cb, (const float *)dfake->data + ca, cab, (size_t)n, cb, s->l1 > 0);
+	return rc ? gf_fail(ctx, "step %lld: G's gradient: %s", (long long)s->step, gf_errmsg()) : 0;
+}
+
 /* One micro-batch: G forward, the replica on the fakes, G's loss, the
  * replica's input gradient and G's backward into G's gradients. */
 static int micro_step(gstep *s, gf_ctx *ctx, int micro, double *loss)
@@ -244,6 +385,8 @@ static int micro_step(gstep *s, gf_ctx *ctx, int micro, double *loss)
 	int64_t ls[1] = { s->batch };
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls), fake, dout, dfake;
 	gf_net_output(s->g, &fake);
+	if (s->paired)
+		fake = dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
 	int rc = gf_net_forward(s->d, &fake, s->classes ? &lab : NULL, GF_TRAIN | GF_FREEZE_STATS);
 	if (rc)
 		return gf_fail(ctx, "step %lld: D replica forward: %s", (long long)s->step, gf_errmsg());
@@ -255,9 +398,11 @@ static int micro_step(gstep *s, gf_ctx *ctx, int micro, double *loss)
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DX)))
 		return gf_fail(ctx, "step %lld: D replica backward: %s", (long long)s->step, gf_errmsg());
 	gf_net_dx(s->d, &dfake);
+	if (s->paired && (rc = paired_grad(s, ctx, &dfake)))
+		return rc;
 	if (micro == s->acc - 1)
 		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
-	if ((rc = gf_net_backward(s->g, dfake.data, GF_NEED_DW | (micro ? GF_ACCUMULATE : 0))))
+	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | (micro ? GF_ACCUMULATE : 0))))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
 		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
@@ -284,6 +429,7 @@ static int gstep_run(void *self, gf_ctx *ctx)
 			break;
 		double loss = 0;
 		int64_t pushed = 0;
+		s->l1_sum = 0;
 		for (int micro = 0; micro < s->acc; micro++) {
 			if ((rc = generate(s, ctx)))
 				return rc;
@@ -310,6 +456,8 @@ static int gstep_run(void *self, gf_ctx *ctx)
 		if (m) {
 			gf_msg_set_scalar(m, "loss_g", loss);
 			gf_msg_set_scalar(m, "grad_norm_g", gnorm);
+			if (s->paired && s->l1 > 0)
+				gf_msg_set_scalar(m, "l1_g", s->l1_sum); /* mean |G(A) - B|, the adversarial part is loss_g */
 			if ((rc = gf_push(ctx, OUT_METRICS, m)))
 				return rc;
 		}
@@ -335,8 +483,11 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 static void gstep_destroy(void *self)
 {
 	gstep *s = self;
-	if (s->dpred)
-		s->be->ops->free(s->be, s->dpred);
+	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga };
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		if (dev[i])
+			s->be->ops->free(s->be, dev[i]);
+	free(s->real_labels);
 	gf_net_destroy(s->d);
 	gf_trainer_destroy(s->tr);
 	gf_labels_destroy(s->draw);
@@ -348,10 +499,11 @@ static void gstep_destroy(void *self)
 static const gf_port_desc inputs[] = {
 	{ "d_weights", "d_weights", 0, "D's weights from d_step, for the replica" },
 	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: acknowledgements of the exchange stage" },
+	{ "real", "batch", GF_PORT_OPTIONAL, "paired = true: the (A, B) batches d_step gets (pix2pix)" },
 };
 
 static const gf_port_desc outputs[] = {
-	{ "fakes", "fakes", 0, "generated images (and their labels) for d_step" },
+	{ "fakes", "fakes", 0, "generated images (and their labels) for d_step; paired: (A, G(A))" },
 	{ "weights", "g_weights", GF_PORT_OPTIONAL, "G's weights every publish_every steps and at the end" },
 	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every steps and at the end" },
@@ -377,6 +529,10 @@ static const gf_param_desc params[] = {
 	{ "publish_every", GF_PARAM_INT, "100", "push G's weights (sample grids, evaluator) every this many steps (0: "
 	                                         "only at the end)", "0.." },
 	{ "lr_warmup", GF_PARAM_INT, "0", "steps over which the learning rate ramps linearly up to opt.lr (0: none)",
+	  "0.." },
+	{ "paired", GF_PARAM_BOOL, "false", "pix2pix: G maps A to B, taken from the (A, B) batches of input 'real'; "
+	                                    "fakes are (A, G(A))", NULL },
+	{ "l1", GF_PARAM_NUM, "100", "paired: weight of mean |G(A) - B| added to G's adversarial loss (0: none)",
 	  "0.." },
 	{ "ema", GF_PARAM_NUM, "0", "decay of an exponential moving average of G's weights (BigGAN: 0.9999; 0 = none): "
 	                            "checkpointed, and what sample grids, the evaluator and ganflow sample use", "0..1" },

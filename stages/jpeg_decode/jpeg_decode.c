@@ -7,6 +7,11 @@
  * as several workers (GF_STAGE_WORKERS): the runtime deals records
  * round-robin and restores their order. Random crops and flips depend on
  * (seed, key, epoch) only, so they do not change with the worker count.
+ * With paired = true every record must be a pair (GF_RECORD_PAIR: A | B
+ * side by side, from `ganflow dataset paired` or `edges2fashion`): both
+ * halves get the same crop, resize and flip and leave as one (2C, H, W)
+ * sample, A's channels first, which is what a pix2pix D takes. A record
+ * that is not a pair (or a pair without paired = true) is a bad record.
  * A bad record (corrupt JPEG, inconsistent header) is counted, named in a
  * warning (shard and key) and pushed back flagged GF_MSG_DROPPED; above
  * max_bad_fraction of the records the instance saw (all workers together)
@@ -86,16 +91,18 @@ typedef struct decoder {
 	uint64_t seed;
 	double max_bad;
 	uint64_t min_seen;
+	int paired;         /* records are A | B pairs: (2C, H, W) samples */
 	uint64_t bad;       /* this worker's */
 	counts *all;        /* every worker's */
 } decoder;
 
 static const gf_port_desc inputs[] = {
-	{ "records", "records", 0, "records from lmdb_reader (t[0] payload, t[1] {encoding, h, w, c})" },
+	{ "records", "records", 0, "records from lmdb_reader (t[0] payload, t[1] {encoding, h, w, c, flags})" },
 };
 
 static const gf_port_desc outputs[] = {
-	{ "samples", "samples", 0, "t[0] f32 (C, H, W) in [-1, 1]; label, key, epoch, pos, source carried over" },
+	{ "samples", "samples", 0, "t[0] f32 (C, H, W) in [-1, 1] (paired: (2C, H, W), A then B); label, key, epoch, pos, source "
+	  "carried over" },
 };
 
 static const gf_param_desc params[] = {
@@ -111,6 +118,8 @@ static const gf_param_desc params[] = {
 	{ "seed", GF_PARAM_INT, "nil", "seed of crops and flips (default: the run seed)", NULL },
 	{ "fast", GF_PARAM_BOOL, "false", "fast (less accurate) IDCT and upsampling", NULL },
 	{ "lenient", GF_PARAM_BOOL, "false", "accept JPEGs that decode with warnings (e.g. truncated)", NULL },
+	{ "paired", GF_PARAM_BOOL, "false", "records are pairs (A | B side by side): both halves get the same crop, "
+	                                    "resize and flip; samples are (2C, H, W), A's channels then B's", NULL },
 	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", "0..1" },
 	{ "min_records", GF_PARAM_INT, "100", "records seen before max_bad_fraction is enforced", "0.." },
 };
@@ -147,6 +156,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	d->t.lenient = gf_param_bool(p, "lenient");
 	d->seed = gf_param_given(p, "seed") ? (uint64_t)gf_param_int(p, "seed") : gf_ctx_run(ctx)->seed;
 	d->max_bad = gf_param_num(p, "max_bad_fraction");
+	d->paired = gf_param_bool(p, "paired");
 	d->min_seen = (uint64_t)gf_param_int(p, "min_records"); /* 0 and 1 alike: nothing is judged before a record */
 	return 0;
 }
@@ -155,15 +165,16 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 static const char *message_header(const gf_msg *m, gf_record_header *h)
 {
 	if (m->ntensors < 2 || m->t[0].dtype != GF_U8 || m->t[0].ndim != 1 || m->t[1].dtype != GF_I32 ||
-	    m->t[1].ndim != 1 || m->t[1].shape[0] != 4)
-		return "not a record message (t[0] u8 payload, t[1] i32 {encoding, h, w, c})";
+	    m->t[1].ndim != 1 || (m->t[1].shape[0] != 4 && m->t[1].shape[0] != 5))
+		return "not a record message (t[0] u8 payload, t[1] i32 {encoding, h, w, c, flags})";
 	const int32_t *v = m->t[1].data;
 	if (v[0] < 0 || v[1] <= 0 || v[2] <= 0 || v[3] <= 0 || m->t[0].shape[0] < 0 ||
 	    m->t[0].shape[0] > (int64_t)UINT32_MAX)
 		return "bad record header fields";
 	*h = (gf_record_header){ .label = (int32_t)m->label, .encoding = (uint32_t)v[0], .height = (uint32_t)v[1],
 		                     .width = (uint32_t)v[2], .channels = (uint32_t)v[3],
-		                     .payload = (uint32_t)m->t[0].shape[0] };
+		                     .payload = (uint32_t)m->t[0].shape[0],
+		                     .flags = m->t[1].shape[0] == 5 ? (uint32_t)v[4] & GF_RECORD_PAIR : 0 };
 	if (h->encoding >= GF_ENC_COUNT || (h->channels != 1 && h->channels != 3) || h->height > GF_RECORD_MAX_DIM ||
 	    h->width > GF_RECORD_MAX_DIM)
 		return "bad record header fields";
@@ -223,10 +234,16 @@ static int run(void *self, gf_ctx *ctx)
 		int c, oh, ow;
 		char whybuf[512];
 		const char *why = message_header(in, &h);
-		if (!why && gf_transform_shape(&d->t, &h, &c, &oh, &ow))
+		int pair = !why && (h.flags & GF_RECORD_PAIR);
+		if (!why && pair != d->paired)
+			why = d->paired ? "not a pair record (paired = true takes records of `ganflow dataset paired`)"
+			                : "a pair record (A | B side by side): set paired = true on jpeg_decode";
+		else if (!why && pair && h.width % 2)
+			why = "a pair record of odd width";
+		if (!why && (pair ? gf_pair_shape(&d->t, &h, &c, &oh, &ow) : gf_transform_shape(&d->t, &h, &c, &oh, &ow)))
 			why = strcpy(whybuf, "bad transform");
 		if (!why) {
-			const int64_t shape[3] = { c, oh, ow };
+			const int64_t shape[3] = { pair ? 2 * c : c, oh, ow };
 			float *dst = gf_msg_tensor(out, 0, GF_F32, 3, shape);
 			if (!dst) {
 				gf_msg_release(in);
@@ -234,7 +251,8 @@ static int run(void *self, gf_ctx *ctx)
 				return gf_fail(ctx, "out of memory for a %dx%dx%d image", c, oh, ow);
 			}
 			uint64_t rnd = gf_hash3(d->seed, in->key, (uint64_t)in->epoch);
-			rc = gf_decode_record(d->dec, &d->t, &h, in->t[0].data, rnd, dst, (size_t)c * oh * ow);
+			rc = pair ? gf_decode_pair(d->dec, &d->t, &h, in->t[0].data, rnd, dst, (size_t)shape[0] * oh * ow)
+			          : gf_decode_record(d->dec, &d->t, &h, in->t[0].data, rnd, dst, (size_t)c * oh * ow);
 			if (rc == GF_ECORRUPT) {
 				snprintf(whybuf, sizeof(whybuf), "%s", gf_errmsg());
 				why = whybuf;

@@ -37,7 +37,7 @@ typedef struct reader {
 
 static const gf_port_desc outputs[] = {
 	{ "samples", "records", 0,
-	  "t[0] u8 payload (in the LMDB map), t[1] i32 {encoding, h, w, c}; label, key, epoch, pos, source" },
+	  "t[0] u8 payload (in the LMDB map), t[1] i32 {encoding, h, w, c, flags}; label, key, epoch, pos, source" },
 };
 
 static const gf_param_desc params[] = {
@@ -174,7 +174,7 @@ static int run(void *self, gf_ctx *ctx)
 {
 	reader *r = self;
 	int rc;
-	const int64_t hdr_shape[1] = { 4 };
+	const int64_t hdr_shape[1] = { 5 };
 	while (!gf_should_stop(ctx)) {
 		gf_stream_item it;
 		rc = gf_stream_next(r->s, &it);
@@ -214,6 +214,7 @@ static int run(void *self, gf_ctx *ctx)
 		h[1] = (int32_t)it.rec.h.height;
 		h[2] = (int32_t)it.rec.h.width;
 		h[3] = (int32_t)it.rec.h.channels;
+		h[4] = (int32_t)(it.rec.h.flags & GF_RECORD_PAIR); /* what decoding needs of the flags */
 		m->label = it.rec.h.label;
 		m->key = it.rec.key;
 		m->epoch = (int64_t)it.epoch;

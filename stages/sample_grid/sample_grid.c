@@ -8,6 +8,10 @@
  * connect to the same input: each G's weights carry its class as the
  * message label, and row c is drawn by the G of class c.
  *
+ * pix2pix (input `pairs` connected, G mapping images to images): the grid
+ * is one row per (A, B) pair of the first batch that arrives on `pairs`
+ * (a fixed set, e.g. the first test pairs), showing A | G(A) | B.
+ *
  * Files: RUN_DIR/samples/step-<step>.png every `every` steps and at the
  * end, and RUN_DIR/samples/latest.png.
  */
@@ -27,7 +31,7 @@
 #include <ganflow/tfevents.h>
 #include <ganflow/train.h>
 
-enum { IN_WEIGHTS };
+enum { IN_WEIGHTS, IN_PAIRS };
 
 #define MAX_G 256
 
@@ -47,6 +51,8 @@ typedef struct grid {
 	int64_t every;
 	int64_t last_written;
 	unsigned mode;      /* GF_EVAL or GF_TRAIN|GF_FREEZE_STATS */
+	int paired;         /* rows of A | G(A) | B from the `pairs` input */
+	float *pairs;       /* (rows, 2c, h, w) the fixed (A, B) pairs, host */
 	float *z;           /* (n, zdim) fixed noise */
 	int32_t *labels;    /* (n) */
 	float *images;      /* (n, c, h, w) host */
@@ -86,6 +92,48 @@ static int grid_create(gf_ctx *ctx, const gf_value *p, void **self)
 	return 0;
 }
 
+/* pix2pix: the first batch of `pairs` (its first `rows` pairs, 8 by
+ * default) becomes the grid's fixed rows; then the G replica. */
+static gen *paired_gen(grid *s, gf_ctx *ctx, gen *g, int64_t label)
+{
+	gf_msg *m;
+	if (gf_pop(ctx, IN_PAIRS, &m)) {
+		gf_fail(ctx, "input 'pairs': no (A, B) batch arrived (%s)", gf_errmsg());
+		return NULL;
+	}
+	const gf_tensor *x = &m->t[0];
+	if (x->dtype != GF_F32 || x->ndim != 4 || x->shape[1] != 2 * s->c || x->shape[2] != s->h || x->shape[3] != s->w) {
+		char a[96];
+		gf_fail(ctx, "input 'pairs': batch %s is not (N, 2 x %d, %d, %d) (jpeg_decode paired = true)",
+		        gf_tensor_shape_str(x, a, 96), s->c, s->h, s->w);
+		gf_msg_release(m);
+		return NULL;
+	}
+	int want = s->rows ? s->rows : 8;
+	s->rows = (int)x->shape[0] < want ? (int)x->shape[0] : want;
+	s->cols = 3;
+	s->n = s->rows * 3;
+	size_t per = (size_t)(s->c * s->h * s->w);
+	int gw, gh;
+	gf_grid_size(s->n, s->cols, s->h, s->w, 2, &gw, &gh);
+	s->pairs = malloc((size_t)s->rows * 2 * per * sizeof(float));
+	s->images = malloc((size_t)s->n * per * sizeof(float));
+	s->png = malloc((size_t)gw * (size_t)gh * (size_t)s->c);
+	if (!s->pairs || !s->images || !s->png) {
+		gf_msg_release(m);
+		gf_fail(ctx, "out of memory");
+		return NULL;
+	}
+	memcpy(s->pairs, x->data, (size_t)s->rows * 2 * per * sizeof(float));
+	gf_msg_release(m);
+	if (gf_train_net(ctx, s->be, s->table, s->rows, "G (net)", s->seed, s->stream, &g->net))
+		return NULL;
+	g->label = label;
+	g->step = -1;
+	s->ng++;
+	return g;
+}
+
 /* The G replica for a producer label, built on first use; the fixed noise
  * and buffers are set up with the first network. */
 static gen *get_gen(grid *s, gf_ctx *ctx, int64_t label)
@@ -108,6 +156,16 @@ static gen *get_gen(grid *s, gf_ctx *ctx, int64_t label)
 		gf_net_shapes(probe, &in, &out);
 		s->classes = gf_net_classes(probe);
 		gf_net_destroy(probe);
+		if (s->paired) {
+			if (in.ndim != 4 || out.ndim != 4 || in.shape[1] != out.shape[1] || in.shape[2] != out.shape[2] ||
+			    in.shape[3] != out.shape[3] || (out.shape[1] != 1 && out.shape[1] != 3)) {
+				gf_fail(ctx, "input 'pairs' is connected: G (net) must map 1- or 3-channel images A to images B of "
+				             "the same shape");
+				return NULL;
+			}
+			s->c = (int)out.shape[1], s->h = (int)out.shape[2], s->w = (int)out.shape[3];
+			return paired_gen(s, ctx, g, label);
+		}
 		if (in.ndim != 2 || out.ndim != 4 || (out.shape[1] != 1 && out.shape[1] != 3)) {
 			gf_fail(ctx, "G (net) must map noise vectors to 1- or 3-channel images");
 			return NULL;
@@ -172,9 +230,42 @@ static void tb_image(grid *s, gf_ctx *ctx, const char *path, int64_t step, int g
 		fclose(f);
 }
 
+/* pix2pix rows: A | G(A) | B. */
+static int render_pairs(grid *s, gf_ctx *ctx)
+{
+	size_t per = (size_t)(s->c * s->h * s->w);
+	for (int r = 0; r < s->rows; r++) { /* A into the batch G runs on: the first half of each pair */
+		memcpy(s->images + (size_t)(3 * r) * per, s->pairs + (size_t)(2 * r) * per, per * sizeof(float));
+		memcpy(s->images + (size_t)(3 * r + 2) * per, s->pairs + (size_t)(2 * r + 1) * per, per * sizeof(float));
+	}
+	float *a = malloc((size_t)s->rows * per * sizeof(float));
+	if (!a)
+		return gf_fail(ctx, "out of memory");
+	for (int r = 0; r < s->rows; r++)
+		memcpy(a + (size_t)r * per, s->pairs + (size_t)(2 * r) * per, per * sizeof(float));
+	int64_t as[4] = { s->rows, s->c, s->h, s->w };
+	gf_tensor at = gf_tensor_make(a, GF_F32, 4, as), out;
+	int rc = gf_net_forward(s->g[0].net, &at, NULL, s->mode);
+	free(a);
+	if (rc)
+		return gf_fail(ctx, "G forward: %s", gf_errmsg());
+	gf_net_output(s->g[0].net, &out);
+	for (int r = 0; r < s->rows && !rc; r++)
+		rc = s->be->ops->copy(s->be, s->images + (size_t)(3 * r + 1) * per, (const float *)out.data + (size_t)r * per,
+		                      per * sizeof(float), GF_COPY_D2H);
+	return rc ? gf_fail(ctx, "%s", gf_errmsg()) : 0;
+}
+
 /* Renders every row and writes the grid for `step`. */
 static int render(grid *s, gf_ctx *ctx, int64_t step)
 {
+	if (s->paired) {
+		int rc = render_pairs(s, ctx);
+		if (rc)
+			return rc;
+		goto write;
+	}
+	{
 	int64_t zs[2] = { s->n, s->zdim }, ls[1] = { s->n };
 	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs);
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
@@ -197,6 +288,8 @@ static int render(grid *s, gf_ctx *ctx, int64_t step)
 				return gf_fail(ctx, "%s", gf_errmsg());
 		}
 	}
+	}
+write:;
 	int gw, gh;
 	gf_grid_size(s->n, s->cols, s->h, s->w, 2, &gw, &gh);
 	gf_grid_tile(s->png, s->images, s->n, s->c, s->h, s->w, s->cols, 2);
@@ -224,6 +317,9 @@ static int grid_run(void *self, gf_ctx *ctx)
 {
 	grid *s = self;
 	s->nproducers = gf_port_edges(ctx, 0, IN_WEIGHTS);
+	s->paired = gf_port_edges(ctx, 0, IN_PAIRS) > 0;
+	if (s->paired && s->nproducers > 1)
+		return gf_fail(ctx, "input 'pairs' (pix2pix grids) takes one G, not %d", s->nproducers);
 	int64_t latest = -1;
 	for (;;) {
 		gf_msg *m;
@@ -244,6 +340,8 @@ static int grid_run(void *self, gf_ctx *ctx)
 		g->step = m->step;
 		latest = m->step > latest ? m->step : latest;
 		gf_msg_release(m);
+		while (s->paired && gf_try_pop(ctx, IN_PAIRS, &m) == 0) /* later pairs are not used: let them go */
+			gf_msg_release(m);
 		if (g->step % s->every == 0 && ready(s, g->step) && (rc = render(s, ctx, g->step)))
 			return rc;
 	}
@@ -260,6 +358,7 @@ static void grid_destroy(void *self)
 	gf_backend_close(s->be);
 	free(s->z);
 	free(s->labels);
+	free(s->pairs);
 	free(s->images);
 	free(s->png);
 	gf_tb_close(s->tb);
@@ -268,6 +367,8 @@ static void grid_destroy(void *self)
 
 static const gf_port_desc inputs[] = {
 	{ "weights", "g_weights", GF_PORT_MULTI, "G's weights from g_step (one edge per G in per-class training)" },
+	{ "pairs", "batch", GF_PORT_OPTIONAL, "pix2pix: (A, B) batches; the first one's pairs are the grid's rows, "
+	                                      "shown as A | G(A) | B" },
 };
 
 static const gf_param_desc params[] = {
@@ -288,7 +389,7 @@ GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.name = "sample_grid",
 	.doc = "PNG grids from a fixed noise batch every N steps (one row per class for conditional/per-class models)",
 	.inputs = inputs,
-	.ninputs = 1,
+	.ninputs = sizeof(inputs) / sizeof(inputs[0]),
 	.params = params,
 	.nparams = sizeof(params) / sizeof(params[0]),
 	.create = grid_create,

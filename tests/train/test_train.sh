@@ -2,7 +2,7 @@
 # End-to-end tests of the training pipelines on real Fashion-MNIST data
 # (Debian's dataset-fashion-mnist), each run by CTest as its own test:
 #
-#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume |
+#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  diverge | nonfinite | enospc | sigint | plot | regularise | ema
 #
@@ -372,6 +372,44 @@ sigint)
   ck=$(latest "$T/r")
   "$G" sample "$ck" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the checkpoint written on SIGINT should load"
+  ;;
+pix2pix)
+  # pix2pix on edges2fashion (U-Net G, PatchGAN D, adversarial + 100 L1):
+  # it learns (L1 of G(A) against B falls), the grid shows A | G(A) | B for
+  # 8 test pairs, and N + resume + N gives the networks of 2N exactly
+  "$G" dataset edges2fashion out="$T/e2f" >"$T/e2f.log" 2>&1
+  check "[ $? -eq 0 ]" "edges2fashion failed: $(tail -3 "$T/e2f.log")"
+  check "grep -q '60000 records' '$T/e2f.log' && grep -q '10000 records' '$T/e2f.log'" \
+    "edges2fashion should write 60000 + 10000 pairs: $(cat "$T/e2f.log")"
+  n=$((STEPS / 8))
+  p2p() {
+    local d=$1
+    shift
+    "$G" run "$S/pipelines/pix2pix_edges.lua" data="$T/e2f/train" test="$T/e2f/test" batch=8 ngf=16 ndf=16 \
+      log=5 samples=1000 dir="$d" quiet=true "$@" >"$d.log" 2>&1
+  }
+  p2p "$T/a" steps=$((2 * n))
+  check "[ $? -eq 0 ]" "pix2pix run failed: $(tail -3 "$T/a.log")"
+  check_metrics "$T/a"
+  first=$(grep -o '"l1_g":[0-9.e-]*' "$T/a/metrics.jsonl" | head -1 | cut -d: -f2)
+  last=$(grep -o '"l1_g":[0-9.e-]*' "$T/a/metrics.jsonl" | tail -1 | cut -d: -f2)
+  check "[ -n '$first' ]" "no l1_g in metrics.jsonl"
+  if [ -z "${GF_SANITIZE:-}" ]; then
+    check "awk 'BEGIN { exit !($last < 0.8 * $first) }'" "L1 should fall by 20% in $((2 * n)) steps: $first -> $last"
+  fi
+  check "[ \"\$(png_size '$T/a/samples/latest.png')\" = '104 274' ]" \
+    "the grid should be 3 columns (A | G(A) | B) x 8 rows of 32x32: $(png_size "$T/a/samples/latest.png")"
+  p2p "$T/b" steps=$n
+  p2p "$T/c" steps=$((2 * n)) resume="$T/b"
+  check "[ $? -eq 0 ]" "resumed pix2pix run failed: $(tail -3 "$T/c.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ]" "pix2pix N + resume + N differs from 2N: $(cat "$T/cmp.log")"
+  check "grep -q 'tensors identical' '$T/cmp.log'" "nothing compared"
+  # the asynchronous edges work for pix2pix too (D reuses cached (A, G(A)) batches)
+  p2p "$T/y" steps=$n mode=async
+  check "[ $? -eq 0 ]" "async pix2pix run failed: $(tail -3 "$T/y.log")"
+  check "grep -q '\"staleness\":[0-9]' '$T/y/metrics.jsonl' && grep -q '\"l1_g\":[0-9]' '$T/y/metrics.jsonl'" \
+    "async pix2pix should record staleness and l1_g"
   ;;
 plot)
   run dcgan_fashion "$T/r" steps=40 log=5 samples=1000

@@ -32,6 +32,12 @@
  *                 GF_RECORD_CRC32C 0x0001: a u32 CRC-32C of the payload
  *                 follows it (every converter writes one; records without
  *                 it, from older shards, still read)
+ *                 GF_RECORD_PAIR 0x0002: the image holds a pair side by
+ *                 side, A the left half and B the right half (width even;
+ *                 height, width and channels are the whole image's), as
+ *                 `ganflow dataset paired` and `edges2fashion` write it;
+ *                 jpeg_decode with paired = true decodes both halves with
+ *                 the same crop, resize and flip (gf_decode_pair)
  *    20  u32    payload length (= value length - 24, - 4 with the CRC)
  * PNG input is stored as raw or JPEG; a JPEG record's height, width and
  * channels are those of the JPEG image it holds.
@@ -42,13 +48,16 @@
  *       encoded payload, pointing into the LMDB map without a copy (or into
  *       the message's buffer with direct = true), valid while the message is
  *       held (the map lives until the reader stage is destroyed);
- *       t[1] i32 (4) = { encoding, height, width, channels } of the header;
+ *       t[1] i32 (5) = { encoding, height, width, channels, flags } of the
+ *       header (flags: GF_RECORD_PAIR; consumers also accept the older
+ *       4-value form, flags 0);
  *       label, key (record index), epoch, pos (position in the epoch's read
  *       order of the NEXT record: resume with start_epoch = epoch,
  *       start_pos = pos), source (shard directory, owned by the stage);
  *       flags GF_MSG_LAST on the last record of an epoch.
  *   label_shard: the same "records" messages, filtered.
- *   jpeg_decode.samples, kind "samples": t[0] f32 (C, H, W) in [-1, 1];
+ *   jpeg_decode.samples, kind "samples": t[0] f32 (C, H, W) in [-1, 1]
+ *       (paired = true: (2C, H, W), A's C channels then B's);
  *       label, key, epoch, pos, source and GF_MSG_LAST carried over.
  *   batch.batch, kind "batch": t[0] f32 (N, C, H, W), t[1] i32 (N) labels;
  *       epoch / pos / key of the last sample; GF_MSG_LAST when the batch
@@ -97,6 +106,7 @@ typedef struct gf_record_header {
 } gf_record_header;
 
 #define GF_RECORD_CRC32C 0x0001u
+#define GF_RECORD_PAIR 0x0002u   /* A | B side by side (see the header layout) */
 
 /* Checks the payload of a parsed record (h from gf_record_parse, payload
  * its payload) against its CRC-32C: 0 (also for a record without one) or

@@ -74,6 +74,18 @@ int gf_transform_shape(const gf_transform *t, const gf_record_header *h, int *c,
 int gf_decode_record(gf_decoder *d, const gf_transform *t, const gf_record_header *h, const uint8_t *payload,
                      uint64_t rnd, float *out, size_t out_len);
 
+/* Pairs (records flagged GF_RECORD_PAIR: A the left half of the image, B
+ * the right half). gf_pair_shape gives the output shape of ONE half under
+ * t (GF_EPARAM when h is not a pair record). gf_decode_pair decodes both
+ * halves with the same crop window, resize and flip (one draw of rnd, as
+ * gf_decode_record would for an image the size of a half) into out:
+ * (2c, oh, ow) floats, A's c planes then B's. A JPEG pair is decoded once,
+ * at a DCT scale that keeps both halves whole pixels. Returns as
+ * gf_decode_record. */
+int gf_pair_shape(const gf_transform *t, const gf_record_header *h, int *c, int *oh, int *ow);
+int gf_decode_pair(gf_decoder *d, const gf_transform *t, const gf_record_header *h, const uint8_t *payload,
+                   uint64_t rnd, float *out, size_t out_len);
+
 /* Decodes a record to u8 pixels at full size, interleaved HWC, `channels`
  * (1 or 3; 0 = the record's) per pixel. *pix points into d (raw records:
  * into payload when no conversion is needed) and is valid until the next
