@@ -7,14 +7,16 @@
  *   sngan        SNGAN 32x32x1, G ch 64 / D ch 64, n_dis 5 (sngan_fashion's CPU config)
  *   sngan_cond   the same with cBN in G and the projection D (classes = 10)
  *   biggan       BigGAN 32x32x1, ch 16, classes 10, n_dis 4 (biggan_fashion's CPU config)
+ *   pix2pix      U-Net G (ngf 32) and PatchGAN D (ndf 32) at 32x32x1 (pix2pix_edges's config),
+ *                batch 16: D on (A, B) and (A, G(A)), G's loss BCE + 100 L1
  *
- * batch 64, 2 threads (the peer with OMP_NUM_THREADS and torch threads
+ * batch 64 (pix2pix 16), 2 threads (the peer with OMP_NUM_THREADS and torch threads
  * equal). Prints images/s of each side (the best of `repeat` timings of
  * `iters` iterations), the FLOPs one iteration executes, the achieved
  * GFLOP/s and OpenBLAS's SGEMM GFLOP/s (1024^3, same threads) measured in
  * the same run; last line "backbone_step: worst_ratio=X target=1.3".
  *
- * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan] [peer=1]
+ * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan,pix2pix] [peer=1]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@
 
 struct row {
 	const char *name, *what, *g, *d;
-	int z, classes, n_dis;
+	int z, classes, n_dis;   /* z = 0: pix2pix (G maps A to B) */
 };
 
 static const struct row rows[] = {
@@ -41,6 +43,9 @@ static const struct row rows[] = {
 	{ "biggan", "BigGAN 32x32x1 ch 16, n_dis 4",
 	  "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }",
 	  "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 128, 10, 4 },
+	{ "pix2pix", "pix2pix 32x32x1 ngf/ndf 32, batch 16",
+	  "return require('backbones.pix2pix').G{ size = 32, channels = 1, ngf = 32 }",
+	  "return require('backbones.pix2pix').D{ size = 32, channels = 1, ndf = 32 }", 0, 0, 1 },
 };
 
 static double now(void)
@@ -89,6 +94,7 @@ struct gan {
 	const struct row *r;
 	int batch;
 	float *z, *real, *dpred;
+	float *pa, *pb, *pair, *dfake; /* pix2pix: A, B, (A, B') per sample, G's output gradient */
 	int32_t *labels;
 	gf_rng noise;
 };
@@ -103,8 +109,59 @@ static void d_half(struct gan *s, const gf_tensor *x, const gf_tensor *lab, floa
 	CHECK("D backward", gf_net_backward(s->d, s->dpred, GF_NEED_DW | acc));
 }
 
+/* (A, X) per sample into s->pair: A's channel, then X's. */
+static void pair_up(struct gan *s, const float *x)
+{
+	for (int i = 0; i < s->batch; i++) {
+		memcpy(s->pair + (size_t)i * 2048, s->pa + (size_t)i * 1024, 1024 * sizeof(float));
+		memcpy(s->pair + (size_t)i * 2048 + 1024, x + (size_t)i * 1024, 1024 * sizeof(float));
+	}
+}
+
+/* pix2pix: D on (A, B) and (A, G(A)) (BCE on logits), then G through D
+ * plus 100 mean |G(A) - B|. The CPU backend's device memory is the host's. */
+static void iteration_paired(struct gan *s)
+{
+	int B = s->batch;
+	int64_t as[4] = { B, 1, 32, 32 }, ps[4] = { B, 2, 32, 32 };
+	gf_tensor a = gf_tensor_make(s->pa, GF_F32, 4, as), pr = gf_tensor_make(s->pair, GF_F32, 4, ps), fake, out, dx;
+	float l;
+	CHECK("G forward", gf_net_forward(s->g, &a, NULL, GF_TRAIN));
+	gf_net_output(s->g, &fake);
+	pair_up(s, s->pb);
+	CHECK("D forward", gf_net_forward(s->d, &pr, NULL, GF_TRAIN));
+	gf_net_output(s->d, &out);
+	CHECK("D loss", gf_loss(s->be, GF_LOSS_BCE_LOGITS, &l, s->dpred, &out, NULL, 1.0f, 0.5f));
+	CHECK("D backward", gf_net_backward(s->d, s->dpred, GF_NEED_DW));
+	pair_up(s, fake.data);
+	CHECK("D forward", gf_net_forward(s->d, &pr, NULL, GF_TRAIN));
+	gf_net_output(s->d, &out);
+	CHECK("D loss", gf_loss(s->be, GF_LOSS_BCE_LOGITS, &l, s->dpred, &out, NULL, 0.0f, 0.5f));
+	CHECK("D backward", gf_net_backward(s->d, s->dpred, GF_NEED_DW | GF_ACCUMULATE));
+	CHECK("D step", gf_optim_step(s->od));
+	CHECK("D forward (G step)", gf_net_forward(s->d, &pr, NULL, GF_TRAIN | GF_FREEZE_STATS));
+	gf_net_output(s->d, &out);
+	CHECK("G loss", gf_loss(s->be, GF_LOSS_BCE_LOGITS, &l, s->dpred, &out, NULL, 1.0f, 1.0f));
+	CHECK("D backward (G step)", gf_net_backward(s->d, s->dpred, GF_NEED_DX));
+	gf_net_dx(s->d, &dx);
+	const float *g = fake.data, *dd = dx.data;
+	float c = 100.0f / (float)(B * 1024);
+	for (int i = 0; i < B; i++)
+		for (int e = 0; e < 1024; e++) {
+			size_t k = (size_t)i * 1024 + e;
+			float diff = g[k] - s->pb[k];
+			s->dfake[k] = dd[(size_t)i * 2048 + 1024 + e] + (diff > 0 ? c : diff < 0 ? -c : 0.0f);
+		}
+	CHECK("G backward", gf_net_backward(s->g, s->dfake, GF_NEED_DW));
+	CHECK("G step", gf_optim_step(s->og));
+}
+
 static void iteration(struct gan *s)
 {
+	if (!s->r->z) {
+		iteration_paired(s);
+		return;
+	}
 	int B = s->batch;
 	int64_t zs[2] = { B, s->r->z }, ls[1] = { B }, xs[4] = { B, 1, 32, 32 };
 	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs), lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
@@ -144,6 +201,8 @@ static double iter_flops(const struct gan *s)
 	gf_net_flops(s->d, B, 0, NULL, &df);
 	gf_net_flops(s->d, B, GF_NEED_DW, NULL, &dbw);
 	gf_net_flops(s->d, B, GF_NEED_DX, NULL, &dbx);
+	if (!s->r->z) /* pix2pix: one G forward serves D and G */
+		return gf + 2 * (df + dbw) + df + dbx + gb;
 	return s->r->n_dis * (gf + 2 * (df + dbw)) + gf + df + dbx + gb;
 }
 
@@ -154,15 +213,25 @@ static double engine(gf_backend *be, const struct row *r, int batch, int iters, 
 	s.d = build(be, r->d, batch, 2);
 	gf_optim_conf oc;
 	gf_optim_defaults(&oc, GF_OPT_ADAM);
-	oc.lr = 2e-4f, oc.beta1 = 0.0f, oc.beta2 = 0.9f;
+	oc.lr = 2e-4f, oc.beta1 = r->z ? 0.0f : 0.5f, oc.beta2 = r->z ? 0.9f : 0.999f;
 	CHECK("optim", gf_optim_create(&s.og, s.g, &oc));
 	CHECK("optim", gf_optim_create(&s.od, s.d, &oc));
-	s.z = malloc((size_t)batch * r->z * sizeof(float));
+	s.z = malloc((size_t)batch * (r->z ? r->z : 1) * sizeof(float));
+	gf_tensor din, dout;
+	gf_net_shapes(s.d, &din, &dout);
+	size_t nd = (size_t)gf_tensor_numel(&dout) / (size_t)dout.shape[0] * (size_t)batch;
 	s.real = malloc((size_t)batch * 1024 * sizeof(float));
 	s.labels = malloc((size_t)batch * sizeof(int32_t));
-	CHECK("alloc", be->ops->alloc(be, (void **)&s.dpred, (size_t)batch * sizeof(float)));
+	CHECK("alloc", be->ops->alloc(be, (void **)&s.dpred, nd * sizeof(float)));
 	gf_rng_init(&s.noise, 3, 0);
 	gf_rng_uniform(&s.noise, s.real, (size_t)batch * 1024, -1, 1);
+	if (!r->z) {
+		s.pa = malloc((size_t)batch * 1024 * sizeof(float));
+		s.pb = s.real;
+		s.pair = malloc((size_t)batch * 2048 * sizeof(float));
+		s.dfake = malloc((size_t)batch * 1024 * sizeof(float));
+		gf_rng_uniform(&s.noise, s.pa, (size_t)batch * 1024, -1, 1);
+	}
 	for (int i = 0; i < batch; i++)
 		s.labels[i] = r->classes ? i % r->classes : 0;
 	*flops = iter_flops(&s);
@@ -177,7 +246,7 @@ static double engine(gf_backend *be, const struct row *r, int batch, int iters, 
 			best = ips;
 	}
 	be->ops->free(be, s.dpred);
-	free(s.z), free(s.real), free(s.labels);
+	free(s.z), free(s.real), free(s.labels), free(s.pa), free(s.pair), free(s.dfake);
 	gf_optim_destroy(s.og), gf_optim_destroy(s.od);
 	gf_net_destroy(s.g), gf_net_destroy(s.d);
 	return best;
@@ -228,7 +297,7 @@ static double sgemm_gflops(int threads)
 int main(int argc, char **argv)
 {
 	int batch = 64, iters = 3, repeat = 2, threads = 2, use_peer = 1;
-	const char *want = "sngan,sngan_cond,biggan";
+	const char *want = "sngan,sngan_cond,biggan,pix2pix";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
 		if (arg(argv[i], "batch", &v)) batch = atoi(v);
@@ -239,7 +308,7 @@ int main(int argc, char **argv)
 		else if (arg(argv[i], "peer", &v)) use_peer = atoi(v);
 		else {
 			fprintf(stderr, "usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] "
-			                "[rows=sngan,sngan_cond,biggan] [peer=1]\n");
+			                "[rows=sngan,sngan_cond,biggan,pix2pix] [peer=1]\n");
 			return 2;
 		}
 	}
@@ -262,11 +331,12 @@ int main(int argc, char **argv)
 		size_t n = strlen(r->name);
 		if (!at || (at != want && at[-1] != ',') || (at[n] && at[n] != ','))
 			continue;
-		double flops, ours = engine(be, r, batch, iters, repeat, &flops), theirs = -1;
+		int rb = r->z ? batch : (batch + 3) / 4; /* pix2pix: a quarter of the batch (16 of 64) */
+		double flops, ours = engine(be, r, rb, iters, repeat, &flops), theirs = -1;
 		char why[1024] = "peer=0";
 		if (use_peer)
-			theirs = peer(r, batch, iters, repeat, threads, why, sizeof(why));
-		double gflops = flops * ours / batch * 1e-9;
+			theirs = peer(r, rb, iters, repeat, threads, why, sizeof(why));
+		double gflops = flops * ours / rb * 1e-9;
 		if (theirs <= 0) {
 			printf("%-11s %-36s %8.1f/s %10s %7s %12.2f %8.1f  (%s)\n", r->name, r->what, ours, "-", "-", flops * 1e-9,
 			       gflops, why);

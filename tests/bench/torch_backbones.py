@@ -12,6 +12,7 @@ usage: torch_backbones.py counts
          times full GAN iterations (n_dis D steps on real + fake batches,
          then one G step, hinge loss, Adam), prints images_per_s=X
 """
+import os
 import sys
 import time
 
@@ -199,10 +200,14 @@ class BigGAN_D(nn.Module):
 
 # name -> (G, D, z, classes, n_dis): the configurations of the quality
 # table and of backbone_step (CPU widths, 32x32x1 Fashion-MNIST)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+import pix2pix_counts  # noqa: E402  (U-Net and PatchGAN as the authors' code builds them)
+
 CONFIGS = {
     "sngan": (lambda: SNGAN_G(64, 128, 1), lambda: SNGAN_D(64, 1), 128, 0, 5),
     "sngan_cond": (lambda: SNGAN_G(64, 128, 1, 10), lambda: SNGAN_D(64, 1, 10), 128, 10, 5),
     "biggan": (lambda: BigGAN_G(16, 128, 128, 1, 10), lambda: BigGAN_D(16, 1, 10), 128, 10, 4),
+    "pix2pix": (lambda: pix2pix_counts.unet(1, 1, 5, ngf=32), lambda: pix2pix_counts.patch_d(2, ndf=32), 0, 0, 1),
 }
 
 
@@ -210,10 +215,43 @@ def count(m):
     return sum(p.numel() for p in m.parameters())
 
 
+def step_paired(batch, iters, repeat):
+    """pix2pix: D on (A, B) and (A, G(A)), G's loss BCE + 100 L1 (the authors' train loop)."""
+    g, d = CONFIGS["pix2pix"][0]().train(), CONFIGS["pix2pix"][1]().train()
+    og = torch.optim.Adam(g.parameters(), 2e-4, betas=(0.5, 0.999))
+    od = torch.optim.Adam(d.parameters(), 2e-4, betas=(0.5, 0.999))
+    a, b = torch.rand(batch, 1, 32, 32) * 2 - 1, torch.rand(batch, 1, 32, 32) * 2 - 1
+    bce = nn.BCEWithLogitsLoss()
+
+    def iteration():
+        fake = g(a)
+        od.zero_grad()
+        pr, pf = d(torch.cat([a, b], 1)), d(torch.cat([a, fake.detach()], 1))
+        ((bce(pr, torch.ones_like(pr)) + bce(pf, torch.zeros_like(pf))) * 0.5).backward()
+        od.step()
+        og.zero_grad()
+        pf = d(torch.cat([a, fake], 1))
+        (bce(pf, torch.ones_like(pf)) + 100 * F.l1_loss(fake, b)).backward()
+        og.step()
+
+    return iteration
+
+
 def step(name, batch, iters, repeat, threads):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     mg, md, z, classes, n_dis = CONFIGS[name]
+    if not z:
+        iteration = step_paired(batch, iters, repeat)
+        iteration()
+        best = 0.0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                iteration()
+            best = max(best, iters * batch / (time.perf_counter() - t0))
+        print(f"images_per_s={best:.3f}")
+        return
     g, d = mg().train(), md().train()
     og = torch.optim.Adam(g.parameters(), 2e-4, betas=(0.0, 0.9))
     od = torch.optim.Adam(d.parameters(), 2e-4, betas=(0.0, 0.9))
