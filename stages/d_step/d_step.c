@@ -294,7 +294,7 @@ static int dstep_run(void *self, gf_ctx *ctx)
 		                    "pipelines/async_2rank.lua does)");
 	if ((rc = push_weights(s, ctx)))
 		return rc;
-	while (!(!s->async && run->steps > 0 && s->v >= run->steps) && !(s->async && gf_should_stop(ctx))) {
+	while (!(!s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx)) && !(s->async && gf_should_stop(ctx))) {
 		sums t = { 0 };
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
@@ -312,7 +312,7 @@ static int dstep_run(void *self, gf_ctx *ctx)
 		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)t.images);
 		if ((rc = push_metrics(s, ctx, &t)) || (rc = maybe_state(s, ctx)))
 			return rc;
-		int last = !s->async && run->steps > 0 && s->v >= run->steps;
+		int last = !s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx);
 		if (s->async ? s->v % s->staleness == 0 && !last : !last && !gf_should_stop(ctx)) {
 			if ((rc = push_weights(s, ctx)))
 				return rc;
