@@ -160,8 +160,9 @@ static void nap(long ns)
  * graph_agree.c): STOP_REQ (any rank -> rank 0: "a stop was requested
  * here"), HOLD (rank 0 -> every rank: freeze your drivers), HOLD_STEP
  * (every rank -> rank 0: the highest step mine can reach), STOP_AT (rank
- * 0 -> every rank: end after this step). Rank 0 starts one agreement per
- * run and ignores later requests. */
+ * 0 -> every rank: end after this step). Rank 0 runs one agreement per
+ * process; a request after it gets the same step back (a rank whose graph
+ * started after the agreement). */
 
 enum { R_PING, R_HOLD, R_STOP_AT, R_STOP_REQ, R_HOLD_STEP, R_N };
 
@@ -263,6 +264,10 @@ static void *responder_main(void *arg)
 				agreeing = 1;
 				gf_log(GF_LOG_INFO, "rank %d asked to stop: the ranks agree on the last step", (int)buf[R_STOP_REQ][0]);
 				send_all(TAG_HOLD, 0);
+			} else if (answers == W.world) {
+				/* asked after the agreement (its graph started late): the same step */
+				int64_t msg[2] = { 0, highest };
+				MPI_Send(msg, 2, MPI_INT64_T, (int)buf[R_STOP_REQ][0], TAG_STOP_AT, W.probe);
 			}
 			break;
 		case R_HOLD_STEP:

@@ -15,9 +15,13 @@ command -v python3 >/dev/null || skip "python3 not found"
 make_data d $((W * 8 * 16)) "$W" 8
 DP=$SRC/tests/dist/dp_small.lua
 CMP=$BIN/tests/st_close
-# checkpoint_every: only the final checkpoint (the one the stop writes)
+# checkpoint_every: only the final checkpoint (the one the stop writes).
+# Open MPI's default second between SIGCONT, SIGTERM and SIGKILL is what
+# the normal build gets; sanitizer builds, several times slower, get SLOW.
+sk=()
+[ "$SLOW" -gt 1 ] && sk=(--mca odls_base_sigkill_timeout "$SLOW")
 timeout -k 5 $((60 * SLOW)) python3 "$HERE/pty_run.py" "allreduce over $W ranks" $((1 * SLOW)) $((50 * SLOW)) \
-  "$MPIRUN" --allow-run-as-root --oversubscribe -np "$W" \
+  "$MPIRUN" --allow-run-as-root --oversubscribe "${sk[@]}" -np "$W" \
   "$G" run "$DP" data=d-blocked mode=allreduce steps=10000000 checkpoint_every=10000000 dir=int >int.log 2>&1
 rc=$?
 tr -d '\r' <int.log >int.txt
