@@ -193,6 +193,31 @@ static inline int gf_add_seq_cst_int(atomic_int *p, int v)
 	return atomic_fetch_add_explicit(p, v, memory_order_seq_cst);
 }
 
+/* seq_cst loads and stores of 64-bit steps and flags: the agreed stop of
+ * a distributed run (graph_agree.c) needs one total order between a
+ * driver publishing its step and then reading the hold flag, and the
+ * responder setting the flag and then reading every driver's step (the
+ * store-load pattern no weaker order covers). Rare or once per step. */
+static inline int64_t gf_load_seq_cst_i64(const atomic_int_least64_t *p)
+{
+	return atomic_load_explicit((atomic_int_least64_t *)p, memory_order_seq_cst);
+}
+
+static inline void gf_store_seq_cst_i64(atomic_int_least64_t *p, int64_t v)
+{
+	atomic_store_explicit(p, v, memory_order_seq_cst);
+}
+
+static inline int gf_load_seq_cst_int(const atomic_int *p)
+{
+	return atomic_load_explicit((atomic_int *)p, memory_order_seq_cst);
+}
+
+static inline void gf_store_seq_cst_int(atomic_int *p, int v)
+{
+	atomic_store_explicit(p, v, memory_order_seq_cst);
+}
+
 /* Sets *p to v and returns the old value; seq_cst so "first one wins"
  * decisions (first failure, first stop) are totally ordered. */
 static inline int gf_exchange_seq_cst_int(atomic_int *p, int v)

@@ -108,9 +108,10 @@ int gf_cmd_run(int argc, char **argv)
 		gf_log(GF_LOG_WARN, "terminated");
 		return 143;
 	default:
-		if (world > 1)
+		if (world > 1) {
 			gf_log(GF_LOG_ERROR, "rank %d: %s", gf_dist_rank(), err);
-		else
+			gf_dist_fail_job(gf_dist_probe_wait() + 1);
+		} else
 			gf_log(GF_LOG_ERROR, "%s", err);
 		return 1;
 	}

@@ -32,6 +32,10 @@
 
 #define TAG_PING 1
 #define TAG_PONG 2
+#define TAG_STOP_REQ 3 /* the agreed stop, see the responder */
+#define TAG_HOLD 4
+#define TAG_HOLD_STEP 5
+#define TAG_STOP_AT 6
 #define POLL_MIN_NS 20000L       /* first sleep between MPI_Test polls */
 #define POLL_MAX_NS 2000000L     /* longest sleep between polls */
 #define RESPONDER_MAX_NS 20000000L /* the liveness responder's longest sleep: a ping waits
@@ -150,36 +154,136 @@ static void nap(long ns)
 	nanosleep(&ts, NULL);
 }
 
-/* ---- the liveness responder ---- */
+/* ---- the liveness responder ----
+ *
+ * Answers pings, and carries the agreed stop (graph_internal.h,
+ * graph_agree.c): STOP_REQ (any rank -> rank 0: "a stop was requested
+ * here"), HOLD (rank 0 -> every rank: freeze your drivers), HOLD_STEP
+ * (every rank -> rank 0: the highest step mine can reach), STOP_AT (rank
+ * 0 -> every rank: end after this step). Rank 0 runs one agreement per
+ * process; a request after it gets the same step back (a rank whose graph
+ * started after the agreement). */
+
+enum { R_PING, R_HOLD, R_STOP_AT, R_STOP_REQ, R_HOLD_STEP, R_N };
+
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static gf_graph *attached; /* under attach_lock */
+
+void gf_dist_attach(gf_graph *g)
+{
+	pthread_mutex_lock(&attach_lock);
+	attached = g;
+	pthread_mutex_unlock(&attach_lock);
+}
+
+int gf_dist_stop_request(void)
+{
+	if (!gf_dist_mpi() || !W.responder_started)
+		return gf_seterr(GF_EDIST, "no MPI world to agree on a stop through");
+	int64_t msg[2] = { W.rank, 0 };
+	/* small: sent eagerly, rank 0's responder receives it */
+	if (MPI_Send(msg, 2, MPI_INT64_T, 0, TAG_STOP_REQ, W.probe) != MPI_SUCCESS)
+		return gf_seterr(GF_EDIST, "rank %d: cannot send the stop request to rank 0", W.rank);
+	return 0;
+}
+
+static int64_t hold_attached(void)
+{
+	pthread_mutex_lock(&attach_lock);
+	int64_t h = attached ? gf_graph_hold(attached) : -1;
+	pthread_mutex_unlock(&attach_lock);
+	return h;
+}
+
+static void stop_attached(int64_t s)
+{
+	pthread_mutex_lock(&attach_lock);
+	if (attached)
+		gf_graph_stop_at(attached, s);
+	pthread_mutex_unlock(&attach_lock);
+}
+
+static int post(MPI_Request *req, int64_t *buf, int tag, int src)
+{
+	return MPI_Irecv(buf, 2, MPI_INT64_T, src, tag, W.probe, req) == MPI_SUCCESS ? 0 : -1;
+}
+
+static void send_all(int tag, int64_t value)
+{
+	for (int r = 0; r < W.world; r++) {
+		int64_t msg[2] = { 0, value };
+		MPI_Send(msg, 2, MPI_INT64_T, r, tag, W.probe);
+	}
+}
 
 static void *responder_main(void *arg)
 {
 	(void)arg;
+	static const int tags[R_N] = { TAG_PING, TAG_HOLD, TAG_STOP_AT, TAG_STOP_REQ, TAG_HOLD_STEP };
 	int ping[2];
-	MPI_Request req;
-	if (MPI_Irecv(ping, 2, MPI_INT, MPI_ANY_SOURCE, TAG_PING, W.probe, &req) != MPI_SUCCESS)
+	int64_t buf[R_N][2];
+	MPI_Request req[R_N];
+	int nreq = W.rank == 0 ? R_N : R_STOP_REQ; /* only rank 0 coordinates */
+	int agreeing = 0, answers = 0;
+	int64_t highest = -1;
+	if (MPI_Irecv(ping, 2, MPI_INT, MPI_ANY_SOURCE, TAG_PING, W.probe, &req[R_PING]) != MPI_SUCCESS)
 		return NULL;
+	for (int i = 1; i < nreq; i++)
+		if (post(&req[i], buf[i], tags[i], i == R_HOLD || i == R_STOP_AT ? 0 : MPI_ANY_SOURCE))
+			return NULL;
 	long ns = POLL_MIN_NS;
 	/* relaxed: the flag only has to be seen eventually; finalize joins us */
 	while (!gf_load_relaxed_int(&W.responder_stop)) {
-		int done = 0;
+		int done = 0, i = MPI_UNDEFINED;
 		MPI_Status st;
-		if (MPI_Test(&req, &done, &st) != MPI_SUCCESS)
+		if (MPI_Testany(nreq, req, &i, &done, &st) != MPI_SUCCESS)
 			break;
-		if (!done) {
+		if (!done || i == MPI_UNDEFINED) {
 			nap(ns);
 			ns = ns * 2 > RESPONDER_MAX_NS ? RESPONDER_MAX_NS : ns * 2;
 			continue;
 		}
 		ns = POLL_MIN_NS;
-		int pong[2] = { ping[0], W.rank };
-		/* small: sent eagerly, never waits for the pinging rank */
-		MPI_Send(pong, 2, MPI_INT, st.MPI_SOURCE, TAG_PONG, W.probe);
-		if (MPI_Irecv(ping, 2, MPI_INT, MPI_ANY_SOURCE, TAG_PING, W.probe, &req) != MPI_SUCCESS)
+		/* small sends: eager, never wait for the receiving rank */
+		switch (i) {
+		case R_PING: {
+			int pong[2] = { ping[0], W.rank };
+			MPI_Send(pong, 2, MPI_INT, st.MPI_SOURCE, TAG_PONG, W.probe);
+			if (MPI_Irecv(ping, 2, MPI_INT, MPI_ANY_SOURCE, TAG_PING, W.probe, &req[R_PING]) != MPI_SUCCESS)
+				return NULL;
+			continue;
+		}
+		case R_HOLD: {
+			int64_t msg[2] = { W.rank, hold_attached() };
+			MPI_Send(msg, 2, MPI_INT64_T, 0, TAG_HOLD_STEP, W.probe);
+			break;
+		}
+		case R_STOP_AT: stop_attached(buf[R_STOP_AT][1]); break;
+		case R_STOP_REQ:
+			if (!agreeing) {
+				agreeing = 1;
+				gf_log(GF_LOG_INFO, "rank %d asked to stop: the ranks agree on the last step", (int)buf[R_STOP_REQ][0]);
+				send_all(TAG_HOLD, 0);
+			} else if (answers == W.world) {
+				/* asked after the agreement (its graph started late): the same step */
+				int64_t msg[2] = { 0, highest };
+				MPI_Send(msg, 2, MPI_INT64_T, (int)buf[R_STOP_REQ][0], TAG_STOP_AT, W.probe);
+			}
+			break;
+		case R_HOLD_STEP:
+			if (buf[R_HOLD_STEP][1] > highest)
+				highest = buf[R_HOLD_STEP][1];
+			if (++answers == W.world)
+				send_all(TAG_STOP_AT, highest);
+			break;
+		}
+		if (post(&req[i], buf[i], tags[i], i == R_HOLD || i == R_STOP_AT ? 0 : MPI_ANY_SOURCE))
 			return NULL;
 	}
-	MPI_Cancel(&req);
-	MPI_Wait(&req, MPI_STATUS_IGNORE);
+	for (int i = 0; i < nreq; i++) {
+		MPI_Cancel(&req[i]);
+		MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+	}
 	return NULL;
 }
 

@@ -56,6 +56,11 @@ int gf_graph_create(gf_graph **out)
 	atomic_init(&g->ndone, 0);
 	atomic_init(&g->step, 0);
 	atomic_init(&g->items, 0);
+	atomic_init(&g->target, 0);
+	atomic_init(&g->held, 0);
+	atomic_init(&g->released, 0);
+	atomic_init(&g->agreeing, 0);
+	gf_event_init(&g->hold_ev);
 	g->grace = GRACE_DEFAULT;
 	g->info.world = 1;
 	*out = g;

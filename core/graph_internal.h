@@ -149,6 +149,14 @@ struct gf_graph {
 	atomic_int_least64_t step, items;
 	gf_event mon_ev;
 
+	/* the stop every rank agrees on (graph_agree.c) */
+	atomic_int_least64_t target; /* step the run ends at: info.steps, lowered by an agreed stop; 0 = none */
+	atomic_int held;     /* drivers block at their next gf_report_step until released */
+	atomic_int released; /* the agreed step is in target */
+	atomic_int agreeing; /* this rank asked the others to agree on a stop (monitor only) */
+	gf_event hold_ev;
+	double t_agree;      /* when this rank asked (monitor only) */
+
 	pthread_mutex_t lock; /* err, values */
 	char err[4096];
 	struct value values[MAX_VALUES];
@@ -187,6 +195,52 @@ void gf_graph_record_failure(gf_graph *g, const char *who, const char *msg);
 /* Release hook of an output port's pool: wakes a producer waiting for an
  * envelope (ud is the port's pool_ev). */
 void gf_graph_on_release(void *ud);
+
+/* ---- graph_agree.c: a stop every rank of a distributed run agrees on ----
+ *
+ * A graceful stop that ranks decide each on its own (Ctrl-C reaches them
+ * at different moments) leaves a collective half-matched: one rank starts
+ * step k + 1, another has stopped at k. Instead, rank 0 collects from
+ * every rank the highest step its drivers can still reach once frozen
+ * (gf_graph_hold), takes the maximum S and sends it back
+ * (gf_graph_stop_at): every rank then ends after step S exactly as a run
+ * with steps = S does, and the final checkpoint is the same on all. The
+ * messages travel through the liveness responder of dist.c, so they never
+ * wait on a stage. */
+
+/* Freezes the drivers (each blocks in its next gf_report_step) and
+ * returns the highest step any of them can reach: the highest reported
+ * step + 1, or -1 when none reported a step yet. Marks the run as stopped
+ * by a request. Called by dist.c's responder. */
+int64_t gf_graph_hold(gf_graph *g);
+
+/* Ends the run after step S (lowers the step target; S <= 0: stop now)
+ * and releases the drivers frozen by gf_graph_hold. */
+void gf_graph_stop_at(gf_graph *g, int64_t s);
+
+/* In gf_report_step, after the instance published step: blocks while the
+ * drivers are held (until gf_graph_stop_at or a hard stop). */
+void gf_graph_hold_wait(gf_graph *g);
+
+/* Monitor: a graceful stop was requested on this rank of a distributed
+ * run: ask rank 0 for an agreed stop (returns 0), or -1 when there is no
+ * MPI world to agree through (the caller stops gracefully at once). */
+int gf_graph_agree_begin(gf_graph *g, double now);
+
+/* Monitor, every tick while agreeing: stops hard when no agreement came
+ * within the grace period (a rank lost, rank 0 busy). */
+void gf_graph_agree_check(gf_graph *g, double now);
+
+/* ---- dist.c: the agreed stop's messages ---- */
+
+/* The graph the liveness responder holds and stops for an agreed stop
+ * (gf_graph_run attaches it under MPI; NULL detaches, after which a
+ * request finds no graph and answers -1). */
+void gf_dist_attach(gf_graph *g);
+
+/* Asks rank 0 to start an agreed stop (one small message; rank 0 ignores
+ * requests after the first): 0, or GF_EDIST without an MPI world. */
+int gf_dist_stop_request(void);
 
 /* ---- graph_stats.c: what the monitor shows ---- */
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <ganflow/depth.h>
+#include <ganflow/dist.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 #include <ganflow/msg.h>
@@ -437,11 +438,15 @@ static void monitor(gf_graph *g)
 			gf_graph_set_reason(g, GF_STOP_HARD);
 			gf_log(GF_LOG_WARN, "stopping now (hard stop)");
 			gf_graph_stop_hard(g);
-		} else if ((req & REQ_GRACEFUL) && !gf_load_relaxed_int(&g->stop)) {
-			gf_graph_set_reason(g, GF_STOP_REQUEST);
-			gf_log(GF_LOG_INFO, "stopping: letting the stages finish and flush (interrupt again to stop at once)");
-			gf_graph_stop_graceful(g);
+		} else if ((req & REQ_GRACEFUL) && !gf_load_relaxed_int(&g->stop) && !gf_load_relaxed_int(&g->agreeing)) {
+			/* under MPI every rank ends after the same step */
+			if (gf_graph_agree_begin(g, now)) {
+				gf_graph_set_reason(g, GF_STOP_REQUEST);
+				gf_log(GF_LOG_INFO, "stopping: letting the stages finish and flush (interrupt again to stop at once)");
+				gf_graph_stop_graceful(g);
+			}
 		}
+		gf_graph_agree_check(g, now);
 		if (!gf_load_relaxed_int(&g->stop))
 			watchdog(g, now);
 		if (gf_load_relaxed_int(&g->stop) && !gf_graph_is_hard(g)) {
@@ -562,6 +567,7 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	g->ran = 1;
 	g->flags = flags;
 	copy_info(g, info);
+	gf_store_relaxed_i64(&g->target, g->info.steps);
 	if (!g->info.backend)
 		g->info.backend = "auto";
 	int rc = gf_graph_validate(g);
@@ -605,10 +611,13 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
+	if (g->info.world > 1 && gf_dist_mpi())
+		gf_dist_attach(g);
 	monitor(g);
 	for (int i = 0; i < g->ninst; i++)
 		if (g->inst[i]->started)
 			pthread_join(g->inst[i]->thread, NULL);
+	gf_dist_attach(NULL);
 	g->t_end = gf_now();
 	for (int i = 0; i < g->nedges; i++)
 		gf_depth_finish(g->edges[i]->depth, g->t_end);

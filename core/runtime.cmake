@@ -14,6 +14,8 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/loader.c
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_agree.c
+  ${CMAKE_CURRENT_LIST_DIR}/dist_status.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_stats.c
   ${CMAKE_CURRENT_LIST_DIR}/stage_api.c
   ${CMAKE_CURRENT_LIST_DIR}/placement.c

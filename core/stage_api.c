@@ -375,7 +375,10 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 			gf_add_relaxed_i64(&g->items, items);
 		return;
 	}
-	gf_store_relaxed_i64(&c->step, step);
+	/* seq_cst with the read of `held` after it: see graph_agree.c */
+	gf_store_seq_cst_i64(&c->step, step);
+	if (gf_load_seq_cst_int(&g->held))
+		gf_graph_hold_wait(g);
 	int64_t low = step;
 	for (int i = 0; i < g->ninst; i++) {
 		int64_t s = gf_load_relaxed_i64(&g->inst[i]->step);
@@ -388,7 +391,8 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 		;
 	if (items)
 		gf_add_relaxed_i64(&g->items, items);
-	if (g->info.steps > 0 && step >= g->info.steps && !gf_load_relaxed_int(&g->stop)) {
+	int64_t target = gf_load_seq_cst_i64(&g->target);
+	if (target > 0 && step >= target && !gf_load_relaxed_int(&g->stop)) {
 		gf_graph_set_reason(g, GF_STOP_STEPS);
 		gf_graph_stop_graceful(g);
 	}
@@ -420,6 +424,13 @@ int gf_edge_stats(gf_ctx *c, gf_edge_stat *out, int max)
 const gf_run_info *gf_ctx_run(gf_ctx *c)
 {
 	return &c->g->info;
+}
+
+int64_t gf_ctx_steps(gf_ctx *c)
+{
+	/* seq_cst: a driver released from an agreed stop's hold reads the
+	 * lowered target (graph_agree.c) */
+	return gf_load_seq_cst_i64(&c->g->target);
 }
 
 const char *gf_ctx_name(gf_ctx *c)

@@ -110,8 +110,7 @@ static int push_state(clf *s, gf_ctx *ctx)
 static int clf_run(void *self, gf_ctx *ctx)
 {
 	clf *s = self;
-	const gf_run_info *run = gf_ctx_run(ctx);
-	while (!gf_should_stop(ctx) && !(run->steps > 0 && s->step >= run->steps)) {
+	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
 		gf_msg *m;
 		int rc = gf_pop(ctx, IN_BATCH, &m);
 		if (rc)

@@ -72,6 +72,8 @@ typedef struct dstep {
 	gf_lecam lecam;         /* lambda 0 = none */
 	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
 	float *reg_dev;         /* and device */
+	gf_msg *next_real;      /* sync: the next iteration's first real batch, taken before the weights
+	                           that let G start that iteration are pushed (see take_next_real) */
 } dstep;
 
 /* ---- setup ---- */
@@ -271,10 +273,11 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
  * summed into D's. pos receives the real batch's data position. */
 static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
 {
-	gf_msg *real, *fake = NULL;
+	gf_msg *real = s->next_real, *fake = NULL;
 	int64_t stale = 0;
-	int rc = gf_pop(ctx, IN_REAL, &real);
-	if (rc)
+	int rc = 0;
+	s->next_real = NULL;
+	if (!real && (rc = gf_pop(ctx, IN_REAL, &real)))
 		return rc;
 	if (!s->checked && (rc = gf_trainer_check_batch(s->tr, real, "real batches", 0))) {
 		gf_msg_release(real);
@@ -329,9 +332,37 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
 	return rc;
 }
 
+/* Sync: D takes the next iteration's first real batch before it pushes
+ * the weights G waits for. G runs one iteration ahead of D (its step k + 1
+ * overlaps D's), so when the real data stops (a stall, the end of a
+ * graceful stop) after G had been let into a step D cannot finish, the
+ * final checkpoint would hold G at k + 1 and D at k, which no resume can
+ * continue exactly. Holding the weights until D has its batch keeps them
+ * at the same step; when the batch is already queued, as it is while data
+ * flows, this costs nothing. 0, or GF_EEOF / GF_ESTOP (end of the run) or
+ * an error from gf_pop. */
+static int take_next_real(dstep *s, gf_ctx *ctx)
+{
+	if (s->async || s->next_real)
+		return 0;
+	return gf_pop(ctx, IN_REAL, &s->next_real);
+}
+
+static int dstep_loop(dstep *s, gf_ctx *ctx);
+
 static int dstep_run(void *self, gf_ctx *ctx)
 {
 	dstep *s = self;
+	int rc = dstep_loop(s, ctx);
+	if (s->next_real) {
+		gf_msg_release(s->next_real);
+		s->next_real = NULL;
+	}
+	return rc;
+}
+
+static int dstep_loop(dstep *s, gf_ctx *ctx)
+{
 	const gf_run_info *run = gf_ctx_run(ctx);
 	int rc = gf_trainer_start(s->tr);
 	if (rc)
@@ -341,9 +372,11 @@ static int dstep_run(void *self, gf_ctx *ctx)
 		                    "G's pace allows, which differs across ranks, and every iteration is collective; use "
 		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
 		                    "pipelines/async_2rank.lua does)");
+	if ((rc = take_next_real(s, ctx)))
+		return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 	if ((rc = push_weights(s, ctx)))
 		return rc;
-	while (!(!s->async && run->steps > 0 && s->v >= run->steps) && !(s->async && gf_should_stop(ctx))) {
+	while (!(!s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx)) && !(s->async && gf_should_stop(ctx))) {
 		sums t = { 0 };
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
@@ -364,8 +397,10 @@ static int dstep_run(void *self, gf_ctx *ctx)
 		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)t.images);
 		if ((rc = push_metrics(s, ctx, &t)) || (rc = maybe_state(s, ctx)))
 			return rc;
-		int last = !s->async && run->steps > 0 && s->v >= run->steps;
+		int last = !s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx);
 		if (s->async ? s->v % s->staleness == 0 && !last : !last && !gf_should_stop(ctx)) {
+			if ((rc = take_next_real(s, ctx)))
+				return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			if ((rc = push_weights(s, ctx)))
 				return rc;
 		}

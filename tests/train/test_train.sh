@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  diverge | nonfinite | enospc | sigint | plot | regularise | ema
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -308,6 +308,40 @@ EOF
   check "[ \"$(cat "$T/p/checkpoints/latest")\" = ckpt-00000020.safetensors ]" "the last good checkpoint (step 20) should be kept"
   "$G" sample "$T/p/checkpoints/ckpt-00000020.safetensors" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the last good checkpoint should still load"
+  ;;
+stall_resume)
+  # a data path that stops delivering mid-run (nan_batch holds back every
+  # batch from number 12 on): the stall watchdog stops the run (exit 1,
+  # "the run stalled") gracefully, writing the final checkpoint of the last
+  # step done; resume=RUN_DIR from it, with the data flowing again, to
+  # step 20 gives exactly what 20 steps in one go give
+  cat >"$T/p.lua" <<EOF
+local gf = require "ganflow"
+local dcgan = require "backbones.dcgan"
+local G, D = dcgan.G {}, dcgan.D {}
+local r = gf.stage "lmdb_reader" { name = "reader", path = "$DATA" }
+local dec = gf.stage "jpeg_decode" { size = 32, channels = 1 }
+local b = gf.stage "batch" { size = 8 }
+local hold = gf.stage "nan_batch" { at = -1, stall_at = gf.arg("stall_at", -1) }
+local d = gf.stage "d_step" { name = "d", net = D }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = 8 }
+local ck = gf.stage "checkpoint" {}
+gf.connect(r.samples, dec.records) gf.connect(dec.samples, b.samples) gf.connect(b.batch, hold.batch)
+gf.connect(hold.batch, d.real) gf.connect(g.fakes, d.fakes) gf.connect(d.weights, g.d_weights)
+gf.connect(g.state, ck.state) gf.connect(d.state, ck.state)
+gf.run { quiet = true, threads = 1 }
+EOF
+  "$G" run "$T/p.lua" dir="$T/s" steps=1000 stall_at=12 stall=1 stall_stop=2 >"$T/s.log" 2>&1
+  rc=$?
+  check "[ $rc -eq 1 ] && grep -q 'the run stalled' '$T/s.log' && grep -q 'stopped gracefully' '$T/s.log'" "the stalled run should stop gracefully with status 1 (got $rc): $(tail -3 "$T/s.log")"
+  check "[ \"$(cat "$T/s/checkpoints/latest" 2>/dev/null)\" = ckpt-00000012.safetensors ]" "the stop should write the checkpoint of step 12: $(ls "$T/s/checkpoints" 2>&1)"
+  "$G" run "$T/p.lua" resume="$T/s" steps=20 stall_at=-1 >"$T/s2.log" 2>&1
+  check "[ $? -eq 0 ]" "resuming after the stall failed: $(tail -3 "$T/s2.log")"
+  check "grep -q 'resume: continuing the run in $T/s' '$T/s2.log'" "resume=RUN_DIR should continue in the stalled run's directory: $(grep resume "$T/s2.log")"
+  "$G" run "$T/p.lua" dir="$T/f" steps=20 >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "20 steps in one go failed: $(tail -3 "$T/f.log")"
+  "$B/tests/st_compare" "$(latest "$T/f")" "$(latest "$T/s")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ]" "12 steps + stall + resume to 20 differs from 20 steps: $(cat "$T/cmp.log")"
   ;;
 diverge)
   # lr=1e9: weights ~1e9 after one step, D's batch-norm running variances

@@ -62,6 +62,19 @@ int gf_dist_init(void);
  * process is about to exit non-zero. Idempotent; no-op without MPI. */
 void gf_dist_finalize(int ok);
 
+/* Makes a rank's failure the job's failure where the launcher would lose
+ * it: under Open MPI with --enable-recovery mpirun returns 0 whatever the
+ * ranks' exit statuses (MPI_Abort included). There (the rank's
+ * environment has OMPI_MCA_orte_enable_recovery=1 and GANFLOW_FAIL_JOB is
+ * not 0) it waits wait_s seconds, so that ranks stuck in the same
+ * collective report the same loss, and sends SIGTERM to mpirun (or the
+ * orted that started this rank), found among the process's ancestors;
+ * mpirun then ends the job, exit status 1. Returns 1 when it signalled
+ * the launcher, 0 otherwise (not needed, or no launcher found: logged).
+ * Call it on the way out of a failed run, after the failure's message
+ * (`ganflow run` waits GANFLOW_PROBE_WAIT + 1 s). */
+int gf_dist_fail_job(double wait_s);
+
 /* This process's rank and the world size (after gf_dist_init; before it,
  * what gf_dist_detect finds). */
 int gf_dist_rank(void);

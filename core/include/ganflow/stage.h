@@ -234,6 +234,11 @@ int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);
 /* ---- who and where ---- */
 
 const gf_run_info *gf_ctx_run(gf_ctx *ctx);
+/* The step the run ends at (0 = none): gf_run_info.steps, or lower once
+ * the ranks of a distributed run agreed to stop after an earlier step
+ * (Ctrl-C under mpirun). Drivers test it, not run->steps, to end their
+ * loop; run->steps stays the planned length (schedules). */
+int64_t gf_ctx_steps(gf_ctx *ctx);
 /* Instance name ("reader", "d"); valid for the life of the graph. */
 const char *gf_ctx_name(gf_ctx *ctx);
 /* Worker index (0-based) and count for GF_STAGE_WORKERS stages; 0 and 1 otherwise. */
