@@ -15,8 +15,8 @@ typedef struct gf_layer_kind gf_layer_kind;   /* layer_kind.h */
 enum { INIT_TORCH = 0, INIT_DCGAN };
 
 #define MAX_SDIMS (GF_MAX_DIMS - 1)   /* per-sample dimensions */
-#define LAYER_MAX_TENSORS 2           /* parameters, buffers, saved tensors: each per layer */
-#define LAYER_CFG_BYTES 96            /* room for a kind's own configuration */
+#define LAYER_MAX_TENSORS 8           /* parameters, buffers, saved tensors: each per layer (cbn: 4, 6, 4) */
+#define LAYER_CFG_BYTES 160           /* room for a kind's own configuration */
 
 /* A value flowing between layers: the net input "x", the labels, or the
  * output of a layer. Shapes are per sample; buffers hold max_batch. */

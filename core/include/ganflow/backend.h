@@ -276,8 +276,8 @@ struct gf_backend_ops {
 	 *
 	 * Everything from here on was appended to ABI 1: a backend built before
 	 * has a smaller `size` and still loads, and a backend may leave any of
-	 * these NULL (the CPU backend leaves all of them NULL but sn_forward and
-	 * sn_backward). Test with GF_BACKEND_HAS(be, op) before calling one.
+	 * these NULL (the CPU backend leaves NULL those before sn_forward).
+	 * Test with GF_BACKEND_HAS(be, op) before calling one.
 	 * docs/cuda.md describes how stages use them. */
 
 	/* ---- options and statistics ---- */
@@ -373,6 +373,20 @@ struct gf_backend_ops {
 	 * g / sigma - (sum g * w) / sigma^2 * u v^T (in w's layout). */
 	int (*sn_backward)(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
 	                   const float *u, const float *v, int a, int m, int k, int accumulate);
+
+	/* ---- strided batched GEMM (self-attention) ----
+	 * For b in [0, batch): C_b = alpha * op(A_b) op(B_b) + beta * C_b, row-major
+	 * as gemm, with X_b = X + b * stride_x (floats). A stride of 0 shares
+	 * that operand across the batch (a 1x1 convolution's weight). With
+	 * stride_c = 0 the products are summed instead (a weight gradient):
+	 * C = alpha * sum_b op(A_b) op(B_b) + beta * C, each element summed in
+	 * batch order, so the result is deterministic. Operands may not overlap
+	 * C. The CPU splits the batch (or, summing, C's columns) over its team,
+	 * one single-threaded SGEMM per piece; CUDA is cuBLAS's strided batched
+	 * GEMM (in f32 whatever the instance's precision). */
+	int (*gemm_batched)(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+	                    int lda, int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c,
+	                    int ldc, int64_t stride_c, int batch);
 };
 
 /* Size of gf_backend_ops without the appended ops: the smallest `size`

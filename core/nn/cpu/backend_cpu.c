@@ -116,6 +116,7 @@ static const gf_backend_ops cpu_ops = {
 	.rng_normal = gf_cpu_rng_normal,
 	.sn_forward = gf_cpu_sn_forward,
 	.sn_backward = gf_cpu_sn_backward,
+	.gemm_batched = gf_cpu_gemm_batched,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

@@ -78,6 +78,11 @@ int gf_cpu_sn_forward(gf_backend *be, float *w_sn, float *sigma, float *u, float
 int gf_cpu_sn_backward(gf_backend *be, float *dw, const float *g, const float *w, const float *sigma,
                        const float *u, const float *v, int a, int m, int k, int accumulate);
 
+/* ---- gemm_batched_cpu.c ---- */
+int gf_cpu_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c, int ldc,
+                        int64_t stride_c, int batch);
+
 /* ---- conv_cpu.c ---- */
 int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
                           const gf_conv_desc *d);

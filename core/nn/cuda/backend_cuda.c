@@ -599,6 +599,7 @@ static const gf_backend_ops cuda_ops = {
 	.graph_destroy = gf_cu_graph_destroy,
 	.sn_forward = gf_cu_sn_forward,
 	.sn_backward = gf_cu_sn_backward,
+	.gemm_batched = gf_cu_gemm_batched,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -37,6 +37,13 @@ const char *gf_sn_weight_name(const struct gf_sn *sn)
 
 int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k)
 {
+	return gf_sn_shapes_at(net, l, sn, a, m, k, 0, "weight_u", "weight_v");
+}
+
+int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k, int param, const char *u,
+                    const char *v)
+{
+	sn->param = param;
 	if (!sn->on)
 		return 0;
 	if (!GF_BACKEND_HAS(BE(net), sn_forward) || !GF_BACKEND_HAS(BE(net), sn_backward))
@@ -45,10 +52,11 @@ int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, i
 	sn->a = a;
 	sn->m = m;
 	sn->k = k;
+	sn->buf = l->nbuf;
 	size_t n = (size_t)a * (size_t)k;
 	/* start values: unit vectors, until gf_net_init draws them */
-	gf_layer_buffer(l, "weight_u", (size_t)m, (float)(1.0 / sqrt((double)m)));
-	gf_layer_buffer(l, "weight_v", n, (float)(1.0 / sqrt((double)n)));
+	gf_layer_buffer(l, u, (size_t)m, (float)(1.0 / sqrt((double)m)));
+	gf_layer_buffer(l, v, n, (float)(1.0 / sqrt((double)n)));
 	sn->save = gf_layer_save(l, 2 * align16(n * (size_t)m) + 16);
 	return 0;
 }
@@ -69,7 +77,7 @@ int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng
 	if (!sn->on)
 		return 0;
 	/* PyTorch: u = normalize(N(0, 1) of size m), then v likewise */
-	for (int j = 0; j < 2; j++) {
+	for (int j = sn->buf; j < sn->buf + 2; j++) {
 		size_t n = l->buf[j].n;
 		gf_rng_normal(rng, host, n, 0.0f, 1.0f);
 		normalize(host, n);
@@ -88,12 +96,13 @@ static float *sn_work(const struct layer *l, const struct gf_sn *sn, int which)
 
 int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w)
 {
-	*w = layer_param(net, l, 0);
+	*w = layer_param(net, l, sn->param);
 	if (!sn->on)
 		return 0;
 	int iterate = (mode & GF_TRAIN) && !(mode & GF_FREEZE_STATS);
 	float *w_sn = sn_work(l, sn, 0);
-	int rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), layer_buffer(net, l, 0), layer_buffer(net, l, 1),
+	int rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), layer_buffer(net, l, sn->buf),
+	                              layer_buffer(net, l, sn->buf + 1),
 	                              *w, sn->a, sn->m, sn->k, SN_EPS, iterate);
 	*w = w_sn;
 	return rc;
@@ -101,7 +110,7 @@ int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned 
 
 const float *gf_sn_used(const gf_net *net, const struct layer *l, const struct gf_sn *sn)
 {
-	return sn->on ? sn_work(l, sn, 0) : layer_param(net, l, 0);
+	return sn->on ? sn_work(l, sn, 0) : layer_param(net, l, sn->param);
 }
 
 float *gf_sn_dweight(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g,
@@ -112,14 +121,14 @@ float *gf_sn_dweight(gf_net *net, const struct layer *l, const struct gf_sn *sn,
 		return NULL;
 	}
 	*accumulate = sn->on ? 0 : g->acc;
-	return sn->on ? sn_work(l, sn, 1) : layer_grad(net, l, 0);
+	return sn->on ? sn_work(l, sn, 1) : layer_grad(net, l, sn->param);
 }
 
 int gf_sn_backward(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g)
 {
 	if (!sn->on || !g->dw)
 		return 0;
-	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, 0), sn_work(l, sn, 1), layer_param(net, l, 0),
-	                             sn_work(l, sn, 2), layer_buffer(net, l, 0), layer_buffer(net, l, 1), sn->a, sn->m,
-	                             sn->k, g->acc);
+	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, sn->param), sn_work(l, sn, 1),
+	                             layer_param(net, l, sn->param), sn_work(l, sn, 2), layer_buffer(net, l, sn->buf),
+	                             layer_buffer(net, l, sn->buf + 1), sn->a, sn->m, sn->k, g->acc);
 }
