@@ -12,8 +12,9 @@ here: theta, phi, g, o 1x1 convolutions without bias (C/8, C/8, C/2
 outputs; o: C/2 -> C), phi and g max-pooled 2x2, beta = softmax over the
 pooled positions of theta^T phi, y = x + gamma * o(g beta^T). The
 parameters are stored under the engine's view names (the C test copies
-them in by name): theta and phi weights param_fill scale 1 (so that the
-softmax is far from uniform), g and o scale 1/sqrt(fan_in), gamma = 0.7
+them in by name): theta and phi weights param_fill scale 0.4 (logits of
+a few units: the softmax neither uniform nor saturated), g and o scale
+1/sqrt(fan_in), gamma = 0.7
 (a non-zero gamma: at 0 the attention branch would get no gradient).
 
 Cases, batch 3, C = 16, 8x8:
@@ -124,7 +125,7 @@ def setup(name, sn, base):
         for i, c in enumerate(CONVS):
             conv = getattr(m, c)
             w = getattr(conv, wn)
-            scale = 1.0 if c in ("theta", "phi") else 1.0 / math.sqrt(w.shape[1])
+            scale = 0.4 if c in ("theta", "phi") else 1.0 / math.sqrt(w.shape[1])
             w.copy_(param_fill(tuple(w.shape), base + i, scale))
             put(f"attn.{name}.{c}.{wn}", w)
             if sn:
