@@ -331,6 +331,17 @@ static void test_bad_tables(void **state)
 	expect_error("{ {'upsample', 2, mode = 'bilinear'}, input_shape = {2, 4, 4} }", GF_EPARAM, "nearest");
 	expect_error("{ {'embedding', 5, 2}, {'embedding', 6, 2, input = 'label'}, input_shape = {1} }", GF_ESHAPE,
 	             "layer 2 (embedding): has 6 classes but the network has 5");
+	expect_error("{ {'conv', 3, 30, 1}, {'attention', 30}, input_shape = {3, 8, 8} }", GF_EPARAM,
+	             "layer 2 (attention): channels 30 is not a multiple of 8");
+	expect_error("{ {'attention', 16}, input_shape = {8, 8, 8} }", GF_ESHAPE,
+	             "layer 1 (attention): expects 16 input channels, got 8");
+	expect_error("{ {'attention', 8}, input_shape = {8, 5, 4} }", GF_ESHAPE,
+	             "layer 1 (attention): input (8, 5, 4): height and width must be even (2x2 max-pool)");
+	expect_error("{ {'attention', 8}, input_shape = {8} }", GF_ESHAPE, "layer 1 (attention): expects an image");
+	expect_error("{ {'attention', 8, sn = 1}, input_shape = {8, 4, 4} }", GF_EPARAM,
+	             "layer 1 (attention): sn must be true or false");
+	expect_error("{ {'attention'}, input_shape = {8, 4, 4} }", GF_EPARAM,
+	             "layer 1 (attention): takes 1 argument");
 
 	/* a backbone option that does not exist is a Lua error naming it */
 	gf_value v;
@@ -360,6 +371,8 @@ static void test_aliases(void **state)
 		{ "{'view', 2, 2}", "{4}", "reshape" },
 		{ "{'embed', 3, 4}", "{4}", "embedding" },
 		{ "{'cat', with = 'x'}", "{4}", "concat" },
+		{ "{'attn', 8}", "{8, 4, 4}", "attention" },
+		{ "{'self_attention', 8}", "{8, 4, 4}", "attention" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char code[256], sum[512], want[64];

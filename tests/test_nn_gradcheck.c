@@ -320,6 +320,11 @@ CASE(test_sn_tconv, "sn tconv", "return { {'tconv', 3, 2, 3, 2, 1, output_paddin
      2, 0, 0)
 CASE(test_sn_embedding, "sn embedding", "return { {'embedding', 4, 3, sn = true}, {'linear', 3, 2}, input_shape = {1} }", 5, 0,
      4)
+/* self-attention: gamma away from 0 by the parameter noise; max pooling's
+ * kinks are skipped like maxpool's */
+CASE(test_attention, "attention", "return { {'attention', 8}, {'tanh'}, input_shape = {8, 4, 6} }", 2, 0, 0)
+CASE(test_attention_sn, "attention sn",
+     "return { {'conv', 3, 16, 1}, {'attention', 16, sn = true}, input_shape = {3, 4, 4} }", 2, 0, 0)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -416,6 +421,8 @@ int main(void)
 		cmocka_unit_test(test_sn_linear_conv),
 		cmocka_unit_test(test_sn_tconv),
 		cmocka_unit_test(test_sn_embedding),
+		cmocka_unit_test(test_attention),
+		cmocka_unit_test(test_attention_sn),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),
