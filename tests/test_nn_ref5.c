@@ -187,8 +187,9 @@ static void test_sn(void **state)
 	printf("attention vs PyTorch: largest relative error %.3g\n", worst_seen);
 }
 
-/* gf_net_init: gamma 0 (the layer starts as the identity), weights within
- * PyTorch's U(+-1/sqrt(fan_in)), u and v unit vectors. */
+/* gf_net_init: gamma 0 (the layer starts as the identity) unless the table
+ * says gamma = g, weights within PyTorch's U(+-1/sqrt(fan_in)), u and v
+ * unit vectors. */
 static void test_init(void **state)
 {
 	(void)state;
@@ -220,6 +221,12 @@ static void test_init(void **state)
 	NN_OK(gf_net_forward(net, &in, NULL, GF_TRAIN));
 	NN_OK(gf_net_output(net, &out));
 	assert_memory_equal(out.data, x, sizeof(x));
+	gf_net_destroy(net);
+	/* gamma = g starts there instead */
+	NN_OK(nn_build(&net, be, "return { {'attention', 8, gamma = 0.25}, input_shape = {8, 4, 4} }", B, 0));
+	NN_OK(gf_net_init(net, &init));
+	v = gf_net_views(net, GF_PARAMS, &nv);
+	assert_true(gf_net_block(net, GF_PARAMS, NULL)[v[4].offset] == 0.25f);
 	gf_net_destroy(net);
 }
 

@@ -5,7 +5,9 @@
  *   beta = softmax over the H*W/4 pooled positions of theta^T phi   (HW, HW/4) per sample
  *   y = x + gamma * conv1x1(g beta^T) (C/2 -> C),   gamma a learned scalar, 0 at init
  *
- *   {"attention", channels, sn = false, init = ...}
+ *   {"attention", channels, sn = false, init = ..., gamma = 0}
+ *
+ * (gamma: gamma's starting value; 0 as SAGAN and BigGAN.)
  *
  * No biases (as BigGAN). Parameters theta.weight (C/8, C, 1, 1),
  * phi.weight, g.weight (C/2, C, 1, 1), o.weight (C, C/2, 1, 1) and gamma
@@ -35,6 +37,7 @@ enum { TH = 0, PH, GG, OO, NCONV };
 struct attn_cfg {
 	int c;              /* channels */
 	int save, dsave;    /* save slots: forward state | backward scratch */
+	float gamma0;       /* gamma's starting value */
 	struct gf_sn sn[NCONV];
 };
 LAYER_CFG_FITS(struct attn_cfg);
@@ -142,7 +145,8 @@ static int attn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	(void)net;
 	struct attn_cfg *c = LAYER_CFG(struct attn_cfg, l);
 	int rc;
-	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->c)) || (rc = gf_sn_parse(a, &c->sn[0])))
+	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->c)) || (rc = gf_layer_arg_num(a, -1, "gamma", 0.0, &c->gamma0)) ||
+	    (rc = gf_sn_parse(a, &c->sn[0])))
 		return rc;
 	if (c->c % 8)
 		return gf_layer_err(GF_EPARAM, l, "channels %d is not a multiple of 8", c->c);
@@ -184,7 +188,7 @@ static int attn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 	const struct attn_cfg *c = LAYER_CCFG(struct attn_cfg, l);
 	int rc;
 	/* each conv as PyTorch's default (or DC-GAN's N(0, 0.02)), in
-	 * parameter order, then each conv's u and v; gamma = 0 */
+	 * parameter order, then each conv's u and v; gamma its start (0) */
 	for (int i = 0; i < NCONV; i++) {
 		size_t n = l->param[i].n;
 		double fan_in = (double)l->param[i].shape[1];
@@ -195,7 +199,7 @@ static int attn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 		if ((rc = gf_layer_upload(net, l, i, host)))
 			return rc;
 	}
-	if ((rc = OPS(net)->fill(BE(net), layer_param(net, l, NCONV), 1, 0.0f)))
+	if ((rc = OPS(net)->fill(BE(net), layer_param(net, l, NCONV), 1, c->gamma0)))
 		return rc;
 	for (int i = 0; i < NCONV; i++)
 		if ((rc = gf_sn_init(net, l, &c->sn[i], rng, host)))
@@ -348,7 +352,7 @@ const gf_layer_kind gf_layer_attention = {
 	.aliases = (const char *const[]){ "attn", "self_attention", NULL },
 	.min_pos = 1,
 	.max_pos = 1,
-	.keys = { "sn", "init" },
+	.keys = { "sn", "init", "gamma" },
 	.parse = attn_parse,
 	.shapes = attn_shapes,
 	.init = attn_init,
