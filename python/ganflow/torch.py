@@ -26,6 +26,8 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
     embedding   nn.Embedding(classes, dim) of the labels
     concat      torch.cat((input, with), dim=1)
     maxpool     nn.MaxPool2d(k, stride, pad); avgpool: nn.AvgPool2d(k, stride, pad) (padding counted)
+    attention   SAGAN/BigGAN self-attention (BigGAN-PyTorch's Attention): theta, phi, g, o
+                1x1 nn.Conv2d without bias, gamma a (1)-tensor; sn = true on all four convs
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -52,7 +54,8 @@ ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
 ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_transpose": "tconv",
            "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
            "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
-           "instancenorm2d": "instancenorm", "in2d": "instancenorm"}
+           "instancenorm2d": "instancenorm", "in2d": "instancenorm", "attn": "attention",
+           "self_attention": "attention"}
 
 # kinds that read a second source (`with`)
 WITH = ("concat", "add")
@@ -169,6 +172,35 @@ class Split(nn.Module):
         return f"from={self.lo}, to={self.hi}"
 
 
+class Attention(nn.Module):
+    """The engine's attention (SAGAN/BigGAN self-attention), BigGAN-PyTorch's
+    Attention(ch): y = x + gamma * o(g beta^T), beta = softmax over the pooled
+    positions of theta^T phi, phi and g max-pooled 2x2. gamma is a (1)-tensor
+    as in the checkpoint (BigGAN's is 0-d)."""
+
+    def __init__(self, ch, sn):
+        super().__init__()
+        self.ch = ch
+        wrap = nn.utils.spectral_norm if sn else (lambda m: m)
+        self.theta = wrap(nn.Conv2d(ch, ch // 8, 1, bias=False))
+        self.phi = wrap(nn.Conv2d(ch, ch // 8, 1, bias=False))
+        self.g = wrap(nn.Conv2d(ch, ch // 2, 1, bias=False))
+        self.o = wrap(nn.Conv2d(ch // 2, ch, 1, bias=False))
+        self.gamma = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        ch, h, w = self.ch, x.shape[2], x.shape[3]
+        theta = self.theta(x).reshape(-1, ch // 8, h * w)
+        phi = nn.functional.max_pool2d(self.phi(x), [2, 2]).reshape(-1, ch // 8, h * w // 4)
+        g = nn.functional.max_pool2d(self.g(x), [2, 2]).reshape(-1, ch // 2, h * w // 4)
+        beta = torch.softmax(torch.bmm(theta.transpose(1, 2), phi), -1)
+        o = self.o(torch.bmm(g, beta.transpose(1, 2)).reshape(-1, ch // 2, h, w))
+        return x + self.gamma * o
+
+    def extra_repr(self):
+        return f"channels={self.ch}"
+
+
 # ---- the network ----
 
 class GanflowNet(nn.Module):
@@ -224,7 +256,7 @@ class GanflowNet(nn.Module):
                               else 'expects the labels as input (input = "label")')
             uses_label |= inp == "label"
             mod, out = self._module(l, shapes[inp], shapes[w] if w else None)
-            if l.get(None, "sn", False):
+            if l.get(None, "sn", False) and l.kind != "attention":   # attention: on its own convs
                 if l.kind not in ("linear", "conv", "tconv", "embedding"):
                     raise l.error("sn is not supported on this kind")
                 # PyTorch's own: weight_orig, weight_u, weight_v (the engine's names);
@@ -369,6 +401,14 @@ class GanflowNet(nn.Module):
             image(c)
             return nn.InstanceNorm2d(c, eps=float(l.get(1, "eps", 1e-5)),
                                      affine=bool(l.get(None, "affine", False))), s
+        if k == "attention":
+            c = l.int(0, None)
+            image(c)
+            if c % 8:
+                raise l.error(f"channels {c} is not a multiple of 8")
+            if s[1] % 2 or s[2] % 2:
+                raise l.error(f"input {s}: height and width must be even (2x2 max-pool)")
+            return Attention(c, bool(l.get(None, "sn", False))), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

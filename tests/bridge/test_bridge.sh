@@ -90,6 +90,11 @@ kinds)
   check "[ $? -eq 0 ]" "net_forward --make (kinds2) failed: $(cat "$T/f.log")"
   forward "$T/k2.safetensors" t 9
   compare "ResNet/SN kinds: bridge vs ganflow" net "$T/k2.safetensors" t "$T/t.st"
+  # self-attention, plain and with sn, gamma away from 0 (tests/bridge/kinds3.json)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds3.json" "$T/k3.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make (kinds3) failed: $(cat "$T/f.log")"
+  forward "$T/k3.safetensors" t 9
+  compare "attention: bridge vs ganflow" net "$T/k3.safetensors" t "$T/t.st"
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1
