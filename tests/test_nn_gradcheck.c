@@ -286,6 +286,7 @@ CASE(test_reshape, "flatten/reshape",
      "return { {'conv', 2, 3, 3, 2, 1}, {'flatten'}, {'linear', 12, 6}, {'reshape', 2, 3}, {'bn', 2},"
      " input_shape = {2, 4, 4} }", 3, 0, 0)
 CASE(test_maxpool, "maxpool", "return { {'maxpool', 3, 2, 1}, input_shape = {2, 5, 5} }", 2, 0, 0)
+CASE(test_maxpool2, "maxpool 2 (2x2 path)", "return { {'maxpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
 CASE(test_avgpool, "avgpool", "return { {'avgpool', 3, 2, 1}, input_shape = {2, 5, 5} }", 2, 0, 0)
 CASE(test_avgpool2, "avgpool 2", "return { {'avgpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
 CASE(test_softmax, "softmax", "return { {'linear', 4, 6}, {'softmax'}, input_shape = {4} }", 3, 0, 0)
@@ -406,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_dropout2d),
 		cmocka_unit_test(test_reshape),
 		cmocka_unit_test(test_maxpool),
+		cmocka_unit_test(test_maxpool2),
 		cmocka_unit_test(test_avgpool),
 		cmocka_unit_test(test_avgpool2),
 		cmocka_unit_test(test_softmax),
