@@ -6,11 +6,13 @@
  * output, the input gradient and every parameter gradient (gamma's
  * included), accumulated gradients, the eval output, and with sn two
  * training forwards (each one power iteration: u and v after each) and
- * an eval forward (none). Also the view names, and gf_net_init's start
- * (gamma = 0, u and v unit vectors). */
+ * an eval forward (none). Also the view and checkpoint names (a
+ * checkpoint reloads), and gf_net_init's start (gamma = 0, u and v unit
+ * vectors). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "test_nn_util.h"
@@ -183,6 +185,34 @@ static void test_sn(void **state)
 		snprintf(name, sizeof(name), "attn.sn.%s1", bv[i].name + 2);
 		check(name, buf + bv[i].offset, bv[i].numel, 1.0f);
 	}
+	/* a checkpoint holds PyTorch's names, and a fresh network loads them */
+	char path[] = "/tmp/gf_test_attn.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	gf_ckpt_part part = { "D", net, NULL };
+	NN_OK(gf_ckpt_save(path, &part, 1, 1, NULL, NULL));
+	gf_st_file *f;
+	gf_tensor t;
+	NN_OK(gf_st_open(&f, path));
+	const char *names[] = { "D.0.theta.weight_orig", "D.0.phi.weight_u", "D.0.g.weight_v", "D.0.o.weight_orig",
+		                "D.0.gamma" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		NN_OK(gf_st_get(f, names[i], &t));
+	assert_int_equal(t.ndim, 1);
+	gf_st_close(f);
+	gf_net *back;
+	NN_OK(nn_build(&back, be, "return { {'attention', 16, sn = true}, input_shape = {16, 8, 8} }", B, 0));
+	gf_ckpt_part bpart = { "D", back, NULL };
+	NN_OK(gf_ckpt_load(path, &bpart, 1, NULL, NULL));
+	size_t np, nbuf;
+	gf_net_block(net, GF_PARAMS, &np);
+	gf_net_block(net, GF_BUFFERS, &nbuf);
+	assert_int_equal(nbuf, 84);   /* u, v: 2 + 16, 2 + 16, 8 + 16, 16 + 8 */
+	assert_memory_equal(gf_net_block(back, GF_PARAMS, NULL), gf_net_block(net, GF_PARAMS, NULL), np * sizeof(float));
+	assert_memory_equal(gf_net_block(back, GF_BUFFERS, NULL), buf, nbuf * sizeof(float));
+	unlink(path);
+	gf_net_destroy(back);
 	gf_net_destroy(net);
 	printf("attention vs PyTorch: largest relative error %.3g\n", worst_seen);
 }
