@@ -273,6 +273,8 @@ static int attn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 {
 	const struct attn_cfg *c = LAYER_CCFG(struct attn_cfg, l);
+	if (!gr->dx && !gr->dw)
+		return 0;
 	struct dims d = dims_of(net, l);
 	struct fwd f;
 	struct bwd b;
