@@ -276,8 +276,8 @@ struct gf_backend_ops {
 	 *
 	 * Everything from here on was appended to ABI 1: a backend built before
 	 * has a smaller `size` and still loads, and a backend may leave any of
-	 * these NULL (the CPU backend leaves NULL those before sn_forward).
-	 * Test with GF_BACKEND_HAS(be, op) before calling one.
+	 * these NULL (the CPU backend leaves all of them NULL but sn_forward,
+	 * sn_backward and those after them). Test with GF_BACKEND_HAS(be, op) before calling one.
 	 * docs/cuda.md describes how stages use them. */
 
 	/* ---- options and statistics ---- */

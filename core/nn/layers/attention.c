@@ -175,7 +175,7 @@ static int attn_shapes(gf_net *net, struct layer *l)
 		gf_layer_param(l, wname[c->sn[0].on][i], 4, (int64_t[]){ cout[i], cin[i], 1, 1 });
 	gf_layer_param(l, "gamma", 1, (int64_t[]){ 1 });
 	for (int i = 0; i < NCONV; i++)
-		if ((rc = gf_sn_shapes_at(net, l, &c->sn[i], 1, (int)cout[i], (int)cin[i], i, uname[i], vname[i])))
+		if ((rc = gf_sn_shapes_at(net, l, &c->sn[i], i, uname[i], vname[i], 1, (int)cout[i], (int)cin[i])))
 			return rc;
 	size_t B = (size_t)net->max_batch;
 	c->save = gf_layer_save(l, fwd_layout(&d, B, NULL, NULL));

@@ -37,11 +37,11 @@ const char *gf_sn_weight_name(const struct gf_sn *sn)
 
 int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k)
 {
-	return gf_sn_shapes_at(net, l, sn, a, m, k, 0, "weight_u", "weight_v");
+	return gf_sn_shapes_at(net, l, sn, 0, "weight_u", "weight_v", a, m, k);
 }
 
-int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k, int param, const char *u,
-                    const char *v)
+int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, const char *u_name, const char *v_name,
+                    int a, int m, int k)
 {
 	sn->param = param;
 	if (!sn->on)
@@ -55,8 +55,8 @@ int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m
 	sn->buf = l->nbuf;
 	size_t n = (size_t)a * (size_t)k;
 	/* start values: unit vectors, until gf_net_init draws them */
-	gf_layer_buffer(l, u, (size_t)m, (float)(1.0 / sqrt((double)m)));
-	gf_layer_buffer(l, v, n, (float)(1.0 / sqrt((double)n)));
+	gf_layer_buffer(l, u_name, (size_t)m, (float)(1.0 / sqrt((double)m)));
+	gf_layer_buffer(l, v_name, n, (float)(1.0 / sqrt((double)n)));
 	sn->save = gf_layer_save(l, 2 * align16(n * (size_t)m) + 16);
 	return 0;
 }
@@ -102,8 +102,7 @@ int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned 
 	int iterate = (mode & GF_TRAIN) && !(mode & GF_FREEZE_STATS);
 	float *w_sn = sn_work(l, sn, 0);
 	int rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), layer_buffer(net, l, sn->buf),
-	                              layer_buffer(net, l, sn->buf + 1),
-	                              *w, sn->a, sn->m, sn->k, SN_EPS, iterate);
+	                              layer_buffer(net, l, sn->buf + 1), *w, sn->a, sn->m, sn->k, SN_EPS, iterate);
 	*w = w_sn;
 	return rc;
 }

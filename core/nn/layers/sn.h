@@ -12,8 +12,8 @@ struct gf_sn {
 	int on;        /* sn = true */
 	int a, m, k;   /* the weight read as (a, m, k), normalised as the matrix (m, a*k) */
 	int save;      /* save slot: w / sigma | d(w / sigma) | sigma */
-	int param;     /* the weight's parameter index (0 but in attention) */
-	int buf;       /* index of the buffer weight_u (weight_v follows) */
+	int param;     /* the weight's parameter index (0 but in cbn) */
+	int buf;       /* index of its buffer u (v follows) */
 };
 
 /* Reads the `sn` key (default false). */
@@ -26,11 +26,11 @@ const char *gf_sn_weight_name(const struct gf_sn *sn);
  * weight along its first dimension (PyTorch's dim = 0), a = size(0) along
  * its second (dim = 1, transposed convolutions). */
 int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k);
-/* The same for a layer with several normalised weights (attention): the
- * weight is parameter `param`, the buffers are named u and v (static
- * strings: "theta.weight_u"...). */
-int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k, int param, const char *u,
-                    const char *v);
+/* The same for a layer with several normalised weights (cbn's gain and
+ * bias projections): the weight is parameter `param`, its buffers are
+ * named u_name and v_name (static strings) and declared next. */
+int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, const char *u_name, const char *v_name,
+                    int a, int m, int k);
 /* In init, after the weight and bias: u and v from the same generator. */
 int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng, float *host);
 /* In forward: the weight to compute with, *w (the parameter itself
