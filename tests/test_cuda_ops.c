@@ -7,7 +7,8 @@
  * dropout (masks bit for bit); pooling; softmax; embedding; every loss
  * (values, gradients, input errors, the deferred loss_dev); Adam, AdamW,
  * L2, optimistic Adam, SGD with momentum/nesterov (fp16: through the loss
- * scale); sums of squares; random fills (uniforms bit for bit).
+ * scale); sums of squares; random fills (uniforms bit for bit); the
+ * strided batched GEMM and the attention layer built on it.
  * Tolerances: test_cuda_util.h. Exits 77 without a CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -650,6 +651,123 @@ static void test_augment(void **state)
 	gf_backend_close(g);
 }
 
+/* ---- strided batched GEMM and the attention layer ---- */
+
+static void bgemm_case(gf_backend *g, int ta, int tb, int m, int n, int k, int share_a, int sum, float beta, int batch)
+{
+	int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
+	int64_t sa = share_a ? 0 : (int64_t)(ta ? k : m) * lda + 5, sb = (int64_t)(tb ? n : k) * ldb + 7;
+	int64_t sc = sum ? 0 : (int64_t)m * ldc + 3;
+	size_t na = (size_t)(share_a ? 0 : batch - 1) * (size_t)sa + (size_t)(ta ? k : m) * lda;
+	size_t nb = (size_t)(batch - 1) * (size_t)sb + (size_t)(tb ? n : k) * ldb;
+	size_t nc = (size_t)(sum ? 0 : batch - 1) * (size_t)sc + (size_t)m * ldc;
+	float *a = host_rand(na, 81, -1, 1), *b = host_rand(nb, 82, -1, 1), *c = host_rand(nc, 83, -1, 1);
+	float *da = dev_from(g, a, na), *db = dev_from(g, b, nb), *dc = dev_from(g, c, nc);
+	NN_OK(cpu->ops->gemm_batched(cpu, ta, tb, m, n, k, 0.75f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+	NN_OK(g->ops->gemm_batched(g, ta, tb, m, n, k, 0.75f, da, lda, sa, db, ldb, sb, beta, dc, ldc, sc, batch));
+	char what[128];
+	snprintf(what, sizeof(what), "gemm_batched ta=%d tb=%d %dx%dx%d share_a=%d sum=%d beta=%g batch %d", ta, tb, m,
+	         n, k, share_a, sum, (double)beta, batch);
+	assert_true(dev_close(what, g, dc, c, nc, TOL_FP32));
+	g->ops->free(g, da);
+	g->ops->free(g, db);
+	g->ops->free(g, dc);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* gemm_batched in f32 whatever the instance's precision: every transpose,
+ * a shared A, the batch sum with and without beta, k = 0. */
+static void test_gemm_batched(void **state)
+{
+	(void)state;
+	gf_precision precs[] = { GF_PREC_FP32, GF_PREC_BF16 };
+	for (int pi = 0; pi < 2; pi++) {
+		gf_backend *g = cuda_open(precs[pi], GF_LAYOUT_AUTO);
+		assert_true(GF_BACKEND_HAS(g, gemm_batched));
+		for (int t = 0; t < 4; t++) {
+			bgemm_case(g, t & 1, t >> 1, 7, 9, 5, 0, 0, 0.0f, 4);
+			bgemm_case(g, t & 1, t >> 1, 16, 33, 20, 1, 0, 0.5f, 3);
+			bgemm_case(g, t & 1, t >> 1, 12, 6, 40, 0, 1, 0.0f, 5);
+			bgemm_case(g, t & 1, t >> 1, 6, 12, 17, 1, 1, 1.0f, 6);
+		}
+		bgemm_case(g, 0, 0, 4, 5, 0, 0, 0, 0.5f, 3);
+		bgemm_case(g, 0, 0, 4, 5, 0, 0, 1, 0.0f, 3);
+		gf_backend_close(g);
+	}
+}
+
+/* The attention layer on the GPU (fp32) against the CPU, with and without
+ * sn: output, dx, every parameter gradient and (sn) the updated u, v, with
+ * gamma = 0.6 so that every branch has a gradient. */
+static void test_attention(void **state)
+{
+	(void)state;
+	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
+	enum { NB = 4, C = 32, S = 8 };
+	size_t nx = (size_t)NB * C * S * S;
+	float *x = host_rand(nx, 91, -2, 2), *dy = host_rand(nx, 92, -1, 1);
+	float *gdy = dev_from(g, dy, nx);
+	for (int sn = 0; sn < 2; sn++) {
+		char code[160];
+		snprintf(code, sizeof(code), "return { {'attention', %d, sn = %s}, input_shape = {%d, %d, %d} }", C,
+		         sn ? "true" : "false", C, S, S);
+		gf_net *a, *b;
+		NN_OK(nn_build(&a, cpu, code, NB, 0));
+		NN_OK(nn_build(&b, g, code, NB, 0));
+		gf_rng r = { 3, 0, 0 };
+		NN_OK(gf_net_init(a, &r));
+		size_t np, nbuf, nv, nbv;
+		float *pa = gf_net_block(a, GF_PARAMS, &np);
+		const gf_view *v = gf_net_views(a, GF_PARAMS, &nv);
+		const gf_view *bv = gf_net_views(a, GF_BUFFERS, &nbv);
+		pa[v[nv - 1].offset] = 0.6f;
+		gf_net_block(a, GF_BUFFERS, &nbuf);
+		float *h = malloc((np + nbuf + 1) * 4), *hb = malloc((np + nbuf + 1) * 4);
+		NN_OK(gf_net_read(a, GF_PARAMS, h));
+		NN_OK(gf_net_write(b, GF_PARAMS, h));
+		NN_OK(gf_net_read(a, GF_BUFFERS, h));
+		NN_OK(gf_net_write(b, GF_BUFFERS, h));
+		gf_tensor xt = nn_tensor(x, 4, NB, C, S, S), oa, ob, dxa, dxb;
+		for (int step = 0; step < 2; step++) {
+			char what[96];
+			NN_OK(gf_net_forward(a, &xt, NULL, GF_TRAIN));
+			NN_OK(gf_net_forward(b, &xt, NULL, GF_TRAIN));
+			NN_OK(gf_net_output(a, &oa));
+			NN_OK(gf_net_output(b, &ob));
+			snprintf(what, sizeof(what), "attention sn=%d step %d: y", sn, step);
+			assert_true(dev_close(what, g, ob.data, oa.data, nx, 1e-4));
+			NN_OK(gf_net_backward(a, dy, GF_NEED_DX | GF_NEED_DW | (step ? GF_ACCUMULATE : 0)));
+			NN_OK(gf_net_backward(b, gdy, GF_NEED_DX | GF_NEED_DW | (step ? GF_ACCUMULATE : 0)));
+			NN_OK(gf_net_dx(a, &dxa));
+			NN_OK(gf_net_dx(b, &dxb));
+			snprintf(what, sizeof(what), "attention sn=%d step %d: dx", sn, step);
+			assert_true(dev_close(what, g, dxb.data, dxa.data, nx, 1e-4));
+			NN_OK(gf_net_read(a, GF_GRADS, h));
+			NN_OK(gf_net_read(b, GF_GRADS, hb));
+			for (size_t i = 0; i < nv; i++) {
+				snprintf(what, sizeof(what), "attention sn=%d step %d: d%s", sn, step, v[i].name);
+				assert_true(nn_close(what, hb + v[i].offset, h + v[i].offset, v[i].numel, 1e-4));
+			}
+			NN_OK(gf_net_read(a, GF_BUFFERS, h));
+			NN_OK(gf_net_read(b, GF_BUFFERS, hb));
+			for (size_t i = 0; i < nbv; i++) {
+				snprintf(what, sizeof(what), "attention sn=%d step %d: %s", sn, step, bv[i].name);
+				assert_true(nn_close(what, hb + bv[i].offset, h + bv[i].offset, bv[i].numel, 1e-4));
+			}
+		}
+		free(h);
+		free(hb);
+		gf_net_destroy(a);
+		gf_net_destroy(b);
+	}
+	g->ops->free(g, gdy);
+	free(x);
+	free(dy);
+	gf_backend_close(g);
+}
+
 static void test_loss(void **state)
 {
 	(void)state;
@@ -858,6 +976,8 @@ int main(void)
 		cmocka_unit_test(test_sn),
 		cmocka_unit_test(test_cbn_rows),
 		cmocka_unit_test(test_augment),
+		cmocka_unit_test(test_gemm_batched),
+		cmocka_unit_test(test_attention),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -391,9 +391,9 @@ static void test_resnet_backbones(void **state)
 		{ "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }", 392705, 1, 32 },
 		{ "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 264129, 0, 0 },
 		{ "return require('backbones.sngan').G{ ch = 4, size = 64, attention = 32 }", 0, 3, 64 },
-		{ "return require('backbones.sngan').D{ ch = 4, size = 64, attention = 32, augment = 'translation' }", 0, 0, 0 },
-		{ "return require('backbones.biggan').G{ ch = 2, size = 128, classes = 5 }", 0, 3, 128 },
-		{ "return require('backbones.biggan').D{ ch = 2, size = 128, classes = 5 }", 0, 0, 0 },
+		{ "return require('backbones.sngan').D{ ch = 8, size = 64, attention = 32, augment = 'translation' }", 0, 0, 0 },
+		{ "return require('backbones.biggan').G{ ch = 8, size = 128, classes = 5 }", 0, 3, 128 },
+		{ "return require('backbones.biggan').D{ ch = 8, size = 128, classes = 5 }", 0, 0, 0 },
 		{ "return require('backbones.biggan').G{ ch = 2, size = 64, classes = 0 }", 0, 3, 64 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -416,13 +416,13 @@ static void test_resnet_backbones(void **state)
 		gf_net_destroy(n);
 	}
 	/* the self-attention is where it was asked for, and only once in D */
-	gf_net *g = build("return require('backbones.biggan').G{ ch = 2, size = 128, classes = 5 }", 1);
+	gf_net *g = build("return require('backbones.biggan').G{ ch = 8, size = 128, classes = 5 }", 1);
 	const gf_view *gamma = view(g, GF_PARAMS, "attn.gamma");
 	assert_non_null(gamma);
 	gf_net_destroy(g);
 	gf_value v;
-	assert_int_equal(gf_lua_eval("return require('backbones.biggan').G{ z = 100, size = 32 }", &v), GF_ELUA);
-	assert_non_null(strstr(gf_errmsg(), "z = 100 must split into 4 equal chunks"));
+	assert_int_equal(gf_lua_eval("return require('backbones.biggan').G{ z = 90, size = 32 }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "z = 90 must split into 4 equal chunks"));
 	assert_int_equal(gf_lua_eval("return require('backbones.sngan').D{ size = 48 }", &v), GF_ELUA);
 	assert_non_null(strstr(gf_errmsg(), "size must be 32, 64 or 128"));
 	assert_int_equal(gf_lua_eval("return require('backbones.sngan').G{ width = 3 }", &v), GF_ELUA);
@@ -505,6 +505,17 @@ static void test_bad_tables(void **state)
 	expect_error("{ {'linear', 4, 1}, {'proj', 3, 4, with = 'label'}, input_shape = {4} }", GF_ESHAPE,
 	             "layer 2 (proj): with must be the features, not the labels");
 	expect_error("{ {'bn', 4, classes = 3}, input_shape = {4} }", GF_EPARAM, "layer 1 (bn): unknown key 'classes'");
+	expect_error("{ {'conv', 3, 30, 1}, {'attention', 30}, input_shape = {3, 8, 8} }", GF_EPARAM,
+	             "layer 2 (attention): channels 30 is not a multiple of 8");
+	expect_error("{ {'attention', 16}, input_shape = {8, 8, 8} }", GF_ESHAPE,
+	             "layer 1 (attention): expects 16 input channels, got 8");
+	expect_error("{ {'attention', 8}, input_shape = {8, 5, 4} }", GF_ESHAPE,
+	             "layer 1 (attention): input (8, 5, 4): height and width must be even (2x2 max-pool)");
+	expect_error("{ {'attention', 8}, input_shape = {8} }", GF_ESHAPE, "layer 1 (attention): expects an image");
+	expect_error("{ {'attention', 8, sn = 1}, input_shape = {8, 4, 4} }", GF_EPARAM,
+	             "layer 1 (attention): sn must be true or false");
+	expect_error("{ {'attention'}, input_shape = {8, 4, 4} }", GF_EPARAM,
+	             "layer 1 (attention): takes 1 argument");
 
 	/* a backbone option that does not exist is a Lua error naming it */
 	gf_value v;
@@ -535,6 +546,8 @@ static void test_aliases(void **state)
 		{ "{'embed', 3, 4}", "{4}", "embedding" },
 		{ "{'cat', with = 'x'}", "{4}", "concat" },
 		{ "{'ccbn', 2, classes = 3}", "{2, 4, 4}", "cbn" },
+		{ "{'attn', 8}", "{8, 4, 4}", "attention" },
+		{ "{'self_attention', 8}", "{8, 4, 4}", "attention" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char code[256], sum[512], want[64];

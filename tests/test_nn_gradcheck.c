@@ -290,6 +290,7 @@ CASE(test_reshape, "flatten/reshape",
      "return { {'conv', 2, 3, 3, 2, 1}, {'flatten'}, {'linear', 12, 6}, {'reshape', 2, 3}, {'bn', 2},"
      " input_shape = {2, 4, 4} }", 3, 0, 0)
 CASE(test_maxpool, "maxpool", "return { {'maxpool', 3, 2, 1}, input_shape = {2, 5, 5} }", 2, 0, 0)
+CASE(test_maxpool2, "maxpool 2 (2x2 path)", "return { {'maxpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
 CASE(test_avgpool, "avgpool", "return { {'avgpool', 3, 2, 1}, input_shape = {2, 5, 5} }", 2, 0, 0)
 CASE(test_avgpool2, "avgpool 2", "return { {'avgpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
 CASE(test_softmax, "softmax", "return { {'linear', 4, 6}, {'softmax'}, input_shape = {4} }", 3, 0, 0)
@@ -340,6 +341,11 @@ CASE(test_proj, "proj", "return { {'conv', 2, 3, 3, 1, 1}, {'gsp', name = 'h'}, 
      " input_shape = {2, 4, 4} }", 4, 0, 4)
 CASE(test_proj_sn, "proj sn", "return { {'tanh', name = 'h'}, {'linear', 5, 1, sn = true}, {'proj', 3, 5, with = 'h', sn = true},"
      " input_shape = {5} }", 4, 0, 3)
+/* self-attention: gamma away from 0 by the parameter noise; max pooling's
+ * kinks are skipped like maxpool's */
+CASE(test_attention, "attention", "return { {'attention', 8}, {'tanh'}, input_shape = {8, 4, 6} }", 2, 0, 0)
+CASE(test_attention_sn, "attention sn",
+     "return { {'conv', 3, 16, 1}, {'attention', 16, sn = true}, input_shape = {3, 4, 4} }", 2, 0, 0)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -423,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_dropout2d),
 		cmocka_unit_test(test_reshape),
 		cmocka_unit_test(test_maxpool),
+		cmocka_unit_test(test_maxpool2),
 		cmocka_unit_test(test_avgpool),
 		cmocka_unit_test(test_avgpool2),
 		cmocka_unit_test(test_softmax),
@@ -444,6 +451,8 @@ int main(void)
 		cmocka_unit_test(test_cbn_cond_sn),
 		cmocka_unit_test(test_proj),
 		cmocka_unit_test(test_proj_sn),
+		cmocka_unit_test(test_attention),
+		cmocka_unit_test(test_attention_sn),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),

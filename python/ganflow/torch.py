@@ -33,6 +33,8 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
     proj        Projection: input + <weight[labels], h> (h the `with` source), an nn.Embedding
     sn = true   torch.nn.utils.spectral_norm on linear, conv, tconv, embedding, proj and
                 cbn's two projections
+    attention   SAGAN/BigGAN self-attention (BigGAN-PyTorch's Attention): theta, phi, g, o
+                1x1 nn.Conv2d without bias, gamma a (1)-tensor; sn = true on all four convs
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -59,7 +61,8 @@ ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
 ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_transpose": "tconv",
            "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
            "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
-           "instancenorm2d": "instancenorm", "in2d": "instancenorm", "ccbn": "cbn"}
+           "instancenorm2d": "instancenorm", "in2d": "instancenorm", "ccbn": "cbn", "attn": "attention",
+           "self_attention": "attention"}
 
 # kinds that read a second source (`with`)
 WITH = ("concat", "add", "proj")
@@ -206,6 +209,33 @@ class Projection(nn.Embedding):
 
     def forward(self, x, h, labels):
         return x + (super().forward(labels) * h).sum(1, keepdim=True)
+class Attention(nn.Module):
+    """The engine's attention (SAGAN/BigGAN self-attention), BigGAN-PyTorch's
+    Attention(ch): y = x + gamma * o(g beta^T), beta = softmax over the pooled
+    positions of theta^T phi, phi and g max-pooled 2x2. gamma is a (1)-tensor
+    as in the checkpoint (BigGAN's is 0-d)."""
+
+    def __init__(self, ch, sn):
+        super().__init__()
+        self.ch = ch
+        wrap = nn.utils.spectral_norm if sn else (lambda m: m)
+        self.theta = wrap(nn.Conv2d(ch, ch // 8, 1, bias=False))
+        self.phi = wrap(nn.Conv2d(ch, ch // 8, 1, bias=False))
+        self.g = wrap(nn.Conv2d(ch, ch // 2, 1, bias=False))
+        self.o = wrap(nn.Conv2d(ch // 2, ch, 1, bias=False))
+        self.gamma = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        ch, h, w = self.ch, x.shape[2], x.shape[3]
+        theta = self.theta(x).reshape(-1, ch // 8, h * w)
+        phi = nn.functional.max_pool2d(self.phi(x), [2, 2]).reshape(-1, ch // 8, h * w // 4)
+        g = nn.functional.max_pool2d(self.g(x), [2, 2]).reshape(-1, ch // 2, h * w // 4)
+        beta = torch.softmax(torch.bmm(theta.transpose(1, 2), phi), -1)
+        o = self.o(torch.bmm(g, beta.transpose(1, 2)).reshape(-1, ch // 2, h, w))
+        return x + self.gamma * o
+
+    def extra_repr(self):
+        return f"channels={self.ch}"
 
 
 # ---- the network ----
@@ -267,7 +297,7 @@ class GanflowNet(nn.Module):
             lab = l.kind == "proj" or (l.kind == "cbn" and w == "label")
             uses_label |= inp == "label" or lab
             mod, out = self._module(l, shapes[inp], shapes[w] if w else None)
-            if l.get(None, "sn", False) and l.kind != "cbn":
+            if l.get(None, "sn", False) and l.kind not in ("cbn", "attention"):   # those: on their own parts
                 if l.kind not in ("linear", "conv", "tconv", "embedding", "proj"):
                     raise l.error("sn is not supported on this kind")
                 # PyTorch's own: weight_orig, weight_u, weight_v (the engine's names);
@@ -429,6 +459,14 @@ class GanflowNet(nn.Module):
             if s != (1,) or ws != (dim,):
                 raise l.error(f"expects the unconditional output (1) and with = features ({dim}), got {s} and {ws}")
             return Projection(classes, dim), s
+        if k == "attention":
+            c = l.int(0, None)
+            image(c)
+            if c % 8:
+                raise l.error(f"channels {c} is not a multiple of 8")
+            if s[1] % 2 or s[2] % 2:
+                raise l.error(f"input {s}: height and width must be even (2x2 max-pool)")
+            return Attention(c, bool(l.get(None, "sn", False))), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

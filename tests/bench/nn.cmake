@@ -13,3 +13,8 @@ add_executable(bench_backbone_step ${CMAKE_CURRENT_LIST_DIR}/bench_backbone_step
 target_link_libraries(bench_backbone_step PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_backbone_step PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+# tests/bench/run attention: the self-attention layer against PyTorch's
+add_executable(bench_attention ${CMAKE_CURRENT_LIST_DIR}/bench_attention.c)
+target_link_libraries(bench_attention PRIVATE ganflow)
+set_target_properties(bench_attention PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

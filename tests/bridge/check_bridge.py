@@ -142,6 +142,15 @@ def run_numpy(model, feeds):
             out = i[0] @ i[1]
         elif op == "Add":
             out = i[0] + i[1]
+        elif op == "Mul":
+            out = i[0] * i[1]
+        elif op == "Div":
+            out = i[0] / i[1]
+        elif op == "Transpose":
+            out = np.transpose(i[0], a.get("perm"))
+        elif op == "ReduceSum":
+            axes = tuple(int(d) for d in i[1]) if len(i) > 1 and i[1] is not None else None
+            out = np.sum(i[0], axis=axes, keepdims=bool(a.get("keepdims", 1)))
         elif op == "Shape":
             out = np.array(i[0].shape, dtype=np.int64)
         elif op == "Unsqueeze":

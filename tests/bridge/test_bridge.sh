@@ -5,7 +5,8 @@
 #   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
-# checkpoint made by net_forward --make, bridge and ONNX vs ganflow.
+# checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
+# the ResNet/SN kinds, bridge only; kinds4.json: attention, bridge and ONNX).
 # dcgan, cgan, perclass, classifier: train the backbone's pipeline 3 steps on
 # Fashion-MNIST, then ganflow.torch.load must give ganflow's outputs on the
 # same inputs within 1e-4: G through `ganflow sample npy=` (same noise and
@@ -96,6 +97,14 @@ kinds)
   check "[ $? -eq 0 ]" "net_forward --make (kinds3) failed: $(cat "$T/f.log")"
   forward "$T/k3.safetensors" t 9
   compare "cbn/proj: bridge vs ganflow" net "$T/k3.safetensors" t "$T/t.st"
+  # self-attention, plain and with sn, gamma away from 0 (tests/bridge/kinds4.json)
+  "$B/tests/net_forward" --make "$S/tests/bridge/kinds4.json" "$T/k4.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make (kinds4) failed: $(cat "$T/f.log")"
+  forward "$T/k4.safetensors" t 9
+  compare "attention: bridge vs ganflow" net "$T/k4.safetensors" t "$T/t.st"
+  "$G" export "$T/k4.safetensors" "$T/k4.onnx" part=t >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export of attention failed: $(cat "$T/e.log")"
+  compare "attention: ONNX vs ganflow" onnx "$T/k4.onnx" "$T/t.st"
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1

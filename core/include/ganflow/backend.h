@@ -412,6 +412,19 @@ struct gf_backend_ops {
 	/* dx (n, c, h, w) = the transpose of that (affine) map applied to dy. */
 	int (*augment_backward)(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
 	                        unsigned what);
+	/* ---- strided batched GEMM (self-attention) ----
+	 * For b in [0, batch): C_b = alpha * op(A_b) op(B_b) + beta * C_b, row-major
+	 * as gemm, with X_b = X + b * stride_x (floats). A stride of 0 shares
+	 * that operand across the batch (a 1x1 convolution's weight). With
+	 * stride_c = 0 the products are summed instead (a weight gradient):
+	 * C = alpha * sum_b op(A_b) op(B_b) + beta * C, each element summed in
+	 * batch order, so the result is deterministic. Operands may not overlap
+	 * C. The CPU splits the batch (or, summing, C's columns) over its team,
+	 * one single-threaded SGEMM per piece; CUDA is cuBLAS's strided batched
+	 * GEMM (in f32 whatever the instance's precision). */
+	int (*gemm_batched)(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+	                    int lda, int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c,
+	                    int ldc, int64_t stride_c, int batch);
 };
 
 /* The parts of augment_forward / augment_backward. */

@@ -122,6 +122,7 @@ static const gf_backend_ops cpu_ops = {
 	.cbn_backward = gf_cpu_cbn_backward,
 	.augment_forward = gf_cpu_augment_forward,
 	.augment_backward = gf_cpu_augment_backward,
+	.gemm_batched = gf_cpu_gemm_batched,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

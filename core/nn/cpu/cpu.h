@@ -85,6 +85,10 @@ int gf_cpu_augment_forward(gf_backend *be, float *y, const float *x, const float
                            unsigned what);
 int gf_cpu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
                             unsigned what);
+/* ---- gemm_batched_cpu.c ---- */
+int gf_cpu_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c, int ldc,
+                        int64_t stride_c, int batch);
 
 /* ---- conv_cpu.c ---- */
 int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,

@@ -453,10 +453,42 @@ struct pooling_args {
 	const gf_pooling_desc *d;
 };
 
+/* 2x2 stride-2 max pooling without padding (the classifier's, attention's):
+ * the general loop's rule (the first maximum in window order; a NaN wins)
+ * without its bounds tests. */
+GF_CLONES static void maxpool2_plane(float *restrict y, int32_t *restrict idx, const float *restrict x,
+                                     const gf_pooling_desc *d)
+{
+	for (int oy = 0; oy < d->hout; oy++) {
+		const float *r0 = x + (size_t)(2 * oy) * d->w, *r1 = r0 + d->w;
+		float *yr = y + (size_t)oy * d->wout;
+		int32_t *ir = idx + (size_t)oy * d->wout, base = 2 * oy * d->w;
+		for (int ox = 0; ox < d->wout; ox++) {
+			float v[4] = { r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1] };
+			int32_t at[4] = { base + 2 * ox, base + 2 * ox + 1, base + d->w + 2 * ox, base + d->w + 2 * ox + 1 };
+			float best = v[0];
+			int32_t arg = at[0];
+			for (int k = 1; k < 4; k++) {
+				int take = v[k] > best || isnan(v[k]);
+				best = take ? v[k] : best;
+				arg = take ? at[k] : arg;
+			}
+			yr[ox] = best;
+			ir[ox] = arg;
+		}
+	}
+}
+
 static void pooling_fwd_part(void *p, size_t b, size_t e)
 {
 	struct pooling_args *a = p;
 	const gf_pooling_desc *d = a->d;
+	if (d->max && d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0) {
+		for (size_t pl = b; pl < e; pl++)
+			maxpool2_plane(a->y + pl * (size_t)d->hout * d->wout, a->idx + pl * (size_t)d->hout * d->wout,
+			               a->x + pl * (size_t)d->h * d->w, d);
+		return;
+	}
 	for (size_t pl = b; pl < e; pl++) {
 		const float *x = a->x + pl * (size_t)d->h * d->w;
 		float *y = a->y + pl * (size_t)d->hout * d->wout;

@@ -605,6 +605,7 @@ static const gf_backend_ops cuda_ops = {
 	.cbn_backward = gf_cu_cbn_backward,
 	.augment_forward = gf_cu_augment_forward,
 	.augment_backward = gf_cu_augment_backward,
+	.gemm_batched = gf_cu_gemm_batched,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -260,7 +260,7 @@ enum {
 	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
 	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_ROW_DOT, GF_CU_OP_ROW_SCALE, GF_CU_OP_CBN_FWD,
-	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD
+	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD, GF_CU_OP_GEMM_BATCHED
 };
 
 /* ---- vtable ops by file ---- */
@@ -314,6 +314,11 @@ int gf_cu_augment_forward(gf_backend *be, float *y, const float *x, const float 
                           unsigned what);
 int gf_cu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
                            unsigned what);
+
+/* gemm_batched_cuda.c */
+int gf_cu_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                       int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c, int ldc,
+                       int64_t stride_c, int batch);
 
 /* conv_cuda.c */
 int gf_cu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
@@ -405,6 +410,11 @@ cudaError_t gf_cu_check_inf_launch(cudaStream_t s, float *g, size_t n, gf_cu_sta
 /* Updates the loss scale after an update (backoff on overflow, growth
  * after growth_interval good updates). */
 cudaError_t gf_cu_scaler_update_launch(cudaStream_t s, gf_cu_status *st);
+
+/* ---- gemm_batched.cu ---- */
+/* c (m, n) with leading dimension ldc = beta c + sum over b of part (batch, m, n), in batch order. */
+cudaError_t gf_cu_batch_sum_launch(cudaStream_t s, float *c, int ldc, const float *part, int m, int n, int batch,
+                                   float beta);
 
 /* ---- bn.cu ---- */
 /* Forward statistics: mean and rstd (c) of x (n, c, hw), running stats
