@@ -36,6 +36,7 @@
 #include <lualib.h>
 
 #include <ganflow/dist.h>
+#include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
@@ -430,6 +431,38 @@ static int l_world(lua_State *L)
 	return 1;
 }
 
+/* gf.dataset(path) -> { count, classes, class_names = {...}, min_height,
+ * max_height, min_width, max_width, channels }: a dataset's metadata, so
+ * a pipeline can size its networks from its data (biggan_imagenet.lua
+ * takes the class count from the dataset). Raises naming the path. */
+static int l_dataset(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	gf_dataset *ds;
+	if (gf_dataset_open(path, &ds))
+		return luaL_error(L, "gf.dataset('%s'): %s", path, gf_errmsg());
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	lua_newtable(L);
+	lua_pushinteger(L, (lua_Integer)m->count);
+	lua_setfield(L, -2, "count");
+	lua_pushinteger(L, (lua_Integer)m->nclasses);
+	lua_setfield(L, -2, "classes");
+	lua_createtable(L, (int)m->nclasses, 0);
+	for (uint32_t i = 0; i < m->nclasses; i++) {
+		lua_pushstring(L, m->class_names[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "class_names");
+	static const char *const keys[] = { "min_height", "max_height", "min_width", "max_width", "channels" };
+	const uint32_t vals[] = { m->min_height, m->max_height, m->min_width, m->max_width, m->max_channels };
+	for (int i = 0; i < 5; i++) {
+		lua_pushinteger(L, vals[i]);
+		lua_setfield(L, -2, keys[i]);
+	}
+	gf_dataset_close(ds);
+	return 1;
+}
+
 /* ---- gf.run ---- */
 
 /* Reads option key: from the command line if given there (it wins), else
@@ -666,6 +699,7 @@ static int open_ganflow(lua_State *L)
 	static const luaL_Reg fns[] = {
 		{ "stage", l_stage }, { "connect", l_connect }, { "run", l_run },
 		{ "arg", l_arg },     { "rank", l_rank },       { "world", l_world },
+		{ "dataset", l_dataset },
 		{ NULL, NULL },
 	};
 	lua_newtable(L);

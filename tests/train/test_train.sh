@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -272,6 +272,35 @@ ema)
   check "[ $? -eq 0 ] && grep -q 'truncation 0.5' '$T/s4.log'" "truncation run failed: $(cat "$T/s4.log")"
   /usr/bin/python3 -c "import numpy as np, sys; z = np.load('$T/t.z.npy'); sys.exit(0 if np.abs(z).max() <= 0.5 and np.abs(z).max() > 0.4 else 1)"
   check "[ $? -eq 0 ]" "truncation=0.5: noise outside [-0.5, 0.5] (or not spread up to it)"
+  ;;
+resnets)
+  # the ResNet GAN pipelines at tiny widths: they run, the conditional
+  # BigGAN's grid has a row per class drawn from G's moving average, and
+  # N + resume + N equals 2N bit for bit; biggan_imagenet runs on synth data
+  n=3
+  for p in "sngan_fashion ch_g=16 ch_d=16 n_dis=2" "sngan_fashion ch_g=16 ch_d=16 classes=10 attention=16 augment=color,translation,cutout" \
+           "biggan_fashion ch=4 n_dis=2 ema_start=1 lecam=0.1"; do
+    set -- $p
+    name=$1; shift
+    tag=$(echo "$*" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
+    run $name "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 "$@"
+    check "[ $? -eq 0 ]" "$name $*: run failed: $(tail -3 "$T/a$tag.log")"
+    check_metrics "$T/a$tag"
+    run $name "$T/b$tag" steps=$n samples=1000 log=1 "$@"
+    run $name "$T/c$tag" steps=$((2 * n)) samples=1000 log=1 resume="$T/b$tag" "$@"
+    check "[ $? -eq 0 ]" "$name $*: resumed run failed: $(tail -3 "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/a$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "$name $*: N + resume + N differs from 2N: $(cat "$T/cmp$tag.log")"
+  done
+  tag=$(echo "ch=4 n_dis=2 ema_start=1 lecam=0.1" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
+  check "[ \"$(png_size "$T/a$tag/samples/latest.png")\" = '342 342' ]" "biggan_fashion: a 10x10 grid (a row per class) should be 342x342, got $(png_size "$T/a$tag/samples/latest.png")"
+  "$G" sample "$T/a$tag" n=20 out="$T/bg.png" >"$T/bg.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/bg.log'" "biggan sample should use G's average: $(cat "$T/bg.log")"
+  check "[ \"$(png_size "$T/bg.png")\" = '70 342' ]" "20 samples of 10 classes: 10 rows of 2 (70x342), got $(png_size "$T/bg.png")"
+  "$G" dataset synth "$T/synth" count=16 classes=3 width=160 height=140 >/dev/null 2>&1
+  "$G" run "$S/pipelines/biggan_imagenet.lua" data="$T/synth" ch=8 batch=2 steps=2 dir="$T/bi" quiet=true >"$T/bi.log" 2>&1
+  check "[ $? -eq 0 ] && [ -f '$T/bi/checkpoints/ckpt-00000002.safetensors' ]" "biggan_imagenet on synth data failed: $(tail -3 "$T/bi.log")"
+  check "[ \"\$(png_size '$T/bi/samples/latest.png' | cut -d' ' -f2)\" -gt 128 ]" "biggan_imagenet grid should hold 128x128 images"
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5
