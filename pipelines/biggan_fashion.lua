@@ -6,7 +6,7 @@
 -- orthogonal regularisation 1e-4 in G (not on the shared embedding), the
 -- EMA of G (0.9999 from step 1000 in the paper; here 0.999 from 200, for
 -- runs of a few thousand steps), which the sample grids, the evaluator and
--- `ganflow sample` use. CPU default width ch = 16 (4 x 16 = 64 channels per
+-- `ganflow sample` use. CPU default width ch = 8 (4 x 8 = 32 channels per
 -- block; the paper's 32x32 config is ch = 64).
 --
 --   ./build/ganflow run pipelines/biggan_fashion.lua [steps=2000 eval=500 ...]
@@ -20,7 +20,7 @@ local opt = gf.args {
   lr_g = 1e-4,
   lr_d = 4e-4,
   n_dis = 4,
-  ch = 16,             -- block widths 4 ch (paper: ch = 64)
+  ch = 8,              -- block widths 4 ch (paper: ch = 64)
   attention = 0,       -- resolution of self-attention in G and D (e.g. 16), 0: none
   ortho = 1e-4,        -- orthogonal regularisation of G
   ema = 0.999,         -- G's moving average (0: none)

@@ -1,7 +1,7 @@
 -- sngan_fashion: the SNGAN of Miyato et al. 2018 (ResNet G and D, spectral
 -- norm everywhere in D, global sum pooling, hinge loss, n_dis = 5, Adam
 -- (2e-4, 0, 0.9): the paper's CIFAR setting) on Fashion-MNIST at 32x32.
--- The CPU default widths are ch_g = ch_d = 64 (the paper's 256 / 128 are one
+-- The CPU default widths are ch_g = ch_d = 32 (the paper's 256 / 128 are one
 -- option away: ch_g=256 ch_d=128). classes=10 makes it class-conditional
 -- (cBN in G, projection in D); attention=16 makes it SAGAN; augment= adds
 -- DiffAugment to D; ema= averages G (sample grids and evaluation use it).
@@ -16,8 +16,8 @@ local opt = gf.args {
   batch = 64,
   lr = 2e-4,           -- Adam learning rate of both networks, betas (0, 0.9)
   n_dis = 5,           -- D steps per G step
-  ch_g = 64,           -- G width (paper: 256)
-  ch_d = 64,           -- D width (paper: 128)
+  ch_g = 32,           -- G width (paper: 256)
+  ch_d = 32,           -- D width (paper: 128)
   classes = 0,         -- 10: class-conditional (cBN + projection)
   attention = 0,       -- resolution of a self-attention layer in G and D (SAGAN: 16), 0: none
   augment = "",        -- DiffAugment policy for D, e.g. "color,translation,cutout"

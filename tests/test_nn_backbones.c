@@ -384,12 +384,12 @@ static void test_resnet_backbones(void **state)
 		size_t params;   /* torch_backbones.py counts */
 		int c, h;        /* output image, or 0: D (one value) */
 	} cases[] = {
-		{ "return require('backbones.sngan').G{ ch = 64, channels = 1 }", 367617, 1, 32 },
-		{ "return require('backbones.sngan').D{ ch = 64, channels = 1 }", 263489, 0, 0 },
-		{ "return require('backbones.sngan').G{ ch = 64, channels = 1, classes = 10 }", 374529, 1, 32 },
-		{ "return require('backbones.sngan').D{ ch = 64, channels = 1, classes = 10 }", 264129, 0, 0 },
-		{ "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }", 392705, 1, 32 },
-		{ "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 264129, 0, 0 },
+		{ "return require('backbones.sngan').G{ ch = 32, channels = 1 }", 125441, 1, 32 },
+		{ "return require('backbones.sngan').D{ ch = 32, channels = 1 }", 66209, 0, 0 },
+		{ "return require('backbones.sngan').G{ ch = 32, channels = 1, classes = 10 }", 128897, 1, 32 },
+		{ "return require('backbones.sngan').D{ ch = 32, channels = 1, classes = 10 }", 66529, 0, 0 },
+		{ "return require('backbones.biggan').G{ ch = 8, channels = 1, classes = 10 }", 138625, 1, 32 },
+		{ "return require('backbones.biggan').D{ ch = 8, channels = 1, classes = 10 }", 66529, 0, 0 },
 		{ "return require('backbones.sngan').G{ ch = 4, size = 64, attention = 32 }", 0, 3, 64 },
 		{ "return require('backbones.sngan').D{ ch = 8, size = 64, attention = 32, augment = 'translation' }", 0, 0, 0 },
 		{ "return require('backbones.biggan').G{ ch = 8, size = 128, classes = 5 }", 0, 3, 128 },

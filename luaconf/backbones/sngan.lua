@@ -20,7 +20,7 @@
 -- augment = "color,translation,cutout" puts DiffAugment first in D.
 --
 -- The papers' widths are GPU-sized (G ch 256, D ch 128 at 32x32: tens of
--- GFLOP per image per iteration); the CPU pipelines use ch = 64 / 64.
+-- GFLOP per image per iteration); the CPU pipelines use ch = 32 / 32.
 local rn = require "backbones.resnet"
 local M = {}
 

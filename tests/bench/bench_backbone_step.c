@@ -4,9 +4,9 @@
  * same networks written layer by layer in PyTorch 1.13 CPU
  * (tests/bench/torch_backbones.py) in the same run:
  *
- *   sngan        SNGAN 32x32x1, G ch 64 / D ch 64, n_dis 5 (sngan_fashion's CPU config)
+ *   sngan        SNGAN 32x32x1, G ch 32 / D ch 32, n_dis 5 (sngan_fashion's CPU config)
  *   sngan_cond   the same with cBN in G and the projection D (classes = 10)
- *   biggan       BigGAN 32x32x1, ch 16, classes 10, n_dis 4 (biggan_fashion's CPU config)
+ *   biggan       BigGAN 32x32x1, ch 8, classes 10, n_dis 4 (biggan_fashion's CPU config)
  *   pix2pix      U-Net G (ngf 32) and PatchGAN D (ndf 32) at 32x32x1 (pix2pix_edges's config),
  *                batch 16: D on (A, B) and (A, G(A)), G's loss BCE + 100 L1
  *
@@ -35,14 +35,14 @@ struct row {
 };
 
 static const struct row rows[] = {
-	{ "sngan", "SNGAN 32x32x1 ch 64/64, n_dis 5", "return require('backbones.sngan').G{ ch = 64, channels = 1 }",
-	  "return require('backbones.sngan').D{ ch = 64, channels = 1 }", 128, 0, 5 },
+	{ "sngan", "SNGAN 32x32x1 ch 32/32, n_dis 5", "return require('backbones.sngan').G{ ch = 32, channels = 1 }",
+	  "return require('backbones.sngan').D{ ch = 32, channels = 1 }", 128, 0, 5 },
 	{ "sngan_cond", "SNGAN + cBN/projection, 10 classes",
-	  "return require('backbones.sngan').G{ ch = 64, channels = 1, classes = 10 }",
-	  "return require('backbones.sngan').D{ ch = 64, channels = 1, classes = 10 }", 128, 10, 5 },
-	{ "biggan", "BigGAN 32x32x1 ch 16, n_dis 4",
-	  "return require('backbones.biggan').G{ ch = 16, channels = 1, classes = 10 }",
-	  "return require('backbones.biggan').D{ ch = 16, channels = 1, classes = 10 }", 128, 10, 4 },
+	  "return require('backbones.sngan').G{ ch = 32, channels = 1, classes = 10 }",
+	  "return require('backbones.sngan').D{ ch = 32, channels = 1, classes = 10 }", 128, 10, 5 },
+	{ "biggan", "BigGAN 32x32x1 ch 8, n_dis 4",
+	  "return require('backbones.biggan').G{ ch = 8, channels = 1, classes = 10 }",
+	  "return require('backbones.biggan').D{ ch = 8, channels = 1, classes = 10 }", 128, 10, 4 },
 	{ "pix2pix", "pix2pix 32x32x1 ngf/ndf 32, batch 16",
 	  "return require('backbones.pix2pix').G{ size = 32, channels = 1, ngf = 32 }",
 	  "return require('backbones.pix2pix').D{ size = 32, channels = 1, ndf = 32 }", 0, 0, 1 },

@@ -204,9 +204,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pix2pix_counts  # noqa: E402  (U-Net and PatchGAN as the authors' code builds them)
 
 CONFIGS = {
-    "sngan": (lambda: SNGAN_G(64, 128, 1), lambda: SNGAN_D(64, 1), 128, 0, 5),
-    "sngan_cond": (lambda: SNGAN_G(64, 128, 1, 10), lambda: SNGAN_D(64, 1, 10), 128, 10, 5),
-    "biggan": (lambda: BigGAN_G(16, 128, 128, 1, 10), lambda: BigGAN_D(16, 1, 10), 128, 10, 4),
+    "sngan": (lambda: SNGAN_G(32, 128, 1), lambda: SNGAN_D(32, 1), 128, 0, 5),
+    "sngan_cond": (lambda: SNGAN_G(32, 128, 1, 10), lambda: SNGAN_D(32, 1, 10), 128, 10, 5),
+    "biggan": (lambda: BigGAN_G(8, 128, 128, 1, 10), lambda: BigGAN_D(8, 1, 10), 128, 10, 4),
     "pix2pix": (lambda: pix2pix_counts.unet(1, 1, 5, ngf=32), lambda: pix2pix_counts.patch_d(2, ndf=32), 0, 0, 1),
 }
 
