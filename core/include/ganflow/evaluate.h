@@ -151,6 +151,18 @@ int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class
  * (feature extraction of added images, not of the real split). */
 double gf_evaluator_feature_seconds(const gf_evaluator *e);
 
+/* ---- the FID Inception's input ---- */
+
+/* pytorch-fid's input pipeline: n images src (n, c, h, w), c = 1 (repeated
+ * to three channels) or 3, resized by bilinear interpolation as
+ * F.interpolate(mode = "bilinear", align_corners = False) (no
+ * antialiasing) to dst (n, 3, oh, ow), then dst = v * scale + shift:
+ * scale = 2 / 255, shift = -1 maps [0, 255] images to [-1, 1]; scale 1,
+ * shift 0 keeps [-1, 1] images (a generator's). Host memory; dst must not
+ * overlap src. Returns 0, -ENOMEM or GF_EPARAM for sizes out of range. */
+int gf_fid_resize(float *dst, const float *src, int n, int c, int h, int w, int oh, int ow, float scale,
+                  float shift);
+
 #ifdef __cplusplus
 }
 #endif
