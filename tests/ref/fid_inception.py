@@ -15,7 +15,8 @@ the weights are random (seeded), never downloaded.
                                        images (N, 3, H, W) in [0, 255], x299 (their
                                        299x299 [-1, 1] input), pool3 (N, 2048), logits
                                        (N, 1008); grey (1, 1, H, W) and grey299
-    fid_inception.py bench N THREADS   images/s of pool3 features on the CPU
+    fid_inception.py bench N THREADS [BATCH]
+                                       images/s of pool3 features on the CPU
 """
 import json
 import struct
@@ -273,6 +274,7 @@ def bench(n, threads, batch=50):
     torch.set_num_threads(threads)
     m = make_model(1, preprocess(test_images(4, 64, 64, 3, 2)))
     x = preprocess(test_images(batch, 64, 64, 3, 3))
+    n = max(n, 1)
     with torch.no_grad():
         m.pool3(x[:2])   # warm-up
         t0 = time.perf_counter()
@@ -289,6 +291,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "ref":
         ref(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
     elif sys.argv[1] == "bench":
-        bench(int(sys.argv[2]), int(sys.argv[3]))
+        bench(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 50)
     else:
         sys.exit(f"unknown mode {sys.argv[1]}")
