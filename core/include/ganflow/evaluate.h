@@ -116,6 +116,17 @@ int gf_evaluator_dim(const gf_evaluator *e);
 int gf_evaluator_classes(const gf_evaluator *e);
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w);
 
+/* 1 when the feature network is the FID Inception (a checkpoint written by
+ * `ganflow weights import`, metadata "<name>.input" = "fid"): images of
+ * any size and 1 or 3 channels are then accepted and go through
+ * gf_fid_resize to its 299x299 input; datasets and folders are decoded at
+ * their own size first, as pytorch-fid reads files. */
+int gf_evaluator_fid(const gf_evaluator *e);
+
+/* gf_hash64 of the classifier (feature network) file's bytes: what the
+ * real statistics' cache key holds, for records that name the network. */
+uint64_t gf_evaluator_features_hash(const gf_evaluator *e);
+
 /* Real statistics in use (owned by e), where they came from, and how many
  * bad records of the real split were skipped (0 for cached statistics). */
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e);
@@ -132,7 +143,7 @@ void gf_evaluator_reset(gf_evaluator *e);
 int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h,
                      int w);
 
-/* Adds n images of the dataset at path (evenly spaced over it; n <= 0 or
+/* Adds n images of the dataset or image folder at path (evenly spaced over it; n <= 0 or
  * more than it holds: all of them) with their labels, read through the
  * classifier's size (bilinear resize), as gf_evaluator_add. Bad records
  * are skipped and counted in *bad, up to o.max_bad_fraction of those read
