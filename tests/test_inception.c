@@ -18,11 +18,13 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include <ganflow/ckpt.h>
 #include <ganflow/evaluate.h>
+#include <ganflow/image.h>
 
 #include "test_nn_util.h"
 
@@ -146,6 +148,60 @@ static void test_input(void **state)
 	assert_int_equal(gf_fid_resize(out, &one, 1, 2, 1, 1, 2, 2, 1, 0), GF_EPARAM);
 }
 
+/* The evaluator's two ways in with features = inception: images in
+ * [-1, 1] at their own size (gf_evaluator_add, a generator's side) and a
+ * folder of PNGs (read as pytorch-fid reads files), against torch's pool3
+ * of the same pixels; then `ganflow eval DIR DIR` on that folder, which
+ * must refuse FID on 3 images naming the 2049 it needs. */
+static void test_evaluator(void **state)
+{
+	(void)state;
+	size_t ni = 0;
+	float *img = nn_ref(ref, "images", &ni);   /* (3, 3, 40, 56) in [0, 255] */
+	assert_int_equal(ni, (size_t)3 * 3 * 40 * 56);
+	char path[1100], w[1100];
+	snprintf(w, sizeof(w), "%s/inception.safetensors", dir);
+	snprintf(path, sizeof(path), "%s/png", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	uint8_t pix[40 * 56 * 3];
+	for (int i = 0; i < 3; i++) {
+		for (int y = 0; y < 40; y++)
+			for (int x = 0; x < 56; x++)
+				for (int c = 0; c < 3; c++)
+					pix[(y * 56 + x) * 3 + c] = (uint8_t)img[((size_t)(i * 3 + c) * 40 + y) * 56 + x];
+		snprintf(path, sizeof(path), "%s/png/img%d.png", dir, i);
+		NN_OK(gf_png_write(path, pix, 56, 40, 3, 0));
+	}
+	gf_evaluator_opts o = gf_evaluator_defaults();
+	o.classifier = w;
+	o.real = NULL;
+	gf_evaluator *e;
+	NN_OK(gf_evaluator_open(&e, &o));
+	assert_true(gf_evaluator_fid(e));
+	assert_int_equal(gf_evaluator_dim(e), 2048);
+	for (size_t i = 0; i < ni; i++)
+		img[i] = img[i] / 127.5f - 1.0f;
+	NN_OK(gf_evaluator_add(e, img, NULL, 3, 3, 40, 56));
+	int64_t n;
+	const float *f = gf_evaluator_features(e, &n);
+	assert_int_equal(n, 3);
+	check("pool3", f, (size_t)3 * 2048, 1e-4);
+	gf_evaluator_reset(e);
+	int64_t added;
+	uint64_t bad;
+	snprintf(path, sizeof(path), "%s/png", dir);
+	NN_OK(gf_evaluator_add_dataset(e, path, 0, &added, &bad));
+	assert_int_equal(added, 3);
+	f = gf_evaluator_features(e, &n);
+	check("pool3", f, (size_t)3 * 2048, 1e-4);
+	gf_evaluator_close(e);
+	free(img);
+	assert_int_equal(sh("%s eval %s %s features=inception weights=%s cache=false > %s/eval.txt 2>&1", ganflow, path,
+	                    path, w, dir),
+	                 1);
+	assert_int_equal(sh("grep -q 'n >= 2049' %s/eval.txt", dir), 0);
+}
+
 /* Import errors name the file and the first tensor at fault; nothing is written. */
 static void test_import_errors(void **state)
 {
@@ -194,6 +250,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_input),
 		cmocka_unit_test(test_features),
+		cmocka_unit_test(test_evaluator),
 		cmocka_unit_test(test_import_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

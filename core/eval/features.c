@@ -411,8 +411,8 @@ out:
 int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 {
 	*out = NULL;
-	if (!o || !o->classifier || !o->real)
-		return gf_seterr(GF_EPARAM, "evaluator: a classifier checkpoint and a real dataset are needed");
+	if (!o || !o->classifier)
+		return gf_seterr(GF_EPARAM, "evaluator: a classifier checkpoint is needed");
 	gf_evaluator *e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -423,7 +423,7 @@ int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 	int rc = gf_backend_open("cpu", &bo, &e->be);
 	if (!rc)
 		rc = load_classifier(e, o->classifier);
-	if (!rc)
+	if (!rc && o->real)
 		rc = load_real(e);
 	if (rc) {
 		gf_evaluator_close(e);
@@ -461,6 +461,12 @@ int gf_evaluator_real_cached(const gf_evaluator *e) { return e->cached; }
 double gf_evaluator_feature_seconds(const gf_evaluator *e) { return e->feat_sec; }
 
 int gf_evaluator_fid(const gf_evaluator *e) { return e->fid; }
+
+const float *gf_evaluator_features(const gf_evaluator *e, int64_t *n)
+{
+	*n = e->n;
+	return e->feats;
+}
 uint64_t gf_evaluator_features_hash(const gf_evaluator *e) { return e->clf_hash; }
 
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w)
@@ -578,6 +584,8 @@ uint64_t gf_evaluator_real_bad(const gf_evaluator *e)
 
 int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class)
 {
+	if (!e->o.real)
+		return gf_seterr(GF_EPARAM, "evaluator: opened without real data, it has no statistics to compare with");
 	int prev = e->o.stats_threads > 0 ? gf_evalstats_threads(e->o.stats_threads) : 0;
 	/* FID and IS here; KID and precision/recall below, on their own terms */
 	gf_eval_opts fo = e->o.stats;

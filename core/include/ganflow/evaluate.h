@@ -81,7 +81,8 @@ typedef struct gf_evaluator gf_evaluator;
 
 typedef struct gf_evaluator_opts {
 	const char *classifier;  /* classifier checkpoint (required) */
-	const char *real;        /* real dataset split: the reference (required) */
+	const char *real;        /* real dataset split or image folder: the reference
+	                          * (NULL: none, features only, gf_evaluator_compute fails) */
 	int64_t real_n;          /* real images used (0 = the whole split) */
 	int batch;               /* images per classifier forward (default 256) */
 	int threads;             /* compute threads (0 = all cores) */
@@ -122,6 +123,10 @@ void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w);
  * gf_fid_resize to its 299x299 input; datasets and folders are decoded at
  * their own size first, as pytorch-fid reads files. */
 int gf_evaluator_fid(const gf_evaluator *e);
+
+/* The features of the images added so far: (*n, gf_evaluator_dim) floats
+ * owned by e, valid until the next add, reset or close. */
+const float *gf_evaluator_features(const gf_evaluator *e, int64_t *n);
 
 /* gf_hash64 of the classifier (feature network) file's bytes: what the
  * real statistics' cache key holds, for records that name the network. */
