@@ -309,7 +309,9 @@ static int kid_rescale(gf_evaluator *e)
 	double ss = 0;
 	for (size_t i = 0; i < nd; i++)
 		ss += (double)e->real.feats[i] * e->real.feats[i];
-	e->kid_scale = nd && ss > 0 ? (float)sqrt(ss / (double)nd) : 1.0f;
+	/* the FID Inception's pool3 features are what the kernel was made for:
+	 * KID as torch-fidelity computes it, on the raw features */
+	e->kid_scale = !e->fid && nd && ss > 0 ? (float)sqrt(ss / (double)nd) : 1.0f;
 	e->real_kid = malloc(nd * sizeof(float));
 	if (!e->real_kid)
 		return -ENOMEM;
