@@ -10,9 +10,12 @@
  * missing tensor, extra tensor, another network's state dict), each naming
  * the tensor at fault.
  *
+ * Also FID, IS and KID at Inception's dimensions against numpy/scipy
+ * (test_scores, 1e-6 relative).
+ *
  * Needs /usr/bin/python3 with torch (skips with 77 without it). argv[1]:
- * the ganflow command. Takes ~1 minute on 2 cores (one torch forward and
- * one ganflow forward of 3 images at 299x299, six imports). */
+ * the ganflow command. Takes ~1.5 minutes on 2 cores (torch and ganflow
+ * forwards of 3 images at 299x299, six imports, scipy's sqrtm at d = 2048). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +26,7 @@
 #include <cmocka.h>
 
 #include <ganflow/ckpt.h>
+#include <ganflow/evalstats.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/image.h>
 
@@ -202,6 +206,51 @@ static void test_evaluator(void **state)
 	assert_int_equal(sh("grep -q 'n >= 2049' %s/eval.txt", dir), 0);
 }
 
+/* FID, IS and KID at Inception's dimensions (2048 features, 1008 classes)
+ * against numpy/scipy (pytorch-fid's FID, torch-fidelity's KID), within
+ * 1e-6 relative. */
+static void test_scores(void **state)
+{
+	(void)state;
+	const char *src = getenv("GF_SOURCE_DIR");
+	assert_int_equal(sh("%s/tests/ref/fid_inception.py scores %s", src ? src : ".", dir), 0);
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/scores.safetensors", dir);
+	gf_st_file *f;
+	NN_OK(gf_st_open(&f, path));
+	gf_tensor real, fake, probs;
+	NN_OK(gf_st_get(f, "real", &real));
+	NN_OK(gf_st_get(f, "fake", &fake));
+	NN_OK(gf_st_get(f, "probs", &probs));
+	int d = (int)real.shape[1];
+	assert_int_equal(d, 2048);
+	assert_int_equal(probs.shape[1], 1008);
+	double want[5], got[5];
+	snprintf(path, sizeof(path), "%s/scores.txt", dir);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	for (int i = 0; i < 5; i++) {
+		char name[32];
+		assert_int_equal(fscanf(fp, "%31s %lf", name, &want[i]), 2);
+	}
+	fclose(fp);
+	gf_feat_stats a = { 0 }, b = { 0 };
+	NN_OK(gf_feat_stats_compute(real.data, real.shape[0], d, &a));
+	NN_OK(gf_feat_stats_compute(fake.data, fake.shape[0], d, &b));
+	NN_OK(gf_fid(&a, &b, &got[0]));
+	NN_OK(gf_inception_score(probs.data, probs.shape[0], 1008, 10, &got[1], &got[2]));
+	NN_OK(gf_kid(real.data, real.shape[0], fake.data, fake.shape[0], d, 10, 1000, 777, &got[3], &got[4]));
+	static const char *names[] = { "FID", "IS", "IS std", "KID", "KID std" };
+	for (int i = 0; i < 5; i++) {
+		double rel = fabs(got[i] - want[i]) / fabs(want[i]);
+		fprintf(stderr, "  %-8s ganflow %.12g numpy/scipy %.12g relative %.2g\n", names[i], got[i], want[i], rel);
+		assert_true(rel <= 1e-6);
+	}
+	gf_feat_stats_free(&a);
+	gf_feat_stats_free(&b);
+	gf_st_close(f);
+}
+
 /* Import errors name the file and the first tensor at fault; nothing is written. */
 static void test_import_errors(void **state)
 {
@@ -251,6 +300,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_input),
 		cmocka_unit_test(test_features),
 		cmocka_unit_test(test_evaluator),
+		cmocka_unit_test(test_scores),
 		cmocka_unit_test(test_import_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -15,6 +15,8 @@ the weights are random (seeded), never downloaded.
                                        images (N, 3, H, W) in [0, 255], x299 (their
                                        299x299 [-1, 1] input), pool3 (N, 2048), logits
                                        (N, 1008); grey (1, 1, H, W) and grey299
+    fid_inception.py scores OUTDIR     scores.safetensors (2048-d features, 1008-way
+                                       probabilities) and scores.txt (numpy/scipy FID, IS, KID)
     fid_inception.py bench N THREADS [BATCH]
                                        images/s of pool3 features on the CPU
 """
@@ -270,6 +272,40 @@ def bad_files(out, sd):
         f.write(head)
 
 
+def scores(out):
+    """Pool3-like features (ReLU-floored, d = 2048) and 1008-way
+    probabilities with numpy/scipy's FID (pytorch-fid's formula), IS and
+    KID (torch-fidelity's, ganflow's subset sampler) from the definitions
+    in tests/fixtures/eval/make_refs.py, in float64 from the float32 values
+    written: scores.safetensors and scores.txt."""
+    import importlib.util
+    import os
+    import numpy as np
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("make_refs", os.path.join(here, "../fixtures/eval/make_refs.py"))
+    mr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mr)
+    rng = np.random.default_rng(16)
+    d, k = 2048, 1008
+    basis = rng.normal(0, 0.4, size=(64, d))
+    def feats(n, shift):
+        z = rng.normal(0, 1, size=(n, 64))
+        x = z @ basis + rng.normal(0, 0.5, size=(n, d)) + 0.3 + shift
+        return np.maximum(x, 0).astype(np.float32)
+    real, fake = feats(3000, 0.0), feats(2500, 0.05)
+    logits = rng.normal(0, 3, size=(2500, k))
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    probs = (p / p.sum(1, keepdims=True)).astype(np.float32)
+    f = mr.fid(real, fake)
+    ism, iss = mr.inception_score(probs, 10)
+    km, ks = mr.kid(real, fake, 10, 1000, 777)
+    write_safetensors(f"{out}/scores.safetensors", {"real": torch.from_numpy(real), "fake": torch.from_numpy(fake),
+                                                    "probs": torch.from_numpy(probs)})
+    with open(f"{out}/scores.txt", "w") as fp:
+        for name, v in (("fid", f), ("is_mean", ism), ("is_std", iss), ("kid_mean", km), ("kid_std", ks)):
+            fp.write(f"{name} {v!r}\n")
+
+
 def bench(n, threads, batch=50):
     torch.set_num_threads(threads)
     m = make_model(1, preprocess(test_images(4, 64, 64, 3, 2)))
@@ -290,6 +326,8 @@ def bench(n, threads, batch=50):
 if __name__ == "__main__":
     if sys.argv[1] == "ref":
         ref(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+    elif sys.argv[1] == "scores":
+        scores(sys.argv[2])
     elif sys.argv[1] == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 50)
     else:
