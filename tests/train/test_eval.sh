@@ -228,6 +228,13 @@ PY
   check "[ $? -eq 2 ] && grep -q 'features=inception needs weights=FILE' '$T/i.log'" "features=inception without weights: $(cat "$T/i.log")"
   "$G" eval "$T/a" "$T/b" features=inception weights="$F/clf28.safetensors" >"$T/i.log" 2>&1
   check "[ $? -eq 1 ] && grep -q 'is not an FID Inception file' '$T/i.log'" "a classifier as Inception weights: $(cat "$T/i.log")"
+  # the evaluator stage: eval_features = inception
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" eval=2 steps=2 eval_features=inception dir="$T/r1" \
+    quiet=true >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'features = inception needs weights = FILE' '$T/r.log'" "eval_features=inception without weights: $(tail -3 "$T/r.log")"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" eval=2 steps=2 eval_features=inception \
+    eval_weights="$F/clf28.safetensors" dir="$T/r2" quiet=true >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is not an FID Inception file' '$T/r.log'" "a classifier as the stage's Inception weights: $(tail -3 "$T/r.log")"
   ;;
 *)
   echo "unknown case $case_name"
