@@ -393,7 +393,9 @@ static int load_real(gf_evaluator *e)
 		else if (e->o.use_cache && gf_feat_stats_save(cache, &e->real, feats))
 			gf_log(GF_LOG_WARN, "cannot cache the real statistics: %s", gf_errmsg());
 	}
-	if (e->o.per_class && e->classes > 0) {
+	/* per-class FID needs the classifier's classes to be the dataset's:
+	 * not the Inception's 1008 (and 1008 covariances of 2048^2 would not fit) */
+	if (e->o.per_class && e->classes > 0 && !e->fid) {
 		e->real_class = calloc((size_t)e->classes, sizeof(*e->real_class));
 		if (!e->real_class) {
 			rc = -ENOMEM;
