@@ -23,7 +23,7 @@
 
 #include "folder.h"
 
-/* Images per forward of the FID Inception (~80 MB of activations each). */
+/* Images per forward of the FID Inception (~150 MB of activations each). */
 #define FID_BATCH 16
 
 struct gf_evaluator {
