@@ -11,5 +11,11 @@ int gf_cmd_sample(int argc, char **argv);
 int gf_cmd_plot(int argc, char **argv);
 int gf_cmd_eval(int argc, char **argv);
 int gf_cmd_export(int argc, char **argv);
+int gf_cmd_weights(int argc, char **argv);
+
+/* Runs `python3 -m module argv[0..nargs)` with the ganflow Python package on
+ * PYTHONPATH (cmd_python.c) and returns its exit status; cmd names the
+ * subcommand in messages, needs the Debian packages the module imports. */
+int gf_cmd_python(const char *cmd, const char *module, const char *needs, int nargs, char *const *argv);
 
 #endif

@@ -1,6 +1,13 @@
-/* `ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=PATH] [real=PATH]
+/* `ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=PATH]
+ *  [features=classifier|inception] [weights=PATH] [real=PATH]
  *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
  *  [threads=0] [cache=true] [max_bad_fraction=0.01]`
+ *
+ * REAL (the second positional argument) is real=; DIR is a folder of PNG /
+ * JPEG images (`ganflow eval DIR DIR` as `python -m pytorch_fid DIR DIR`).
+ * features=inception weights=FILE measures with the FID Inception
+ * (FILE from `ganflow weights import`, docs/eval.md) instead of the
+ * dataset's classifier.
  *
  * FID, IS, KID, precision/recall (and per-class FID for conditional and
  * per-class models) of n images from the generators of a training
@@ -9,11 +16,13 @@
  * against the real split's statistics (cached beside the dataset). Bad
  * records of a dataset are skipped and counted as in training, up to
  * max_bad_fraction. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <ganflow/dataset.h>
@@ -30,24 +39,48 @@
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: ganflow eval CHECKPOINT|DATASET [n=10000] [classifier=" DEFAULT_CLASSIFIER "]\n"
+	        "usage: ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=" DEFAULT_CLASSIFIER "]\n"
+	        "                    [features=classifier|inception weights=INCEPTION.safetensors]\n"
 	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
 	        "                    [pr=true] [json=PATH] [threads=0] [cache=true] [max_bad_fraction=0.01]\n"
 	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split\n");
 	return 2;
 }
 
+/* 1 when the directory holds a .png, .jpg or .jpeg file. */
+static int has_images(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int found = 0;
+	while (d && !found && (e = readdir(d))) {
+		const char *dot = strrchr(e->d_name, '.');
+		found = e->d_name[0] != '.' && dot &&
+		        (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A dataset, or a folder of images (a directory of image files that is
+ * neither a dataset nor a run directory or checkpoints folder): both read
+ * as a dataset. */
 static int is_dataset(const char *path)
 {
 	struct stat st;
 	char p[4200];
 	if (stat(path, &st) || !S_ISDIR(st.st_mode))
 		return 0;
+	snprintf(p, sizeof(p), "%s/checkpoints", path);
+	int run = !stat(p, &st);
+	snprintf(p, sizeof(p), "%s/latest", path);
+	run |= !stat(p, &st);
 	snprintf(p, sizeof(p), "%s/data.mdb", path);
 	if (!stat(p, &st))
 		return 1;
 	snprintf(p, sizeof(p), "%s/shard-00000", path);
-	return !stat(p, &st);
+	return !stat(p, &st) || (!run && has_images(path));   /* a dataset, or else an image folder */
 }
 
 /* Generates n images from the checkpoint's generators into e. */
@@ -116,10 +149,14 @@ int gf_cmd_eval(int argc, char **argv)
 	if (argc < 2 || argv[1][0] == '-')
 		return usage();
 	const char *what = argv[1], *classifier = DEFAULT_CLASSIFIER, *real = DEFAULT_REAL, *json = NULL;
+	const char *features = "classifier", *weights = NULL;
+	int first = 2;
+	if (argc > 2 && !strchr(argv[2], '='))
+		real = argv[first++];   /* ganflow eval A B */
 	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0;
 	double max_bad = 0.01;
 	int kid = 1, pr = 1, cache = 1;
-	for (int i = 2; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		char *v = strchr(argv[i], '=');
 		if (!v) {
 			fprintf(stderr, "ganflow eval: expected key=value, got '%s'\n", argv[i]);
@@ -131,6 +168,10 @@ int gf_cmd_eval(int argc, char **argv)
 		int bad = 0;
 		if (!strcmp(k, "classifier"))
 			classifier = v;
+		else if (!strcmp(k, "features"))
+			features = v;
+		else if (!strcmp(k, "weights"))
+			weights = v;
 		else if (!strcmp(k, "real"))
 			real = v;
 		else if (!strcmp(k, "json"))
@@ -155,8 +196,8 @@ int gf_cmd_eval(int argc, char **argv)
 			max_bad = strtod(v, &end);
 			bad = !(max_bad >= 0 && max_bad <= 1);
 		} else {
-			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, real, real_n, batch, seed, kid, pr, "
-			                "json, threads, cache, max_bad_fraction)\n", k);
+			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, features, weights, real, real_n, batch, "
+			                "seed, kid, pr, json, threads, cache, max_bad_fraction)\n", k);
 			return 2;
 		}
 		if (bad || (end && (*end || end == v))) {
@@ -166,6 +207,20 @@ int gf_cmd_eval(int argc, char **argv)
 	}
 	if (n < 0 || batch < 1 || batch > 65536) {
 		fprintf(stderr, "ganflow eval: need n >= 0 and 1 <= batch <= 65536\n");
+		return 2;
+	}
+	if (!strcmp(features, "inception")) {
+		if (!weights) {
+			fprintf(stderr, "ganflow eval: features=inception needs weights=FILE: convert pytorch-fid's "
+			                "pt_inception-2015-12-05-6726825d.pth with\n"
+			                "  ganflow weights import pt_inception-2015-12-05-6726825d.pth inception.safetensors\n"
+			                "(docs/eval.md; ganflow never downloads weights)\n");
+			return 2;
+		}
+		classifier = weights;
+	} else if (strcmp(features, "classifier") || weights) {
+		fprintf(stderr, "ganflow eval: features must be classifier or inception (weights=FILE goes with "
+		                "features=inception)\n");
 		return 2;
 	}
 	struct stat st;
@@ -193,6 +248,17 @@ int gf_cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
 		return 1;
 	}
+	if (!strcmp(features, "inception") && !gf_evaluator_fid(e)) {
+		fprintf(stderr, "ganflow eval: %s is not an FID Inception file (write one with ganflow weights import)\n",
+		        weights);
+		gf_evaluator_close(e);
+		return 1;
+	}
+	const char *net_name = gf_evaluator_fid(e) ? "inception-pool3" : "classifier";
+	const char *resizer = gf_evaluator_fid(e) ? "bilinear-299 (pytorch-fid: F.interpolate, align_corners=False)"
+	                                          : "classifier transform";
+	char net_hash[17];
+	snprintf(net_hash, sizeof(net_hash), "%016llx", (unsigned long long)gf_evaluator_features_hash(e));
 	double real_sec = gf_now() - t0, gen_sec = 0;
 	if (!is_dataset(what) && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
 		/* before generating anything: n=0 would reach the statistics empty */
@@ -223,6 +289,7 @@ int gf_cmd_eval(int argc, char **argv)
 	printf("%s: %lld images vs real split '%s' (%lld images, %s), classifier %s, %d features\n", what,
 	       (long long)res.n, real, (long long)rs->n, gf_evaluator_real_cached(e) ? "cached statistics" : "statistics computed",
 	       classifier, gf_evaluator_dim(e));
+	printf("  features   %s, %s (hash %s), resize %s\n", net_name, classifier, net_hash, resizer);
 	if (bad || gf_evaluator_real_bad(e))
 		printf("  bad records skipped: %llu of %s, %llu of the real split\n", (unsigned long long)bad, what,
 		       (unsigned long long)gf_evaluator_real_bad(e));
@@ -251,7 +318,9 @@ int gf_cmd_eval(int argc, char **argv)
 			fprintf(stderr, "ganflow eval: %s: %s\n", json, strerror(errno));
 			status = 1;
 		} else {
-			fprintf(f, "{\"source\":\"%s\",\"n\":%lld,\"real\":\"%s\",\"n_real\":%lld,\"fid\":%.9g,\"is\":%.9g,"
+			fprintf(f, "{\"features\":\"%s\",\"features_file\":\"%s\",\"features_hash\":\"%s\",\"resize\":\"%s\",",
+			        net_name, classifier, net_hash, gf_evaluator_fid(e) ? "bilinear-299" : "classifier");
+			fprintf(f, "\"source\":\"%s\",\"n\":%lld,\"real\":\"%s\",\"n_real\":%lld,\"fid\":%.9g,\"is\":%.9g,"
 			           "\"is_std\":%.9g,\"kid\":%.9g,\"kid_std\":%.9g,\"precision\":%.9g,\"recall\":%.9g,"
 			           "\"sec_generation\":%.4f,\"sec_features\":%.4f,\"sec_statistics\":%.4f,\"fid_class\":[",
 			        what, (long long)res.n, real, (long long)rs->n, res.fid, res.is_mean, res.is_std,

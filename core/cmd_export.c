@@ -9,19 +9,9 @@
  * package is looked for, in order, beside the command in an installed tree
  * (<prefix>/bin/ganflow -> <prefix>/share/ganflow/python), in the source
  * tree of a build-tree command, then under the configured install prefix. */
-#include <errno.h>
-#include <limits.h>
-#include <spawn.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cmd.h"
-
-extern char **environ;
 
 static int usage(void)
 {
@@ -31,92 +21,9 @@ static int usage(void)
 	return 2;
 }
 
-/* dir holds the package when dir/ganflow/export.py exists. */
-static int has_package(const char *dir)
-{
-	char p[PATH_MAX];
-	struct stat st;
-	int n = snprintf(p, sizeof(p), "%s/ganflow/export.py", dir);
-	return n > 0 && (size_t)n < sizeof(p) && stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The directory holding the ganflow Python package into out; 0 or -1. */
-static int find_package(char *out, size_t size)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';   /* <prefix>/bin */
-			int m = snprintf(out, size, "%s/../%s", exe, GF_PYTHON_INSTALL_RELDIR);
-			if (m > 0 && (size_t)m < size && has_package(out))
-				return 0;
-		}
-	}
-	const char *fixed[] = { GF_PYTHON_BUILD_DIR, GF_PYTHON_INSTALL_DIR };
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		if (has_package(fixed[i]) && strlen(fixed[i]) < size) {
-			snprintf(out, size, "%s", fixed[i]);
-			return 0;
-		}
-	}
-	return -1;
-}
-
 int gf_cmd_export(int argc, char **argv)
 {
 	if (argc < 3 || argv[1][0] == '-')
 		return usage();
-	const char *py = getenv("GANFLOW_PYTHON");
-	if (!py || !*py)
-		py = "/usr/bin/python3";
-	if (access(py, X_OK)) {
-		fprintf(stderr, "ganflow export: no Python interpreter at %s (%s): install python3, python3-torch and "
-		                "python3-onnx (apt-get install python3-torch python3-onnx), or set GANFLOW_PYTHON\n",
-		        py, strerror(errno));
-		return 1;
-	}
-	char pkg[PATH_MAX];
-	if (find_package(pkg, sizeof(pkg))) {
-		fprintf(stderr, "ganflow export: the ganflow Python package is missing: looked beside the command "
-		                "(../%s), in %s and in %s\n", GF_PYTHON_INSTALL_RELDIR, GF_PYTHON_BUILD_DIR,
-		        GF_PYTHON_INSTALL_DIR);
-		return 1;
-	}
-	const char *old = getenv("PYTHONPATH");
-	size_t len = strlen(pkg) + (old ? strlen(old) + 1 : 0) + 1;
-	char *pp = malloc(len);
-	char **args = calloc((size_t)argc + 3, sizeof(char *));
-	if (!pp || !args) {
-		fprintf(stderr, "ganflow export: out of memory\n");
-		free(pp);
-		free(args);
-		return 1;
-	}
-	snprintf(pp, len, "%s%s%s", pkg, old && *old ? ":" : "", old && *old ? old : "");
-	setenv("PYTHONPATH", pp, 1);
-	args[0] = (char *)py;
-	args[1] = "-m";
-	args[2] = "ganflow.export";
-	for (int i = 1; i < argc; i++)
-		args[i + 2] = argv[i];
-	pid_t pid;
-	int status = 1, rc = posix_spawn(&pid, py, NULL, NULL, args, environ);
-	if (rc) {
-		fprintf(stderr, "ganflow export: cannot run %s: %s\n", py, strerror(rc));
-	} else {
-		int ws;
-		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-			;
-		if (WIFEXITED(ws))
-			status = WEXITSTATUS(ws);
-		else
-			fprintf(stderr, "ganflow export: %s -m ganflow.export died (signal %d)\n", py,
-			        WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
-	}
-	free(pp);
-	free(args);
-	return status;
+	return gf_cmd_python("export", "ganflow.export", "python3-torch python3-onnx", argc - 1, argv + 1);
 }

@@ -19,6 +19,7 @@ static const struct gf_cmd {
 	{ "sample", gf_cmd_sample, "sample CHECKPOINT [n=64] [out=grid.png] [class=k]  images from a trained generator" },
 	{ "eval", gf_cmd_eval, "eval CHECKPOINT|DATASET [n=10000]   FID, IS, KID, precision/recall" },
 	{ "export", gf_cmd_export, "export CHECKPOINT OUT.onnx [part=g]  a network as ONNX (PyTorch bridge)" },
+	{ "weights", gf_cmd_weights, "weights import FILE.pth OUT.safetensors  FID Inception weights (pytorch-fid's .pth)" },
 	{ "plot", gf_cmd_plot, "plot RUN_DIR [out=PATH]            draw a run's curves from its metrics.jsonl" },
 	{ "version", gf_cmd_version, "version                            print the version" },
 };

@@ -32,11 +32,14 @@ function M.data(o)
   return batch
 end
 
---- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, data, rows, cols, rank, books } -> table
+--- gan.outputs { G, samples, log, eval = 0, eval_n, eval_real_n, classifier, eval_features, eval_weights, data, rows,
+---               cols, rank, books } -> table
 -- The stages that watch training: sample_grid (a grid every `samples`
 -- steps), metrics (a JSONL line every `log` steps), checkpoint (every
 -- checkpoint_every steps and at the end) and, when eval > 0, the evaluator
--- (FID/IS/KID every `eval` steps against the real split `data`). The
+-- (FID/IS/KID every `eval` steps against the real split `data`, on the
+-- classifier's features or, with eval_features = "inception" and
+-- eval_weights = FILE, on the FID Inception's: docs/eval.md). The
 -- table's `publish` is how often g_step must send its weights. Under MPI,
 -- rank is the rank that keeps these books (rank 0 in the MPI pipelines).
 -- books = false leaves out the grid, the metrics and the evaluator (only
@@ -52,6 +55,7 @@ function M.outputs(o)
   out.ckpt = gf.stage "checkpoint" { keep = 3, rank = o.rank }
   if o.books ~= false and (o.eval or 0) > 0 then
     out.eval = gf.stage "evaluator" { net = o.G, every = o.eval, n = o.eval_n, classifier = o.classifier,
+                                      features = o.eval_features, weights = o.eval_weights,
                                       real = o.data, real_n = o.eval_real_n, rank = o.rank }
     gf.connect(out.eval.metrics, out.metrics.inp)
   end

@@ -30,6 +30,8 @@ local opt = gf.args {
   eval_n = 2000,       -- generated images per evaluation
   eval_real_n = 0,     -- real images behind the reference statistics (0: the whole split; cached)
   classifier = "data/fashion-mnist/classifier.safetensors", -- pipelines/classifier_fashion.lua writes it
+  eval_features = "classifier", -- or "inception": standard FID/IS/KID (eval_weights, docs/eval.md)
+  eval_weights = "",   -- eval_features = "inception": the file of ganflow weights import
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
@@ -38,7 +40,8 @@ local adam = gf.adam { lr = opt.lr, betas = { 0.5, 0.999 } }
 
 local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, eval = opt.eval, eval_n = opt.eval_n,
-                          eval_real_n = opt.eval_real_n, classifier = opt.classifier, data = opt.data }
+                          eval_real_n = opt.eval_real_n, classifier = opt.classifier, data = opt.data,
+                          eval_features = opt.eval_features, eval_weights = opt.eval_weights }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = opt.batch,
                               precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = "bce",

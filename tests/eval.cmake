@@ -4,3 +4,11 @@ gf_add_test(test_evalstats
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_evalstats.c
   LABELS eval
   TIMEOUT 60)
+# The FID Inception (issue 16) against PyTorch: weights import, pool3 and
+# logits, input pipeline (needs /usr/bin/python3 with torch, else skips).
+gf_add_test(test_inception
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_inception.c
+  LABELS eval
+  TIMEOUT 300
+  ARGS $<TARGET_FILE:ganflow_cmd>)
+add_dependencies(test_inception ganflow_cmd)

@@ -403,10 +403,12 @@ static void test_pooling(void **state)
 {
 	(void)state;
 	gf_backend *g = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
-	int cases[4][4] = { { 2, 2, 0, 1 }, { 3, 2, 1, 1 }, { 3, 1, 1, 0 }, { 2, 2, 0, 0 } };   /* k, s, p, max */
-	for (int i = 0; i < 4; i++) {
+	/* k, s, p, max, exclude_pad */
+	int cases[6][5] = { { 2, 2, 0, 1, 0 }, { 3, 2, 1, 1, 0 }, { 3, 1, 1, 0, 0 },
+		                { 2, 2, 0, 0, 0 }, { 3, 1, 1, 0, 1 }, { 3, 2, 1, 0, 1 } };
+	for (int i = 0; i < 6; i++) {
 		gf_pooling_desc d = { 2, 3, 9, 8, 0, 0, cases[i][0], cases[i][0], cases[i][1], cases[i][1], cases[i][2],
-		                   cases[i][2], cases[i][3] };
+		                   cases[i][2], cases[i][3], cases[i][4] };
 		d.hout = (d.h + 2 * d.ph - d.kh) / d.sh + 1;
 		d.wout = (d.w + 2 * d.pw - d.kw) / d.sw + 1;
 		size_t ni = (size_t)d.n * d.c * d.h * d.w, no = (size_t)d.n * d.c * d.hout * d.wout;

@@ -10,7 +10,9 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/prd.c
   ${CMAKE_CURRENT_LIST_DIR}/scores.c
   ${CMAKE_CURRENT_LIST_DIR}/generate.c
-  ${CMAKE_CURRENT_LIST_DIR}/features.c)
+  ${CMAKE_CURRENT_LIST_DIR}/features.c
+  ${CMAKE_CURRENT_LIST_DIR}/fid_input.c
+  ${CMAKE_CURRENT_LIST_DIR}/folder.c)
 
 include(CheckFunctionExists)
 set(CMAKE_REQUIRED_LIBRARIES ${OPENBLAS_LINK_LIBRARIES})

@@ -21,6 +21,11 @@
 #include <ganflow/safetensors.h>
 #include <ganflow/train.h>
 
+#include "folder.h"
+
+/* Images per forward of the FID Inception (~150 MB of activations each). */
+#define FID_BATCH 16
+
 struct gf_evaluator {
 	gf_evaluator_opts o;
 	gf_backend *be;
@@ -42,7 +47,42 @@ struct gf_evaluator {
 	int64_t n, cap;
 	int labelled;
 	double feat_sec;
+	int fid;               /* the FID Inception (metadata input = fid): images of any
+	                        * size in, resized to (c, h, w) by gf_fid_resize */
+	int net_batch;         /* images per classifier forward */
+	float *fidbuf;         /* (net_batch, c, h, w) resized images (fid) */
+	float *native;         /* one decoded image at its own size (fid) */
+	size_t native_cap;
+	uint64_t clf_hash;     /* gf_hash64 of the classifier file */
 };
+
+/* A set of images: a ganflow dataset or a folder of image files. */
+struct src {
+	gf_dataset *ds;
+	gf_folder *dir;
+	uint64_t count;
+};
+
+static int src_open(struct src *s, const char *path)
+{
+	memset(s, 0, sizeof(*s));
+	int rc = gf_folder_is(path) ? gf_folder_open(&s->dir, path) : gf_dataset_open(path, &s->ds);
+	if (!rc)
+		s->count = s->ds ? gf_dataset_metadata(s->ds)->count : gf_folder_count(s->dir);
+	return rc;
+}
+
+static void src_close(struct src *s)
+{
+	if (s->ds)
+		gf_dataset_close(s->ds);
+	gf_folder_close(s->dir);
+}
+
+static int src_get(struct src *s, gf_decoder *dec, uint64_t pos, gf_record *r)
+{
+	return s->ds ? gf_dataset_get(s->ds, pos, r) : gf_folder_get(s->dir, dec, pos, r);
+}
 
 gf_evaluator_opts gf_evaluator_defaults(void)
 {
@@ -65,9 +105,11 @@ static int load_classifier(gf_evaluator *e, const char *path)
 		return gf_seterr(GF_ENOTFOUND, "%s is not a classifier checkpoint (no '<stage>.role = classifier' "
 		                               "metadata; train one with pipelines/classifier_fashion.lua)", path);
 	}
-	const char *resize = gf_ckpt_part_meta(c, i, "resize");
+	const char *resize = gf_ckpt_part_meta(c, i, "resize"), *input = gf_ckpt_part_meta(c, i, "input");
 	e->resize = resize && !strcmp(resize, "area") ? GF_RESIZE_AREA : GF_RESIZE_BILINEAR;
-	rc = gf_ckpt_net(c, i, e->be, e->o.batch, &e->clf);
+	e->fid = input && !strcmp(input, "fid");
+	e->net_batch = e->fid && e->o.batch > FID_BATCH ? FID_BATCH : e->o.batch;
+	rc = gf_ckpt_net(c, i, e->be, e->net_batch, &e->clf);
 	gf_ckpt_close(c);
 	if (rc)
 		return gf_seterr(rc, "classifier checkpoint %s: %s", rc == GF_ENONFINITE ? "is not finite" :
@@ -89,12 +131,14 @@ static int load_classifier(gf_evaluator *e, const char *path)
 	if (rc || (rc = gf_net_node(e->clf, "features", &feat)))
 		return gf_seterr(rc, "%s: the classifier has no layer named \"features\" (%s)", path, gf_errmsg());
 	e->d = (int)(gf_tensor_numel(&feat) / feat.shape[0]);
-	return 0;
+	if (e->fid && !(e->fidbuf = malloc((size_t)e->net_batch * e->c * e->h * e->w * sizeof(float))))
+		return -ENOMEM;
+	return gf_hash64_file(path, GF_HASH64_INIT, &e->clf_hash);
 }
 
-/* Runs the classifier on n images (n <= batch) and stores features (n, d)
+/* Runs the classifier on n images (n <= net_batch) and stores features (n, d)
  * and probabilities (n, classes) at feats/probs. */
-static int classify(gf_evaluator *e, const float *images, int n, float *feats, float *probs)
+static int classify_chunk(gf_evaluator *e, const float *images, int n, float *feats, float *probs)
 {
 	int64_t shape[4] = { n, e->c, e->h, e->w };
 	gf_tensor x = gf_tensor_make((void *)images, GF_F32, 4, shape), f, o;
@@ -120,6 +164,43 @@ static int classify(gf_evaluator *e, const float *images, int n, float *feats, f
 	return 0;
 }
 
+/* classify_chunk over any n, net_batch images at a time. */
+static int classify(gf_evaluator *e, const float *images, int n, float *feats, float *probs)
+{
+	size_t per = (size_t)e->c * e->h * e->w;
+	for (int i = 0; i < n; i += e->net_batch) {
+		int b = n - i < e->net_batch ? n - i : e->net_batch;
+		int rc = classify_chunk(e, images + (size_t)i * per, b, feats + (size_t)i * e->d,
+		                        probs + (size_t)i * e->classes);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* fid: one record decoded at its own size and channels, then resized as
+ * pytorch-fid does, into out (c, h, w). */
+static int decode_fid(gf_evaluator *e, gf_decoder *dec, const gf_transform *t, const gf_record *r, float *out)
+{
+	gf_transform nt = *t;
+	nt.height = nt.width = nt.channels = 0;
+	nt.crop = GF_CROP_NONE;
+	int c, h, w, rc = gf_transform_shape(&nt, &r->h, &c, &h, &w);
+	if (rc)
+		return rc;
+	size_t need = (size_t)c * h * w;
+	if (need > e->native_cap) {
+		float *p = realloc(e->native, need * sizeof(float));
+		if (!p)
+			return -ENOMEM;
+		e->native = p;
+		e->native_cap = need;
+	}
+	if ((rc = gf_decode_record(dec, &nt, &r->h, r->payload, 0, e->native, need)))
+		return rc;
+	return gf_fid_resize(out, e->native, 1, c, h, w, e->h, e->w, 1.0f, 0.0f);
+}
+
 /* ---- real statistics ---- */
 
 /* ---- reading a dataset split ---- */
@@ -127,16 +208,18 @@ static int classify(gf_evaluator *e, const float *images, int n, float *feats, f
 /* What read_split hands each batch of decoded images (b of them) to. */
 typedef int (*batch_fn)(gf_evaluator *e, const float *img, const int32_t *labels, int b, void *ud);
 
-/* Reads n records of ds evenly spaced over it through t, in batches of
- * e->o.batch handed to fn. A bad record (GF_ECORRUPT from the dataset or
+/* Reads n records of s evenly spaced over it through t (fid: at their own
+ * size, then decode_fid), in batches of e->o.batch (fid: net_batch) handed
+ * to fn. A bad record (GF_ECORRUPT from the dataset or
  * the decoder) is skipped with a warning and counted in *bad, as the
  * training data path does (lmdb_reader, jpeg_decode): more than
  * max_bad_fraction of the records seen (judged after 100, and at the end)
  * fails naming the last one. *used receives the images handed on. */
-static int read_split(gf_evaluator *e, gf_dataset *ds, const char *path, const gf_transform *t, int64_t n,
+static int read_split(gf_evaluator *e, struct src *s, const char *path, const gf_transform *t, int64_t n,
                       const char *bar, batch_fn fn, void *ud, int64_t *used, uint64_t *bad)
 {
-	uint64_t count = gf_dataset_metadata(ds)->count;
+	uint64_t count = s->count;
+	int bs = e->fid ? e->net_batch : e->o.batch;
 	*used = 0;
 	*bad = 0;
 	gf_decoder *dec;
@@ -144,8 +227,8 @@ static int read_split(gf_evaluator *e, gf_dataset *ds, const char *path, const g
 	if (rc)
 		return rc;
 	size_t per = (size_t)t->channels * t->height * t->width;
-	float *img = malloc((size_t)e->o.batch * per * sizeof(float));
-	int32_t *lab = malloc((size_t)e->o.batch * sizeof(int32_t));
+	float *img = malloc((size_t)bs * per * sizeof(float));
+	int32_t *lab = malloc((size_t)bs * sizeof(int32_t));
 	if (!img || !lab) {
 		rc = -ENOMEM;
 		goto out;
@@ -156,8 +239,9 @@ static int read_split(gf_evaluator *e, gf_dataset *ds, const char *path, const g
 	for (int64_t i = 0; i < n; i++) {
 		gf_record r;
 		uint64_t pos = (uint64_t)(i * (int64_t)count / n); /* evenly spaced over the split */
-		rc = gf_dataset_get(ds, pos, &r);
-		if (!rc && (rc = gf_decode_record(dec, t, &r.h, r.payload, 0, img + (size_t)b * per, per)))
+		rc = src_get(s, dec, pos, &r);
+		if (!rc && (rc = e->fid ? decode_fid(e, dec, t, &r, img + (size_t)b * per)
+		                        : gf_decode_record(dec, t, &r.h, r.payload, 0, img + (size_t)b * per, per)))
 			rc = gf_seterr(rc, "key %" PRIu64 ": %s", r.key, gf_errmsg());
 		if (rc == GF_ECORRUPT) {
 			snprintf(last, sizeof(last), "%s", gf_errmsg());
@@ -176,7 +260,7 @@ static int read_split(gf_evaluator *e, gf_dataset *ds, const char *path, const g
 			lab[b++] = r.h.label;
 		}
 		rc = 0;
-		if (b > 0 && (b == e->o.batch || i + 1 == n)) {
+		if (b > 0 && (b == bs || i + 1 == n)) {
 			if ((rc = fn(e, img, lab, b, ud)))
 				goto out;
 			*used += b;
@@ -225,7 +309,9 @@ static int kid_rescale(gf_evaluator *e)
 	double ss = 0;
 	for (size_t i = 0; i < nd; i++)
 		ss += (double)e->real.feats[i] * e->real.feats[i];
-	e->kid_scale = nd && ss > 0 ? (float)sqrt(ss / (double)nd) : 1.0f;
+	/* the FID Inception's pool3 features are what the kernel was made for:
+	 * KID as torch-fidelity computes it, on the raw features */
+	e->kid_scale = !e->fid && nd && ss > 0 ? (float)sqrt(ss / (double)nd) : 1.0f;
 	e->real_kid = malloc(nd * sizeof(float));
 	if (!e->real_kid)
 		return -ENOMEM;
@@ -236,19 +322,20 @@ static int kid_rescale(gf_evaluator *e)
 
 static int load_real(gf_evaluator *e)
 {
-	gf_dataset *ds;
-	int rc = gf_dataset_open(e->o.real, &ds);
+	struct src ds;
+	int rc = src_open(&ds, e->o.real);
 	if (rc)
 		return gf_seterr(rc, "real data: %s", gf_errmsg());
-	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	uint64_t count = m->count;
+	uint64_t count = ds.count;
 	int64_t n = e->o.real_n > 0 && (uint64_t)e->o.real_n < count ? e->o.real_n : (int64_t)count;
 	char real[PATH_MAX], cache[PATH_MAX + 64], split[64];
 	if (!realpath(e->o.real, real))
 		snprintf(real, sizeof(real), "%s", e->o.real);
-	/* key: the split (its path, size and how much of it) and the classifier's bytes */
+	/* key: the split (its path, size and how much of it), the input
+	 * pipeline (size, resize; 2 = the FID Inception's) and the classifier's
+	 * (feature network's) bytes */
 	uint64_t key = gf_hash64(real, strlen(real), GF_HASH64_INIT);
-	int64_t id[5] = { (int64_t)count, n, e->h, e->w, e->resize };
+	int64_t id[5] = { (int64_t)count, n, e->h, e->w, e->fid ? 2 : e->resize };
 	key = gf_hash64(id, sizeof(id), key);
 	if ((rc = gf_hash64_file(e->o.classifier, key, &key)))
 		goto out;
@@ -269,9 +356,9 @@ static int load_real(gf_evaluator *e)
 		e->cached = 1;
 		for (int64_t i = 0; i < n; i++) {
 			gf_record r;
-			if ((rc = gf_dataset_get(ds, (uint64_t)(i * (int64_t)count / n), &r)))
+			if (ds.ds && (rc = gf_dataset_get(ds.ds, (uint64_t)(i * (int64_t)count / n), &r)))
 				goto out;
-			e->real_labels[i] = r.h.label;
+			e->real_labels[i] = ds.ds ? r.h.label : -1;
 		}
 	} else {
 		gf_feat_stats_free(&e->real);
@@ -286,7 +373,7 @@ static int load_real(gf_evaluator *e)
 		                   .crop = GF_CROP_CENTER };
 		int64_t used = 0;
 		uint64_t bad = 0;
-		rc = probs ? read_split(e, ds, e->o.real, &t, n, "real features", real_batch, &ro, &used, &bad) : -ENOMEM;
+		rc = probs ? read_split(e, &ds, e->o.real, &t, n, "real features", real_batch, &ro, &used, &bad) : -ENOMEM;
 		free(probs);
 		if (!rc && bad)
 			rc = gf_evalstats_check_n(used, e->d, what);
@@ -306,7 +393,9 @@ static int load_real(gf_evaluator *e)
 		else if (e->o.use_cache && gf_feat_stats_save(cache, &e->real, feats))
 			gf_log(GF_LOG_WARN, "cannot cache the real statistics: %s", gf_errmsg());
 	}
-	if (e->o.per_class && e->classes > 0) {
+	/* per-class FID needs the classifier's classes to be the dataset's:
+	 * not the Inception's 1008 (and 1008 covariances of 2048^2 would not fit) */
+	if (e->o.per_class && e->classes > 0 && !e->fid) {
 		e->real_class = calloc((size_t)e->classes, sizeof(*e->real_class));
 		if (!e->real_class) {
 			rc = -ENOMEM;
@@ -317,7 +406,7 @@ static int load_real(gf_evaluator *e)
 	}
 	rc = kid_rescale(e);
 out:
-	gf_dataset_close(ds);
+	src_close(&ds);
 	return rc;
 }
 
@@ -326,8 +415,8 @@ out:
 int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 {
 	*out = NULL;
-	if (!o || !o->classifier || !o->real)
-		return gf_seterr(GF_EPARAM, "evaluator: a classifier checkpoint and a real dataset are needed");
+	if (!o || !o->classifier)
+		return gf_seterr(GF_EPARAM, "evaluator: a classifier checkpoint is needed");
 	gf_evaluator *e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -338,7 +427,7 @@ int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 	int rc = gf_backend_open("cpu", &bo, &e->be);
 	if (!rc)
 		rc = load_classifier(e, o->classifier);
-	if (!rc)
+	if (!rc && o->real)
 		rc = load_real(e);
 	if (rc) {
 		gf_evaluator_close(e);
@@ -362,6 +451,8 @@ void gf_evaluator_close(gf_evaluator *e)
 	free(e->feats);
 	free(e->probs);
 	free(e->labels);
+	free(e->fidbuf);
+	free(e->native);
 	gf_net_destroy(e->clf);
 	gf_backend_close(e->be);
 	free(e);
@@ -372,6 +463,15 @@ int gf_evaluator_classes(const gf_evaluator *e) { return e->classes; }
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e) { return &e->real; }
 int gf_evaluator_real_cached(const gf_evaluator *e) { return e->cached; }
 double gf_evaluator_feature_seconds(const gf_evaluator *e) { return e->feat_sec; }
+
+int gf_evaluator_fid(const gf_evaluator *e) { return e->fid; }
+
+const float *gf_evaluator_features(const gf_evaluator *e, int64_t *n)
+{
+	*n = e->n;
+	return e->feats;
+}
+uint64_t gf_evaluator_features_hash(const gf_evaluator *e) { return e->clf_hash; }
 
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w)
 {
@@ -409,19 +509,16 @@ static int reserve(gf_evaluator *e, int64_t n)
 	return 0;
 }
 
-int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h, int w)
+/* Features and probabilities of n images already at the classifier's shape. */
+static int add_ready(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n)
 {
-	if (c != e->c || h != e->h || w != e->w)
-		return gf_seterr(GF_ESHAPE, "images of %dx%dx%d (channels x height x width) cannot be evaluated: the "
-		                            "classifier takes %dx%dx%d (train a classifier at the generator's size)",
-		                 c, h, w, e->c, e->h, e->w);
 	if (e->n == 0)
 		e->labelled = 1;
 	int rc = reserve(e, n);
 	if (rc)
 		return rc;
 	double t0 = gf_now();
-	size_t per = (size_t)c * h * w;
+	size_t per = (size_t)e->c * e->h * e->w;
 	for (int64_t i = 0; i < n; i += e->o.batch) {
 		int b = (int)(n - i < e->o.batch ? n - i : e->o.batch);
 		rc = classify(e, images + (size_t)i * per, b, e->feats + (size_t)(e->n + i) * e->d,
@@ -437,28 +534,50 @@ int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels
 	return 0;
 }
 
+int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h, int w)
+{
+	if (e->fid) {
+		/* any size: pytorch-fid's resize, net_batch images at a time */
+		if (c != 1 && c != 3)
+			return gf_seterr(GF_ESHAPE, "images of %d channels cannot be evaluated with the FID Inception (1 or 3)", c);
+		size_t per = (size_t)c * h * w;
+		for (int64_t i = 0; i < n; i += e->net_batch) {
+			int b = (int)(n - i < e->net_batch ? n - i : e->net_batch);
+			int rc = gf_fid_resize(e->fidbuf, images + (size_t)i * per, b, c, h, w, e->h, e->w, 1.0f, 0.0f);
+			if (rc || (rc = add_ready(e, e->fidbuf, labels ? labels + i : NULL, b)))
+				return rc;
+		}
+		return 0;
+	}
+	if (c != e->c || h != e->h || w != e->w)
+		return gf_seterr(GF_ESHAPE, "images of %dx%dx%d (channels x height x width) cannot be evaluated: the "
+		                            "classifier takes %dx%dx%d (train a classifier at the generator's size)",
+		                 c, h, w, e->c, e->h, e->w);
+	return add_ready(e, images, labels, n);
+}
+
 /* The images of a dataset's batches go where generated ones go. */
 static int add_batch(gf_evaluator *e, const float *img, const int32_t *labels, int b, void *ud)
 {
 	(void)ud;
-	return gf_evaluator_add(e, img, labels, b, e->c, e->h, e->w);
+	return add_ready(e, img, labels, b);
 }
 
 int gf_evaluator_add_dataset(gf_evaluator *e, const char *path, int64_t n, int64_t *added, uint64_t *bad)
 {
 	*added = 0;
 	*bad = 0;
-	gf_dataset *ds;
-	int rc = gf_dataset_open(path, &ds);
+	struct src ds;
+	int rc = src_open(&ds, path);
 	if (rc)
 		return rc;
-	uint64_t count = gf_dataset_metadata(ds)->count;
+	uint64_t count = ds.count;
 	if (n <= 0 || (uint64_t)n > count)
 		n = (int64_t)count;
 	gf_transform t = { .height = e->h, .width = e->w, .channels = e->c, .resize = GF_RESIZE_BILINEAR };
-	rc = n > 0 ? read_split(e, ds, path, &t, n, "features", add_batch, NULL, added, bad)
+	rc = n > 0 ? read_split(e, &ds, path, &t, n, "features", add_batch, NULL, added, bad)
 	           : gf_seterr(GF_EPARAM, "%s holds no records", path);
-	gf_dataset_close(ds);
+	src_close(&ds);
 	return rc;
 }
 
@@ -469,6 +588,8 @@ uint64_t gf_evaluator_real_bad(const gf_evaluator *e)
 
 int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class)
 {
+	if (!e->o.real)
+		return gf_seterr(GF_EPARAM, "evaluator: opened without real data, it has no statistics to compare with");
 	int prev = e->o.stats_threads > 0 ? gf_evalstats_threads(e->o.stats_threads) : 0;
 	/* FID and IS here; KID and precision/recall below, on their own terms */
 	gf_eval_opts fo = e->o.stats;

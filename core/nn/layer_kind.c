@@ -73,7 +73,7 @@ gf_conv_desc gf_layer_conv_desc(const struct node *x, const struct node *y, int 
 
 const gf_value *gf_layer_arg(const gf_layer_args *a, int i)
 {
-	return i < a->npos ? gf_value_arg(a->v, (size_t)i + 1) : NULL;
+	return i >= 0 && i < a->npos ? gf_value_arg(a->v, (size_t)i + 1) : NULL;   /* i < 0: by name only */
 }
 
 int gf_layer_arg_int(const gf_layer_args *a, int i, const char *key, int def, int min, int *out)

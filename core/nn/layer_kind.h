@@ -53,7 +53,7 @@ struct gf_layer_kind {
 	const char *name;               /* the Lua key and canonical type name: {"conv", ...} */
 	const char *const *aliases;     /* other keys for it, NULL-terminated; may be NULL */
 	int min_pos, max_pos;           /* positional arguments after the type */
-	const char *keys[8];            /* named keys besides name and input */
+	const char *keys[12];           /* named keys besides name and input */
 	unsigned flags;                 /* GF_LK_* */
 	int variant;                    /* for kinds that share one file's functions (the
 	                                 * activations, poolings, dropouts): which one */

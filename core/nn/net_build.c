@@ -54,7 +54,7 @@ static int check_keys(const gf_layer_args *a)
 		if (strcmp(k, "name") == 0 || strcmp(k, "input") == 0)
 			continue;
 		int known = 0;
-		for (int j = 0; j < 8 && a->l->kind->keys[j]; j++)
+		for (size_t j = 0; j < sizeof(a->l->kind->keys) / sizeof(a->l->kind->keys[0]) && a->l->kind->keys[j]; j++)
 			known |= strcmp(k, a->l->kind->keys[j]) == 0;
 		if (!known && strcmp(k, "sn") == 0)
 			return gf_layer_err(GF_EPARAM, a->l, "sn is not supported on this kind");

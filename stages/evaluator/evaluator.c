@@ -44,6 +44,7 @@ typedef struct evalst {
 	gf_rng rng;
 	gf_evaluator_opts o;
 	char classifier[4096], real[4096];
+	int fid;   /* features = inception: any G size, pytorch-fid's resize */
 } evalst;
 
 static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -59,6 +60,13 @@ static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->batch = (int)gf_param_int(p, "batch");
 	s->mode = !strcmp(gf_param_str(p, "bn"), "eval") ? GF_EVAL : GF_TRAIN | GF_FREEZE_STATS;
 	snprintf(s->classifier, sizeof(s->classifier), "%s", gf_param_str(p, "classifier"));
+	int inception = !strcmp(gf_param_str(p, "features"), "inception");
+	if (inception && !gf_param_str(p, "weights")[0])
+		return gf_fail(ctx, "features = inception needs weights = FILE (ganflow weights import, docs/eval.md)");
+	if (!inception && gf_param_str(p, "weights")[0])
+		return gf_fail(ctx, "weights = %s goes with features = inception", gf_param_str(p, "weights"));
+	if (inception)
+		snprintf(s->classifier, sizeof(s->classifier), "%s", gf_param_str(p, "weights"));
 	snprintf(s->real, sizeof(s->real), "%s", gf_param_str(p, "real"));
 	s->o = gf_evaluator_defaults();
 	s->o.classifier = s->classifier;
@@ -74,6 +82,10 @@ static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
 	int rc = gf_evaluator_open(&s->ev, &s->o);
 	if (rc)
 		return gf_fail(ctx, "%s", gf_errmsg());
+	s->fid = gf_evaluator_fid(s->ev);
+	if (inception && !s->fid)
+		return gf_fail(ctx, "weights = %s is not an FID Inception file (write one with ganflow weights import)",
+		                s->classifier);
 	if ((rc = gf_evalstats_check_n(s->n, gf_evaluator_dim(s->ev), "evaluator images (parameter n)")))
 		return gf_fail(ctx, "%s", gf_errmsg());
 	if ((rc = gf_train_backend(ctx, p, &s->be)))
@@ -96,7 +108,7 @@ static int setup(evalst *s, gf_ctx *ctx)
 	int c, h, w, ec, eh, ew;
 	gf_generators_shape(s->gs, &c, &h, &w);
 	gf_evaluator_shape(s->ev, &ec, &eh, &ew);
-	if (c != ec || h != eh || w != ew)
+	if (!s->fid && (c != ec || h != eh || w != ew))
 		return gf_fail(ctx, "G makes %dx%dx%d images but the classifier %s takes %dx%dx%d", c, h, w, s->classifier,
 		               ec, eh, ew);
 	int classes = gf_evaluator_classes(s->ev);
@@ -232,6 +244,8 @@ static const gf_port_desc outputs[] = {
 static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "G's layer table (the one g_step trains)", NULL },
 	{ "classifier", GF_PARAM_STR, "data/fashion-mnist/classifier.safetensors", "classifier checkpoint (pipelines/classifier_fashion.lua)", NULL },
+	{ "features", GF_PARAM_STR, "classifier", "feature network: the classifier, or the FID Inception (weights)", "classifier|inception" },
+	{ "weights", GF_PARAM_STR, "", "features = inception: the file of ganflow weights import (docs/eval.md)", NULL },
 	{ "real", GF_PARAM_STR, "data/fashion-mnist/train", "real split the statistics come from (cached beside it)", NULL },
 	{ "real_n", GF_PARAM_INT, "0", "real images used (0: the whole split)", "0.." },
 	{ "n", GF_PARAM_INT, "5000", "generated images per evaluation (more than the feature dimension)", "1.." },

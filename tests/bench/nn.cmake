@@ -18,3 +18,8 @@ add_executable(bench_attention ${CMAKE_CURRENT_LIST_DIR}/bench_attention.c)
 target_link_libraries(bench_attention PRIVATE ganflow)
 set_target_properties(bench_attention PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+# tests/bench/run inception: FID Inception pool3 features vs PyTorch 1.13 CPU
+add_executable(bench_inception ${CMAKE_CURRENT_LIST_DIR}/bench_inception.c)
+target_link_libraries(bench_inception PRIVATE ganflow m)
+set_target_properties(bench_inception PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

@@ -5,7 +5,7 @@
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
 #                               small_n | wrong_size | not_classifier | mismatch |
-#                               nonfinite | bad_records | small_real | messages
+#                               nonfinite | bad_records | small_real | messages | folders
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -189,6 +189,52 @@ messages)
   check "[ $? -ne 0 ] && grep -q \"$T/missing/s.png: cannot write PNG\" '$T/s.log' && ! grep -q '\.tmp\.' '$T/s.log'" "an output in a missing directory should name the path given: $(cat "$T/s.log")"
   "$G" eval "$gck" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=0 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ] && grep -q 'generated images: n=0' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && ! grep -q NULL '$T/e.log'" "eval n=0 should ask for a larger n: $(tail -1 "$T/e.log")"
+  ;;
+folders)
+  # `ganflow eval DIR DIR` on folders of PNGs: the same images as dataset
+  # records give the same FID, a folder against itself 0, and the record
+  # names the feature network, its hash and the resize
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, os, struct, sys, zlib
+out = sys.argv[1]
+def png(path, pix, w, h):
+    raw = b"".join(b"\0" + pix[y * w:(y + 1) * w] for y in range(h))
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+def images(name):
+    d = gzip.open(f"/usr/share/datasets/fashion-mnist/{name}-images-idx3-ubyte.gz").read()
+    n, h, w = struct.unpack(">III", d[4:16])
+    return [d[16 + i * h * w:16 + (i + 1) * h * w] for i in range(n)], h, w
+test, h, w = images("t10k")
+train, _, _ = images("train")
+os.makedirs(f"{out}/a"); os.makedirs(f"{out}/b")
+for i in range(300):   # the records ganflow eval DATASET n=300 reads: evenly spaced
+    png(f"{out}/a/{i:05d}.png", test[i * len(test) // 300], w, h)
+for i in range(400):
+    png(f"{out}/b/{i:05d}.png", train[i * 150], w, h)
+PY
+  "$G" eval "$T/a" "$T/b" classifier="$F/clf28.safetensors" json="$T/f.json" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "eval DIR DIR failed: $(tail -2 "$T/f.log")"
+  "$G" eval "$F/fm/test" "$T/b" n=300 classifier="$F/clf28.safetensors" >"$T/d.log" 2>&1
+  check "[ $? -eq 0 ] && [ -n \"\$(fid "$T/f.log")\" ] && [ \"\$(fid "$T/f.log")\" = \"\$(fid "$T/d.log")\" ]" "a folder of a dataset's images should give its FID: $(fid "$T/f.log") vs $(fid "$T/d.log")"
+  check "grep -q '\"features\":\"classifier\"' '$T/f.json' && grep -q '\"features_hash\":\"[0-9a-f]\{16\}\"' '$T/f.json' && grep -q '\"n_real\":400' '$T/f.json'" "the record should name the features and counts: $(cat "$T/f.json")"
+  check "grep -q 'features   classifier' '$T/f.log'" "the table should name the features: $(cat "$T/f.log")"
+  "$G" eval "$T/b" "$T/b" classifier="$F/clf28.safetensors" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] && awk '\$1 == \"FID\" { exit !(\$2 < 1e-3) }' '$T/s.log'" "a folder against itself should have FID 0: $(fid "$T/s.log")"
+  "$G" eval "$T/a" "$T/b" features=inception >"$T/i.log" 2>&1
+  check "[ $? -eq 2 ] && grep -q 'features=inception needs weights=FILE' '$T/i.log'" "features=inception without weights: $(cat "$T/i.log")"
+  "$G" eval "$T/a" "$T/b" features=inception weights="$F/clf28.safetensors" >"$T/i.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'is not an FID Inception file' '$T/i.log'" "a classifier as Inception weights: $(cat "$T/i.log")"
+  # the evaluator stage: eval_features = inception
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" eval=2 steps=2 eval_features=inception dir="$T/r1" \
+    quiet=true >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'features = inception needs weights = FILE' '$T/r.log'" "eval_features=inception without weights: $(tail -3 "$T/r.log")"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" eval=2 steps=2 eval_features=inception \
+    eval_weights="$F/clf28.safetensors" dir="$T/r2" quiet=true >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'is not an FID Inception file' '$T/r.log'" "a classifier as the stage's Inception weights: $(tail -3 "$T/r.log")"
   ;;
 *)
   echo "unknown case $case_name"

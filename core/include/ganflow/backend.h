@@ -98,11 +98,14 @@ typedef struct gf_bn_desc {
 } gf_bn_desc;
 
 /* Max or average pooling of x (n, c, h, w) to y (n, c, hout, wout). Average
- * pooling counts padded zeros (PyTorch's count_include_pad = True). */
+ * pooling divides by kh*kw, counting padded zeros (PyTorch's
+ * count_include_pad = True), or with exclude_pad by the number of window
+ * positions inside the input (count_include_pad = False). */
 typedef struct gf_pooling_desc {
 	int n, c, h, w, hout, wout;
 	int kh, kw, sh, sw, ph, pw;
 	int max;          /* 1 max pooling, 0 average pooling */
+	int exclude_pad;  /* average pooling: 1 count_include_pad = False */
 } gf_pooling_desc;
 
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */

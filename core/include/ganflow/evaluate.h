@@ -99,7 +99,8 @@ typedef struct gf_evaluator gf_evaluator;
 
 typedef struct gf_evaluator_opts {
 	const char *classifier;  /* classifier checkpoint (required) */
-	const char *real;        /* real dataset split: the reference (required) */
+	const char *real;        /* real dataset split or image folder: the reference
+	                          * (NULL: none, features only, gf_evaluator_compute fails) */
 	int64_t real_n;          /* real images used (0 = the whole split) */
 	int batch;               /* images per classifier forward (default 256) */
 	int threads;             /* compute threads (0 = all cores) */
@@ -134,6 +135,21 @@ int gf_evaluator_dim(const gf_evaluator *e);
 int gf_evaluator_classes(const gf_evaluator *e);
 void gf_evaluator_shape(const gf_evaluator *e, int *c, int *h, int *w);
 
+/* 1 when the feature network is the FID Inception (a checkpoint written by
+ * `ganflow weights import`, metadata "<name>.input" = "fid"): images of
+ * any size and 1 or 3 channels are then accepted and go through
+ * gf_fid_resize to its 299x299 input; datasets and folders are decoded at
+ * their own size first, as pytorch-fid reads files. */
+int gf_evaluator_fid(const gf_evaluator *e);
+
+/* The features of the images added so far: (*n, gf_evaluator_dim) floats
+ * owned by e, valid until the next add, reset or close. */
+const float *gf_evaluator_features(const gf_evaluator *e, int64_t *n);
+
+/* gf_hash64 of the classifier (feature network) file's bytes: what the
+ * real statistics' cache key holds, for records that name the network. */
+uint64_t gf_evaluator_features_hash(const gf_evaluator *e);
+
 /* Real statistics in use (owned by e), where they came from, and how many
  * bad records of the real split were skipped (0 for cached statistics). */
 const gf_feat_stats *gf_evaluator_real(const gf_evaluator *e);
@@ -150,7 +166,7 @@ void gf_evaluator_reset(gf_evaluator *e);
 int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels, int64_t n, int c, int h,
                      int w);
 
-/* Adds n images of the dataset at path (evenly spaced over it; n <= 0 or
+/* Adds n images of the dataset or image folder at path (evenly spaced over it; n <= 0 or
  * more than it holds: all of them) with their labels, read through the
  * classifier's size (bilinear resize), as gf_evaluator_add. Bad records
  * are skipped and counted in *bad, up to o.max_bad_fraction of those read
@@ -168,6 +184,18 @@ int gf_evaluator_compute(gf_evaluator *e, gf_eval_result *out, double *per_class
 /* Seconds spent in classifier forwards since the evaluator was opened
  * (feature extraction of added images, not of the real split). */
 double gf_evaluator_feature_seconds(const gf_evaluator *e);
+
+/* ---- the FID Inception's input ---- */
+
+/* pytorch-fid's input pipeline: n images src (n, c, h, w), c = 1 (repeated
+ * to three channels) or 3, resized by bilinear interpolation as
+ * F.interpolate(mode = "bilinear", align_corners = False) (no
+ * antialiasing) to dst (n, 3, oh, ow), then dst = v * scale + shift:
+ * scale = 2 / 255, shift = -1 maps [0, 255] images to [-1, 1]; scale 1,
+ * shift 0 keeps [-1, 1] images (a generator's). Host memory; dst must not
+ * overlap src. Returns 0, -ENOMEM or GF_EPARAM for sizes out of range. */
+int gf_fid_resize(float *dst, const float *src, int n, int c, int h, int w, int oh, int ow, float scale,
+                  float shift);
 
 #ifdef __cplusplus
 }

@@ -497,6 +497,7 @@ static void pooling_fwd_part(void *p, size_t b, size_t e)
 			for (int ox = 0; ox < d->wout; ox++) {
 				float best = -INFINITY, sum = 0;
 				int32_t arg = -1;
+				int cnt = 0;
 				for (int ky = 0; ky < d->kh; ky++) {
 					int iy = oy * d->sh - d->ph + ky;
 					if (iy < 0 || iy >= d->h)
@@ -507,6 +508,7 @@ static void pooling_fwd_part(void *p, size_t b, size_t e)
 							continue;
 						float v = x[iy * d->w + ix];
 						sum += v;
+						cnt++;
 						/* PyTorch's rule: a NaN wins and propagates */
 						if (arg < 0 || v > best || isnan(v)) {
 							best = v;
@@ -518,7 +520,7 @@ static void pooling_fwd_part(void *p, size_t b, size_t e)
 					y[oy * d->wout + ox] = best;
 					idx[oy * d->wout + ox] = arg;
 				} else {
-					y[oy * d->wout + ox] = sum / (float)(d->kh * d->kw);
+					y[oy * d->wout + ox] = sum / (float)(d->exclude_pad ? cnt : d->kh * d->kw);
 				}
 			}
 		}
@@ -532,6 +534,16 @@ int gf_cpu_pooling_forward(gf_backend *be, float *y, int32_t *idx, const float *
 	struct pooling_args a = { y, idx, x, NULL, d };
 	gf_team_for(gf_cpu_of(be)->team, (size_t)d->n * d->c, 1, pooling_fwd_part, &a);
 	return 0;
+}
+
+/* Window positions of output (oy, ox) inside the input (count_include_pad = False). */
+static int pool_count(const gf_pooling_desc *d, int oy, int ox)
+{
+	int y0 = oy * d->sh - d->ph, x0 = ox * d->sw - d->pw;
+	int y1 = y0 + d->kh < d->h ? y0 + d->kh : d->h, x1 = x0 + d->kw < d->w ? x0 + d->kw : d->w;
+	y0 = y0 < 0 ? 0 : y0;
+	x0 = x0 < 0 ? 0 : x0;
+	return (y1 - y0) * (x1 - x0);
 }
 
 static void pooling_bwd_part(void *p, size_t b, size_t e)
@@ -552,7 +564,7 @@ static void pooling_bwd_part(void *p, size_t b, size_t e)
 		float inv = 1.0f / (float)(d->kh * d->kw);
 		for (int oy = 0; oy < d->hout; oy++) {
 			for (int ox = 0; ox < d->wout; ox++) {
-				float g = dy[oy * d->wout + ox] * inv;
+				float g = dy[oy * d->wout + ox] * (d->exclude_pad ? 1.0f / (float)pool_count(d, oy, ox) : inv);
 				for (int ky = 0; ky < d->kh; ky++) {
 					int iy = oy * d->sh - d->ph + ky;
 					if (iy < 0 || iy >= d->h)

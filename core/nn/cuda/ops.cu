@@ -309,6 +309,7 @@ static __global__ void pooling_fwd_kernel(float *y, int32_t *idx, const float *x
 		const float *xp = x + pl * (size_t)d.h * d.w;
 		float best = -INFINITY, sum = 0;
 		int32_t arg = -1;
+		int cnt = 0;
 		for (int ky = 0; ky < d.kh; ky++) {
 			int iy = oy * d.sh - d.ph + ky;
 			if (iy < 0 || iy >= d.h)
@@ -319,6 +320,7 @@ static __global__ void pooling_fwd_kernel(float *y, int32_t *idx, const float *x
 					continue;
 				float v = xp[iy * d.w + ix];
 				sum += v;
+				cnt++;
 				if (arg < 0 || v > best || isnan(v)) {   /* PyTorch: a NaN wins */
 					best = v;
 					arg = iy * d.w + ix;
@@ -329,9 +331,17 @@ static __global__ void pooling_fwd_kernel(float *y, int32_t *idx, const float *x
 			y[o] = best;
 			idx[o] = arg;
 		} else {
-			y[o] = sum / (float)(d.kh * d.kw);
+			y[o] = sum / (float)(d.exclude_pad ? cnt : d.kh * d.kw);
 		}
 	}
+}
+
+/* Window positions of output (oy, ox) inside the input (count_include_pad = False). */
+static __device__ int pool_count(const gf_pooling_desc &d, int oy, int ox)
+{
+	int y0 = oy * d.sh - d.ph, x0 = ox * d.sw - d.pw;
+	int y1 = min(y0 + d.kh, d.h), x1 = min(x0 + d.kw, d.w);
+	return (y1 - max(y0, 0)) * (x1 - max(x0, 0));
 }
 
 /* One thread per input value: the outputs whose window covers it, in
@@ -363,7 +373,7 @@ static __global__ void pooling_bwd_kernel(float *dx, const float *dy, const int3
 					if (id[o] == self)
 						s += g[o];
 				} else {
-					s += g[o] * inv;
+					s += g[o] * (d.exclude_pad ? 1.0f / (float)pool_count(d, oy, ox) : inv);
 				}
 			}
 		dx[i] = s;

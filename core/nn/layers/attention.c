@@ -250,7 +250,7 @@ static int attn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 	if ((rc = BGEMM(0, 0, d.cq, d.n, d.c, 1.0f, wq, d.c, 0, x, d.n, cn, 0.0f, f.qkv, (int)bn, d.n, B)))
 		return rc;
 	/* phi and g: (5C/8)*B planes of (H, W), 2x2 max-pooled */
-	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1 };
+	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1, 0 };
 	if ((rc = OPS(net)->pooling_forward(BE(net), f.pool, f.idx, f.qkv + (size_t)d.c8 * bn, &pd)))
 		return rc;
 	const float *phi = f.pool, *g = f.pool + (size_t)d.c8 * bp;
@@ -312,7 +312,7 @@ static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 	if ((rc = BGEMM(0, 0, d.c8, d.p, d.n, 1.0f, f.qkv, (int)bn, d.n, b.ds, d.p, np, 0.0f, dphi, (int)bp, d.p, B)) ||
 	    (rc = BGEMM(0, 1, d.c8, d.n, d.p, 1.0f, phi, (int)bp, d.p, b.ds, d.p, np, 0.0f, b.dqkv, (int)bn, d.n, B)))
 		return rc;
-	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1 };
+	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1, 0 };
 	if ((rc = OPS(net)->pooling_backward(BE(net), b.dqkv + (size_t)d.c8 * bn, b.dpool, f.idx, &pd)))
 		return rc;
 	/* the input convs: dx_b = dy_b + wq^T dqkv_b; dwq = sum_b dqkv_b x_b^T */

@@ -1,7 +1,12 @@
-/* conv: 2-d convolution with a square kernel, PyTorch's nn.Conv2d(in, out,
- * k, stride, pad, bias = bias) with the weight (out, in, k, k).
+/* conv: 2-d convolution, PyTorch's nn.Conv2d(in, out, k, stride, pad,
+ * bias = bias) with the weight (out, in, kh, kw).
  *
- *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ..., sn = false}
+ *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ..., sn = false,
+ *    kh = k, kw = k, ph = pad, pw = pad}
+ *
+ * kh/kw and ph/pw give rectangular kernels and padding (Inception's 1x7 and
+ * 7x1 convolutions: nn.Conv2d(in, out, (1, 7), padding = (0, 3)) is
+ * {"conv", in, out, 1, kw = 7, pw = 3}).
  *
  * Forward and backward are the backend's conv2d_forward / conv2d_backward.
  * Fusion: a conv 3x3 stride 1 pad 1 absorbs a nearest upsample x2 before
@@ -9,10 +14,12 @@
  * sub-pixel convolution of the low-resolution input (up = 2 in its
  * descriptor: 4 taps per output instead of 9; docs/nn.md "Engine
  * fusions"). sn = true: spectral_norm(nn.Conv2d(...)) (sn.c). */
+#include <stdio.h>
+
 #include "sn.h"
 
 struct conv_cfg {
-	int cin, cout, k, stride, pad, bias;
+	int cin, cout, kh, kw, stride, ph, pw, bias;
 	int up;   /* 2 when a nearest upsample x2 is fused in, else 1 */
 	struct gf_sn sn;
 };
@@ -22,12 +29,14 @@ static int conv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
-	int rc;
+	int rc, k, pad;
 	c->up = 1;
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->cin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->cout)) ||
-	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
-	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &c->pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
-	    (rc = gf_sn_parse(a, &c->sn)))
+	    (rc = gf_layer_arg_int(a, 2, NULL, 0, 1, &k)) || (rc = gf_layer_arg_int(a, 3, "stride", 1, 1, &c->stride)) ||
+	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
+	    (rc = gf_sn_parse(a, &c->sn)) || (rc = gf_layer_arg_int(a, -1, "kh", k, 1, &c->kh)) ||
+	    (rc = gf_layer_arg_int(a, -1, "kw", k, 1, &c->kw)) || (rc = gf_layer_arg_int(a, -1, "ph", pad, 0, &c->ph)) ||
+	    (rc = gf_layer_arg_int(a, -1, "pw", pad, 0, &c->pw)))
 		return rc;
 	return 0;
 }
@@ -41,28 +50,34 @@ static int conv_shapes(gf_net *net, struct layer *l)
 	if (rc)
 		return rc;
 	int64_t h = in->shape[1], w = in->shape[2];
-	if (h + 2 * c->pad < c->k || w + 2 * c->pad < c->k)
-		return gf_layer_err(GF_ESHAPE, l, "kernel %d does not fit the padded input %s", c->k,
+	if (h + 2 * c->ph < c->kh || w + 2 * c->pw < c->kw)
+	{
+		char k[32];
+		snprintf(k, sizeof(k), c->kh == c->kw ? "%d" : "%dx%d", c->kh, c->kw);
+		return gf_layer_err(GF_ESHAPE, l, "kernel %s does not fit the padded input %s", k,
 		                    gf_layer_shape_str(in, s, sizeof(s)));
-	int64_t ho = (h + 2 * c->pad - c->k) / c->stride + 1, wo = (w + 2 * c->pad - c->k) / c->stride + 1;
+	}
+	int64_t ho = (h + 2 * c->ph - c->kh) / c->stride + 1, wo = (w + 2 * c->pw - c->kw) / c->stride + 1;
 	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
-	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, c->cin, c->k, c->k });
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, c->cin, c->kh, c->kw });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
-	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->k * c->k);
+	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->kh * c->kw);
 }
 
 static int conv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
-	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->k * c->k));
+	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->kh * c->kw));
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
 static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
-	gf_conv_desc d = gf_layer_conv_desc(layer_in(net, l), layer_out(net, l), c->k, c->stride, c->pad, B);
+	gf_conv_desc d = gf_layer_conv_desc(layer_in(net, l), layer_out(net, l), c->kh, c->stride, c->ph, B);
+	d.kw = c->kw;
+	d.pw = c->pw;
 	d.up = c->up;
 	return d;
 }
@@ -102,7 +117,7 @@ static int conv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 static double conv_flops(const gf_net *net, const struct layer *l, int B, int exec)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
-	double taps = (exec && c->up == 2) ? 4.0 : (double)c->k * c->k;
+	double taps = (exec && c->up == 2) ? 4.0 : (double)c->kh * c->kw;
 	return 2.0 * B * (double)layer_out(net, l)->numel * c->cin * taps;
 }
 
@@ -115,7 +130,7 @@ static const char *conv_note(const struct layer *l)
 static int conv_absorb_input(const gf_net *net, struct layer *l, const struct layer *prev)
 {
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
-	if (prev->as_upsample != 2 || c->k != 3 || c->stride != 1 || c->pad != 1 || c->up != 1 ||
+	if (prev->as_upsample != 2 || c->kh != 3 || c->kw != 3 || c->stride != 1 || c->ph != 1 || c->pw != 1 || c->up != 1 ||
 	    !(net->be->caps & GF_CAP_CONV_UP2))
 		return 0;
 	c->up = 2;
@@ -127,7 +142,7 @@ const gf_layer_kind gf_layer_conv = {
 	.aliases = (const char *const[]){ "conv2d", NULL },
 	.min_pos = 3,
 	.max_pos = 5,
-	.keys = { "stride", "pad", "bias", "init", "sn" },
+	.keys = { "stride", "pad", "bias", "init", "sn", "kh", "kw", "ph", "pw" },
 	.parse = conv_parse,
 	.shapes = conv_shapes,
 	.init = conv_init,

@@ -1,8 +1,11 @@
 /* maxpool and avgpool: PyTorch's nn.MaxPool2d(k, stride, pad) and
- * nn.AvgPool2d(k, stride, pad) (padded zeros counted:
- * count_include_pad = True).
+ * nn.AvgPool2d(k, stride, pad, count_include_pad = ...).
  *
- *   {"maxpool", k, stride = k, pad = 0}  {"avgpool", k, stride = k, pad = 0}
+ *   {"maxpool", k, stride = k, pad = 0}
+ *   {"avgpool", k, stride = k, pad = 0, count_include_pad = true}
+ *
+ * count_include_pad = false divides each window by the positions inside
+ * the input (Inception's average poolings).
  *
  * Two kinds in one file because they are one backend op with a flag
  * (pooling_forward / pooling_backward, gf_pooling_desc.max); max pooling
@@ -12,6 +15,7 @@
 struct pool_cfg {
 	int k, stride, pad;
 	int max;   /* the kind's variant: 1 max pooling, 0 average */
+	int include_pad;   /* avgpool: count padded zeros in the divisor */
 	int idx;   /* max: save slot of the argmax positions */
 };
 LAYER_CFG_FITS(struct pool_cfg);
@@ -24,6 +28,8 @@ static int pool_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	c->max = l->kind->variant;
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->k)) || (rc = gf_layer_arg_int(a, 1, "stride", c->k, 1, &c->stride)) ||
 	    (rc = gf_layer_arg_int(a, 2, "pad", 0, 0, &c->pad)))
+		return rc;
+	if (!c->max && (rc = gf_layer_arg_bool(a, "count_include_pad", 1, &c->include_pad)))
 		return rc;
 	return 0;
 }
@@ -56,7 +62,8 @@ static gf_pooling_desc pool_desc(const gf_net *net, const struct layer *l, int B
 	const struct pool_cfg *c = LAYER_CCFG(struct pool_cfg, l);
 	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
 	gf_pooling_desc d = { B,      (int)in->shape[0], (int)in->shape[1], (int)in->shape[2], (int)out->shape[1],
-	                      (int)out->shape[2], c->k, c->k, c->stride, c->stride, c->pad, c->pad, c->max };
+	                      (int)out->shape[2], c->k, c->k, c->stride, c->stride, c->pad, c->pad, c->max,
+	                      !c->max && !c->include_pad };
 	return d;
 }
 
@@ -97,7 +104,7 @@ const gf_layer_kind gf_layer_avgpool = {
 	.name = "avgpool",
 	.min_pos = 1,
 	.max_pos = 3,
-	.keys = { "stride", "pad" },
+	.keys = { "stride", "pad", "count_include_pad" },
 	.parse = pool_parse,
 	.shapes = pool_shapes,
 	.forward = pool_forward,
