@@ -29,8 +29,14 @@ gf_add_test(test_label_shard
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_label_shard.c
   LABELS data
   TIMEOUT 120)
+# Caffe LMDBs: tests/make_caffe_lmdb.py writes one (python3-lmdb,
+# python3-protobuf; skips without them); read, verified and trained on.
+gf_add_test(test_caffe
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_caffe.c
+  LABELS data
+  TIMEOUT 300)
 # The tests load the stages and run the command: build them first.
-foreach(t test_convert test_decode test_reader test_batch test_label_shard)
+foreach(t test_convert test_decode test_reader test_batch test_label_shard test_caffe)
   add_dependencies(${t} ganflow_cmd stage_lmdb_reader stage_jpeg_decode stage_batch stage_label_shard)
 endforeach()
 
