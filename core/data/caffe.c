@@ -31,6 +31,7 @@
 
 #include <ganflow/dataset.h>
 #include <ganflow/err.h>
+#include <ganflow/log.h>
 
 #include "dataset_int.h"
 
@@ -306,7 +307,18 @@ int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *i
 	if (!(label = malloc((n ? n : 1) * sizeof(*label))))
 		return -ENOMEM;
 	int32_t maxl = -1;
+	/* a large LMDB from a cold disk takes a while: a progress bar once it
+	 * has taken more than 2 s (none for the small ones) */
+	double t0 = gf_now(), next = t0 + 2.0;
+	int shown = 0;
+	char what[160];
+	snprintf(what, sizeof(what), "indexing %s", path);
 	for (uint64_t i = 0; i < n; i++) {
+		if ((i & 1023) == 1023 && gf_now() >= next) {
+			gf_progress_bar(what, i, n, t0);
+			shown = 1;
+			next = gf_now() + 0.2;
+		}
 		gf_record_header h;
 		if (gf_datum_parse(ix->val[i], ix->vlen[i], &h, NULL)) {
 			label[i] = -2;
@@ -318,6 +330,8 @@ int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *i
 			maxl = h.label;
 		meta_add(m, &h);
 	}
+	if (shown)
+		gf_progress_bar(what, n, n, t0);
 	gf_clearerr();
 	m->total = m->count = n;
 	m->nshards = 1;
