@@ -64,12 +64,14 @@ if(gf_fuzz_ok)
     ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_record.c
     ${CMAKE_SOURCE_DIR}/core/data/record.c
     ${CMAKE_SOURCE_DIR}/core/data/decode.c
+    ${CMAKE_SOURCE_DIR}/core/data/caffe.c
+    ${CMAKE_SOURCE_DIR}/core/log.c
     ${CMAKE_SOURCE_DIR}/core/crc32c.c
     ${CMAKE_SOURCE_DIR}/core/err.c)
   add_custom_command(OUTPUT ${fuzz_bin}
     COMMAND ${GF_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
       -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/core/include
-      ${fuzz_src} ${TURBOJPEG_LINK_LIBRARIES} ${LMDB_LINK_LIBRARIES} ${ZLIB_LIBRARIES} -lm -o ${fuzz_bin}
+      ${fuzz_src} ${TURBOJPEG_LINK_LIBRARIES} ${LMDB_LINK_LIBRARIES} ${ZLIB_LIBRARIES} -lm -lpthread -o ${fuzz_bin}
     DEPENDS ${fuzz_src} ${CMAKE_SOURCE_DIR}/core/data/dataset_int.h
       ${CMAKE_SOURCE_DIR}/core/include/ganflow/dataset.h ${CMAKE_SOURCE_DIR}/core/include/ganflow/decode.h
     COMMENT "Building the fuzz target fuzz_record (clang, libFuzzer)"
