@@ -564,7 +564,11 @@ static int cmd_info(args *a)
 	char b1[32], b2[32];
 	human_bytes(b1, sizeof(b1), (double)disk);
 	human_bytes(b2, sizeof(b2), (double)m->payload_bytes);
+	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	printf("dataset    %s\n", a->pos[0]);
+	printf("format     %s\n", caffe ? "caffe (an LMDB of caffe.Datum values; positions follow its keys in LMDB "
+	                                   "order, classes are the Datum labels)"
+	                                 : "ganflow");
 	printf("records    %" PRIu64, m->count);
 	if (m->count != m->total)
 		printf(" (one shard of a dataset of %" PRIu64 ")", m->total);
@@ -573,8 +577,11 @@ static int cmd_info(args *a)
 	for (int e = 0; e < GF_ENC_COUNT; e++)
 		if (m->enc_count[e])
 			printf(" %s %" PRIu64, gf_encoding_name((uint32_t)e), m->enc_count[e]);
-	if (m->count > m->enc_count[GF_ENC_RAW] + m->enc_count[GF_ENC_JPEG])
-		printf(" unparsed %" PRIu64, m->count - m->enc_count[GF_ENC_RAW] - m->enc_count[GF_ENC_JPEG]);
+	uint64_t parsed = 0;
+	for (int e = 0; e < GF_ENC_COUNT; e++)
+		parsed += m->enc_count[e];
+	if (m->count > parsed)
+		printf(" %s %" PRIu64, caffe ? "unreadable" : "unparsed", m->count - parsed);
 	printf("\n");
 	printf("payload    %s, %.0f B per record\n", b2, m->count ? (double)m->payload_bytes / m->count : 0.0);
 	printf("size       height %u..%u, width %u..%u, channels %u..%u\n", m->min_height, m->max_height, m->min_width,
@@ -582,7 +589,8 @@ static int cmd_info(args *a)
 	/* checksums: judged by the first record (a converter writes them on
 	 * every record or none); verify checks them all */
 	gf_record first;
-	printf("checksums  %s\n", m->count == 0 || gf_dataset_get(ds, 0, &first)
+	printf("checksums  %s\n", caffe ? "none (Caffe Datum values carry none)"
+	                          : m->count == 0 || gf_dataset_get(ds, 0, &first)
 	                              ? "-"
 	                              : first.h.flags & GF_RECORD_CRC32C
 	                                    ? "CRC-32C of every payload (checked by lmdb_reader and verify)"
@@ -718,6 +726,7 @@ static int cmd_verify(args *a)
 		for (uint64_t j = 0; j < m->class_count[c]; j++)
 			label_of[m->class_index[c][j]] = (int32_t)c;
 	v.label_of = label_of;
+	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	gf_dataset_close(ds);
 	pthread_mutex_init(&v.lock, NULL);
 	pthread_t th[64];
@@ -761,8 +770,10 @@ static int cmd_verify(args *a)
 		gf_log(GF_LOG_WARN, "... and %" PRIu64 " more bad records", bad - 100);
 	uint64_t summed = atomic_load(&v.summed);
 	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad,
-	       summed == done ? "every record" : summed ? "some records (the others have none)"
-	                                                 : "none (shards written before records carried a CRC-32C)");
+	       caffe            ? "none (Caffe Datum values carry none)"
+	       : summed == done ? "every record"
+	       : summed         ? "some records (the others have none)"
+	                        : "none (shards written before records carried a CRC-32C)");
 	return bad || done != v.count ? 1 : 0;
 }
 

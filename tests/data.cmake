@@ -34,8 +34,14 @@ gf_add_test(test_label_shard
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_label_shard.c
   LABELS data
   TIMEOUT 120)
+# Caffe LMDBs: tests/make_caffe_lmdb.py writes one (python3-lmdb,
+# python3-protobuf; skips without them); read, verified and trained on.
+gf_add_test(test_caffe
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_caffe.c
+  LABELS data
+  TIMEOUT 300)
 # The tests load the stages and run the command: build them first.
-foreach(t test_convert test_decode test_reader test_batch test_label_shard)
+foreach(t test_convert test_decode test_reader test_batch test_label_shard test_caffe)
   add_dependencies(${t} ganflow_cmd stage_lmdb_reader stage_jpeg_decode stage_batch stage_label_shard)
 endforeach()
 
@@ -63,12 +69,14 @@ if(gf_fuzz_ok)
     ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_record.c
     ${CMAKE_SOURCE_DIR}/core/data/record.c
     ${CMAKE_SOURCE_DIR}/core/data/decode.c
+    ${CMAKE_SOURCE_DIR}/core/data/caffe.c
+    ${CMAKE_SOURCE_DIR}/core/log.c
     ${CMAKE_SOURCE_DIR}/core/crc32c.c
     ${CMAKE_SOURCE_DIR}/core/err.c)
   add_custom_command(OUTPUT ${fuzz_bin}
     COMMAND ${GF_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
       -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/core/include
-      ${fuzz_src} ${TURBOJPEG_LINK_LIBRARIES} ${LMDB_LINK_LIBRARIES} ${ZLIB_LIBRARIES} -lm -o ${fuzz_bin}
+      ${fuzz_src} ${TURBOJPEG_LINK_LIBRARIES} ${LMDB_LINK_LIBRARIES} ${ZLIB_LIBRARIES} -lm -lpthread -o ${fuzz_bin}
     DEPENDS ${fuzz_src} ${CMAKE_SOURCE_DIR}/core/data/dataset_int.h
       ${CMAKE_SOURCE_DIR}/core/include/ganflow/dataset.h ${CMAKE_SOURCE_DIR}/core/include/ganflow/decode.h
     COMMENT "Building the fuzz target fuzz_record (clang, libFuzzer)"

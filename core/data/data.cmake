@@ -8,6 +8,7 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/writer.c
   ${CMAKE_CURRENT_LIST_DIR}/order.c
   ${CMAKE_CURRENT_LIST_DIR}/stream.c
-  ${CMAKE_CURRENT_LIST_DIR}/decode.c)
+  ${CMAKE_CURRENT_LIST_DIR}/decode.c
+  ${CMAKE_CURRENT_LIST_DIR}/caffe.c)
 target_link_libraries(ganflow PRIVATE
   PkgConfig::LMDB PkgConfig::URING PkgConfig::TURBOJPEG ZLIB::ZLIB)

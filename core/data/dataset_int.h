@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <lmdb.h>
+
 #include <ganflow/dataset.h>
 
 #define GF_META_MAGIC "GFMD"
@@ -41,6 +43,35 @@ int gf_meta_encode(const gf_shard_meta *m, uint8_t **out, size_t *len);
 int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m);
 
 void gf_meta_free(gf_shard_meta *m);
+
+/* ---- Caffe LMDBs (caffe.c) ---- */
+
+/* Per position (key order) of a Caffe shard: its key and value in the LMDB
+ * map (valid while the shard's read transaction is open). */
+typedef struct gf_caffe_index {
+	uint64_t n, cap;
+	const uint8_t **val; /* (n) */
+	uint32_t *vlen;      /* (n) */
+	const uint8_t **key; /* (n) */
+	uint16_t *klen;      /* (n) */
+	uint64_t bad;        /* values that are not a readable Datum */
+} gf_caffe_index;
+
+/* 0 when the first value of the database parses as a Datum, GF_ECORRUPT
+ * (reason in gf_errmsg()) when not, GF_ENOTFOUND for an empty database. */
+int gf_caffe_probe(MDB_txn *txn, MDB_dbi dbi);
+
+/* Walks every key with a cursor into *ix and parses every Datum into a
+ * single-shard meta *m (classes 0 .. max label, named "0", "1", ...; keys
+ * = positions 0 .. n-1). Returns 0, -ENOMEM or an LMDB/-errno code with
+ * path in gf_errmsg(). Free with gf_caffe_index_free and gf_meta_free. */
+int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *ix, gf_shard_meta *m);
+
+void gf_caffe_index_free(gf_caffe_index *ix);
+
+/* The key of position i as printable text (non-printing bytes as \xNN,
+ * long keys cut with "..."), NUL-terminated in buf[n]. */
+void gf_caffe_key_text(const gf_caffe_index *ix, uint64_t i, char *buf, size_t n);
 
 /* Little-endian helpers. */
 static inline void gf_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }

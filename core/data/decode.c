@@ -474,6 +474,24 @@ static tjscalingfactor pick_scale(int ww, int wh, int ow, int oh, int unit)
 	return best;
 }
 
+/* Planar B, G, R (a raw colour Caffe Datum) to interleaved RGB in d->pix. */
+static int bgr_planar(gf_decoder *d, const gf_record_header *h, const uint8_t *payload)
+{
+	size_t n = (size_t)h->width * h->height;
+	if (h->channels != 3 || h->payload != 3 * n)
+		return gf_seterr(GF_ECORRUPT, "planar BGR payload of %u bytes is not 3 x %ux%u", h->payload, h->height,
+		                 h->width);
+	if (grow((void **)&d->pix, &d->pix_cap, 3 * n))
+		return -ENOMEM;
+	const uint8_t *b = payload, *g = payload + n, *r = payload + 2 * n;
+	for (size_t i = 0; i < n; i++) {
+		d->pix[3 * i] = r[i];
+		d->pix[3 * i + 1] = g[i];
+		d->pix[3 * i + 2] = b[i];
+	}
+	return 0;
+}
+
 /* Where the output comes from in an image of sw x sh full-size pixels:
  * the crop window and the flip, drawn from rnd. */
 typedef struct window {
@@ -546,6 +564,13 @@ static int source_pixels(gf_decoder *d, const gf_transform *t, const gf_record_h
 		*sc = (int)h->channels;
 		return 0;
 	}
+	if (h->encoding == GF_ENC_BGR) { /* a raw colour Caffe Datum */
+		if ((rc = bgr_planar(d, h, payload)))
+			return rc;
+		*src = d->pix;
+		*sc = 3;
+		return 0;
+	}
 	return gf_seterr(GF_ECORRUPT, "unknown encoding %u", h->encoding);
 }
 
@@ -612,6 +637,18 @@ int gf_decode_pixels(gf_decoder *d, const gf_record_header *h, const uint8_t *pa
 			return rc;
 		if ((rc = jpeg_decode(d, payload, h->payload, jw, jh, c, 0, 0)))
 			return rc;
+		*pix = d->pix;
+		return 0;
+	}
+	if (h->encoding == GF_ENC_BGR) {
+		if ((rc = bgr_planar(d, h, payload)))
+			return rc;
+		size_t n = (size_t)h->width * h->height;
+		if (c == 1) /* in place: pixel i is written after pixels <= i were read */
+			for (size_t i = 0; i < n; i++) {
+				const uint8_t *p = d->pix + 3 * i;
+				d->pix[i] = (uint8_t)lrintf(0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2]);
+			}
 		*pix = d->pix;
 		return 0;
 	}

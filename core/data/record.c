@@ -23,6 +23,7 @@ const char *gf_encoding_name(uint32_t enc)
 	switch (enc) {
 	case GF_ENC_RAW: return "raw";
 	case GF_ENC_JPEG: return "jpeg";
+	case GF_ENC_BGR: return "bgr-planar";
 	}
 	return "?";
 }
@@ -32,6 +33,8 @@ static const char *header_problem(const gf_record_header *h)
 {
 	if (h->encoding >= GF_ENC_COUNT)
 		return "unknown encoding";
+	if (h->encoding == GF_ENC_BGR) /* the meta record counts raw and jpeg only */
+		return "planar BGR (only Caffe LMDBs hold it)";
 	if (h->channels != 1 && h->channels != 3)
 		return "channels not 1 or 3";
 	if (h->height == 0 || h->width == 0)

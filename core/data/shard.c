@@ -5,6 +5,8 @@
  * handed out point into the map and stay valid until gf_dataset_close.
  * The meta records of the shards are checked against each other and merged
  * into one gf_dataset_meta (class index in positions of the opened set).
+ * A Caffe LMDB opens as one shard whose meta and key index are built by
+ * walking it (caffe.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,10 +33,13 @@ typedef struct shard {
 	MDB_txn *txn;
 	MDB_dbi dbi;
 	gf_shard_meta meta;
+	int caffe;          /* a Caffe LMDB: records through cx */
+	gf_caffe_index cx;
 } shard;
 
 struct gf_dataset {
 	char *path;
+	gf_dataset_format format;
 	uint32_t n;
 	shard *shards;
 	gf_dataset_meta meta;
@@ -90,6 +95,7 @@ static void shard_close(shard *s)
 	if (s->info.fd >= 0)
 		close(s->info.fd);
 	gf_meta_free(&s->meta);
+	gf_caffe_index_free(&s->cx);
 	free(s->path);
 	free(s->file);
 	memset(s, 0, sizeof(*s));
@@ -125,8 +131,42 @@ static int find_map(shard *s, const struct stat *st, const void *inside, size_t 
 	                 s->file);
 }
 
-/* Opens one shard directory and reads its meta record. */
-static int shard_open(shard *s, const char *dir)
+const char *gf_dataset_format_name(gf_dataset_format f)
+{
+	switch (f) {
+	case GF_FORMAT_AUTO: return "auto";
+	case GF_FORMAT_GANFLOW: return "ganflow";
+	case GF_FORMAT_CAFFE: return "caffe";
+	}
+	return "?";
+}
+
+/* A shard without "__meta__": a Caffe LMDB when asked for or, with
+ * format auto, when its first value is a Datum. Builds the key index and
+ * the meta. */
+static int caffe_open(shard *s, const char *dir, gf_dataset_format format)
+{
+	int rc = gf_caffe_probe(s->txn, s->dbi);
+	if (rc) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", gf_errmsg());
+		if (format == GF_FORMAT_CAFFE)
+			return gf_seterr(rc == GF_ENOTFOUND ? rc : GF_ECORRUPT, "shard %s: not a Caffe LMDB: first value: %s",
+			                 dir, why);
+		return gf_seterr(GF_ENOTFOUND,
+		                 "shard %s: no %s record (an empty or unfinished shard; convert the dataset again), "
+		                 "and not a Caffe LMDB either (first value: %s)",
+		                 dir, GF_META_KEY, why);
+	}
+	if ((rc = gf_caffe_scan(s->txn, s->dbi, dir, &s->cx, &s->meta)))
+		return rc;
+	s->caffe = 1;
+	return 0;
+}
+
+/* Opens one shard directory and reads its meta record (or indexes a Caffe
+ * LMDB). */
+static int shard_open(shard *s, const char *dir, gf_dataset_format format)
 {
 	int rc;
 	memset(s, 0, sizeof(*s));
@@ -154,13 +194,22 @@ static int shard_open(shard *s, const char *dir)
 		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: %s", dir, mdb_strerror(rc));
 	MDB_val k = { 8, (void *)GF_META_KEY }, v;
 	rc = mdb_get(s->txn, s->dbi, &k, &v);
-	if (rc == MDB_NOTFOUND)
+	if (rc == MDB_NOTFOUND && format == GF_FORMAT_GANFLOW)
 		return gf_seterr(GF_ENOTFOUND,
-		                 "shard %s: no %s record (an empty or unfinished shard; convert the dataset again)", dir,
-		                 GF_META_KEY);
-	if (rc)
+		                 "shard %s: no %s record (an empty or unfinished shard; convert the dataset again; "
+		                 "a Caffe LMDB is read with format = \"caffe\")",
+		                 dir, GF_META_KEY);
+	if (rc == 0 && format == GF_FORMAT_CAFFE)
+		return gf_seterr(GF_ECORRUPT, "shard %s: a ganflow shard (it holds %s), not a Caffe LMDB (use format = "
+		                              "\"ganflow\" or \"auto\")",
+		                 dir, GF_META_KEY);
+	if (rc == MDB_NOTFOUND) {
+		if ((rc = caffe_open(s, dir, format)))
+			return rc;
+		v.mv_data = (void *)s->cx.val[0];
+	} else if (rc) {
 		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: reading %s: %s", dir, GF_META_KEY, mdb_strerror(rc));
-	if ((rc = gf_meta_decode(v.mv_data, v.mv_size, &s->meta))) {
+	} else if ((rc = gf_meta_decode(v.mv_data, v.mv_size, &s->meta))) {
 		if (rc == GF_ECORRUPT) {
 			char why[512];
 			snprintf(why, sizeof(why), "%s", gf_errmsg());
@@ -314,6 +363,11 @@ static int assemble(gf_dataset *ds, int single)
 
 int gf_dataset_open(const char *path, gf_dataset **out)
 {
+	return gf_dataset_open_as(path, GF_FORMAT_AUTO, out);
+}
+
+int gf_dataset_open_as(const char *path, gf_dataset_format format, gf_dataset **out)
+{
 	int rc;
 	uint32_t *nums = NULL, nnum = 0;
 	*out = NULL;
@@ -335,6 +389,10 @@ int gf_dataset_open(const char *path, gf_dataset **out)
 	}
 	int single = access(mdb, F_OK) == 0;
 	free(mdb);
+	if (!single && format == GF_FORMAT_CAFFE) {
+		rc = gf_seterr(-ENOENT, "dataset %s: no data.mdb (a Caffe LMDB is a directory holding data.mdb)", path);
+		goto fail;
+	}
 	if (single) {
 		ds->n = 1;
 	} else {
@@ -370,7 +428,8 @@ int gf_dataset_open(const char *path, gf_dataset **out)
 			rc = -ENOMEM;
 			goto fail;
 		}
-		rc = shard_open(&ds->shards[i], dir);
+		/* shard-NNNNN/ directories are ganflow's own */
+		rc = shard_open(&ds->shards[i], dir, single ? format : GF_FORMAT_GANFLOW);
 		free(dir);
 		if (rc)
 			goto fail;
@@ -384,6 +443,7 @@ int gf_dataset_open(const char *path, gf_dataset **out)
 	}
 	if ((rc = assemble(ds, single)))
 		goto fail;
+	ds->format = ds->shards[0].caffe ? GF_FORMAT_CAFFE : GF_FORMAT_GANFLOW;
 	free(nums);
 	*out = ds;
 	return 0;
@@ -414,6 +474,16 @@ const gf_dataset_meta *gf_dataset_metadata(const gf_dataset *ds)
 	return &ds->meta;
 }
 
+gf_dataset_format gf_dataset_format_of(const gf_dataset *ds)
+{
+	return ds->format;
+}
+
+uint64_t gf_dataset_unreadable(const gf_dataset *ds)
+{
+	return ds->format == GF_FORMAT_CAFFE ? ds->shards[0].cx.bad : 0;
+}
+
 const char *gf_dataset_path(const gf_dataset *ds)
 {
 	return ds->path;
@@ -441,6 +511,13 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec)
 	}
 	shard *s = &ds->shards[lo];
 	uint64_t key = s->info.first + (pos - s->info.base);
+	if (s->caffe) { /* the key index: no B-tree walk */
+		*rec = (gf_record){ .key = key, .position = pos, .shard = lo };
+		rec->value = s->cx.val[key];
+		rec->value_len = s->cx.vlen[key];
+		rec->offset = (uint64_t)(rec->value - s->info.map);
+		return 0;
+	}
 	uint8_t kb[8];
 	gf_key_put(kb, key);
 	MDB_val k = { 8, kb }, v;
@@ -465,18 +542,25 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec)
 }
 
 int gf_dataset_check(const gf_dataset *ds, const gf_record *rec, const uint8_t *value, size_t len,
-                     gf_record_header *h)
+                     gf_record_header *h, const uint8_t **payload)
 {
 	const shard *s = &ds->shards[rec->shard];
-	int rc = gf_record_parse(value, len, h, NULL);
+	char key[112] = "";
+	if (s->caffe) { /* name the LMDB key too: it is what the user's tools show */
+		key[0] = ' ';
+		key[1] = '\'';
+		gf_caffe_key_text(&s->cx, rec->key, key + 2, sizeof(key) - 3);
+		strcat(key, "'");
+	}
+	int rc = s->caffe ? gf_datum_parse(value, len, h, payload) : gf_record_parse(value, len, h, payload);
 	if (rc) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", gf_errmsg());
-		return gf_seterr(rc, "shard %s key %llu: %s", s->path, (unsigned long long)rec->key, why);
+		return gf_seterr(rc, "shard %s key %llu%s: %s", s->path, (unsigned long long)rec->key, key, why);
 	}
 	if (h->label >= 0 && (uint32_t)h->label >= ds->meta.nclasses)
-		return gf_seterr(GF_ECORRUPT, "shard %s key %llu: label %d >= class count %u", s->path,
-		                 (unsigned long long)rec->key, h->label, ds->meta.nclasses);
+		return gf_seterr(GF_ECORRUPT, "shard %s key %llu%s: label %d >= class count %u", s->path,
+		                 (unsigned long long)rec->key, key, h->label, ds->meta.nclasses);
 	return 0;
 }
 
@@ -485,8 +569,5 @@ int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec)
 	int rc = gf_dataset_locate(ds, pos, rec);
 	if (rc)
 		return rc;
-	if ((rc = gf_dataset_check(ds, rec, rec->value, rec->value_len, &rec->h)))
-		return rc;
-	rec->payload = rec->value + GF_RECORD_HEADER_SIZE;
-	return 0;
+	return gf_dataset_check(ds, rec, rec->value, rec->value_len, &rec->h, &rec->payload);
 }

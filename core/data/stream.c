@@ -534,9 +534,8 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 			return rc;
 		it->rec.value = value;
 	}
-	if ((rc = gf_dataset_check(s->ds, &it->rec, value, it->rec.value_len, &it->rec.h)))
+	if ((rc = gf_dataset_check(s->ds, &it->rec, value, it->rec.value_len, &it->rec.h, &it->rec.payload)))
 		return rc;
-	it->rec.payload = value + GF_RECORD_HEADER_SIZE;
 	if (!s->o.no_checksum && (rc = gf_record_check(&it->rec.h, it->rec.payload))) {
 		/* GF_ECORRUPT: the reader counts and skips it like any bad record */
 		char why[256];

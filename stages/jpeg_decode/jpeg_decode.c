@@ -178,7 +178,8 @@ static const char *message_header(const gf_msg *m, gf_record_header *h)
 	if (h->encoding >= GF_ENC_COUNT || (h->channels != 1 && h->channels != 3) || h->height > GF_RECORD_MAX_DIM ||
 	    h->width > GF_RECORD_MAX_DIM)
 		return "bad record header fields";
-	if (h->encoding == GF_ENC_RAW && (uint64_t)h->height * h->width * h->channels != h->payload)
+	if ((h->encoding == GF_ENC_RAW || h->encoding == GF_ENC_BGR) &&
+	    (uint64_t)h->height * h->width * h->channels != h->payload)
 		return "raw payload is not height x width x channels bytes";
 	return NULL;
 }

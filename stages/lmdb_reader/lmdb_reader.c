@@ -12,6 +12,10 @@
  * the value is read with O_DIRECT and copied into the message).
  * msg->epoch / msg->pos are the resume point: start_epoch = epoch,
  * start_pos = pos continues right after that record.
+ * A Caffe LMDB (format = "caffe", or found by format = "auto") streams the
+ * same way: positions follow its keys in LMDB order, payloads point at the
+ * Datum's data (JPEG, or raw planar BGR that jpeg_decode reorders), labels
+ * come from the Datum.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +45,12 @@ static const gf_port_desc outputs[] = {
 };
 
 static const gf_param_desc params[] = {
-	{ "path", GF_PARAM_STR, NULL, "dataset directory (shard-NNNNN/ shards) or one shard directory", NULL },
+	{ "path", GF_PARAM_STR, NULL, "dataset directory (shard-NNNNN/ shards), one shard directory or a Caffe LMDB",
+	  NULL },
+	{ "format", GF_PARAM_STR, "auto",
+	  "ganflow shards, or a Caffe LMDB of Datum values (convert_imageset); auto: ganflow when the shard has a meta "
+	  "record, else caffe when its first value is a Datum",
+	  "auto|ganflow|caffe" },
 	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle: shard order permuted per epoch + shuffle window", NULL },
 	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole set)", "0.." },
 	{ "seed", GF_PARAM_INT, "nil", "shuffle seed (default: the run seed)", NULL },
@@ -111,7 +120,11 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (cl && class_shard)
 		return gf_fail(ctx, "give either 'classes' or 'class_shard', not both");
 
-	int rc = gf_dataset_open(path, &r->ds);
+	const char *fmt = gf_param_str(p, "format");
+	gf_dataset_format format = !strcmp(fmt, "caffe")     ? GF_FORMAT_CAFFE
+	                           : !strcmp(fmt, "ganflow") ? GF_FORMAT_GANFLOW
+	                                                     : GF_FORMAT_AUTO;
+	int rc = gf_dataset_open_as(path, format, &r->ds);
 	if (rc)
 		return gf_fail(ctx, "%s", gf_errmsg());
 	const gf_dataset_meta *m = gf_dataset_metadata(r->ds);

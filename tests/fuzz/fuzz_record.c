@@ -3,7 +3,8 @@
  *
  * Input: byte 0 picks the transform (output size, channels, filter, crop,
  * flip), the rest is a record value (24-byte header + payload) and is also
- * tried as a meta record and as a bare JPEG. Built with clang
+ * tried as a meta record, as a caffe.Datum (Caffe LMDB value; its JPEG or
+ * raw planar-BGR data then decoded) and as a bare JPEG. Built with clang
  * -fsanitize=fuzzer,address,undefined straight from the library sources
  * (tests/data.cmake), run briefly by ctest over the seed corpus in
  * tests/fuzz/corpus/.
@@ -65,6 +66,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *payload;
 	if (gf_record_parse(data, size, &h, &payload) == 0) {
 		(void)gf_record_check(&h, payload); /* reads exactly the payload */
+		decode(mode, &h, payload);
+	}
+	/* a Caffe Datum */
+	if (gf_datum_parse(data, size, &h, &payload) == 0) {
+		if (payload < data || payload + h.payload > data + size)
+			abort(); /* the data lies inside the value */
 		decode(mode, &h, payload);
 	}
 	/* the bytes as a JPEG payload with a matching header */

@@ -4,7 +4,8 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets |
+#                                  sample_folder
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -480,6 +481,41 @@ plot)
   check "[ $? -eq 0 ]" "ganflow plot failed: $(cat "$T/p.log")"
   check "[ \"$(png_size "$T/r/plot.png" | cut -d' ' -f1)\" = 1000 ]" "plot should be 1000 pixels wide"
   check "grep -q '8 points, 3 panels' '$T/p.log'" "expected 8 points (steps 5..40) in 3 panels: $(cat "$T/p.log")"
+  ;;
+sample_folder)
+  # `ganflow sample out=DIR/`: one PNG per image, a folder per class; the
+  # files decode to the generator's size, equal the grid of the same seed,
+  # and convert back with `ganflow dataset folder` (the image-folder layout)
+  run dcgan_fashion "$T/r" steps=4 samples=1000 log=2
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/r.log")"
+  ck=$(latest "$T/r")
+  "$G" sample "$ck" n=300 out="$T/u/" >"$T/u.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow sample out=DIR/ failed: $(cat "$T/u.log")"
+  check "grep -q '300 PNG files 1x32x32' '$T/u.log'" "summary line: $(cat "$T/u.log")"
+  check "grep -q 'sample (PNG files) \[#*\] 100% 300/300' '$T/u.log'" "no progress line for 300 images (2 batches): $(cat "$T/u.log")"
+  "$G" sample "$ck" n=16 out="$T/g.png" >/dev/null 2>&1
+  out=$(/usr/bin/python3 "$S/tests/train/check_pngs.py" "$T/u" 32 32 1 "$T/g.png" 8 16 2>&1)
+  rc=$?
+  first=$(echo "$out" | head -1)
+  check "[ $rc -eq 0 ] && [ '$first' = 'unlabelled 300' ]" "PNG files: $out"
+  "$G" sample "$ck" n=4 out="$T/u/" >"$T/u2.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'not empty (force=1' '$T/u2.log'" "a non-empty DIR should be refused: $(cat "$T/u2.log")"
+  "$G" sample "$ck" n=4 out="$T/u" force=1 >"$T/u2.log" 2>&1
+  check "[ $? -eq 0 ]" "force=1 into an existing DIR (no slash) failed: $(cat "$T/u2.log")"
+  # conditional: 25 images, classes in turn: 3 each for 0-4, 2 for 5-9
+  run cgan_fashion "$T/c" steps=4 samples=1000 log=2 labels=data
+  check "[ $? -eq 0 ]" "cgan_fashion failed: $(tail -3 "$T/c.log")"
+  "$G" sample "$(latest "$T/c")" n=25 out="$T/cs/" >"$T/cs.log" 2>&1
+  check "[ $? -eq 0 ]" "conditional sample out=DIR/ failed: $(cat "$T/cs.log")"
+  out=$(/usr/bin/python3 "$S/tests/train/check_pngs.py" "$T/cs" 32 32 1 2>&1 | tr '\n' ' ')
+  check "[ '$out' = '0 3 1 3 2 3 3 3 4 3 5 2 6 2 7 2 8 2 9 2 ' ]" "per-class folders: got $out"
+  "$G" dataset folder "$T/cs" "$T/cds" >"$T/cds.log" 2>&1
+  check "[ $? -eq 0 ]" "dataset folder of the samples failed: $(cat "$T/cds.log")"
+  "$G" dataset info "$T/cds" >"$T/info.txt" 2>&1
+  check "grep -q 'classes    10' '$T/info.txt' && grep -q 'records    25 ' '$T/info.txt'" "the samples should convert to 25 records in 10 classes: $(cat "$T/info.txt")"
+  "$G" sample "$(latest "$T/c")" n=5 class=7 out="$T/c7/" >/dev/null 2>&1
+  got=$(ls "$T/c7" | tr '\n' ' ')$(ls "$T/c7/7" 2>/dev/null | wc -l)
+  check "[ '$got' = '7 5' ]" "class=7 should write 5 files in 7/, got '$got'"
   ;;
 *)
   echo "unknown case $case_name"

@@ -90,6 +90,8 @@ extern "C" {
 typedef enum {
 	GF_ENC_RAW = 0,  /* u8 pixels, HWC */
 	GF_ENC_JPEG = 1, /* a JPEG file */
+	GF_ENC_BGR = 2,  /* u8 pixels, planar CHW, planes B, G, R: a raw colour
+	                    Datum of a Caffe LMDB (never in a ganflow shard) */
 	GF_ENC_COUNT
 } gf_encoding;
 
@@ -113,7 +115,7 @@ typedef struct gf_record_header {
  * GF_ECORRUPT "payload checksum mismatch (stored 0x..., computed 0x...)". */
 int gf_record_check(const gf_record_header *h, const uint8_t *payload);
 
-/* Name of an encoding ("raw", "jpeg"), "?" for an unknown value. */
+/* Name of an encoding ("raw", "jpeg", "bgr-planar"), "?" for an unknown value. */
 const char *gf_encoding_name(uint32_t enc);
 
 /* Writes the 24-byte header for h (its flags too) into out. Returns 0, or GF_EPARAM (detail
@@ -132,6 +134,17 @@ int gf_record_header_write(const gf_record_header *h, uint8_t out[GF_RECORD_HEAD
  * gf_errmsg() (no file or key: the caller adds them). Never reads outside
  * value[0, len). */
 int gf_record_parse(const void *value, size_t len, gf_record_header *h, const uint8_t **payload);
+
+/* Parses a caffe.Datum value (the values of Caffe LMDBs, see "Caffe
+ * LMDBs" below) into a record header: encoded = true gives GF_ENC_JPEG with
+ * the size and components read from the JPEG's frame header; raw u8 data
+ * gives GF_ENC_RAW (1 channel) or GF_ENC_BGR (3 channels); label from the
+ * Datum (0 when absent, as Caffe's default), flags 0. *payload (may be
+ * NULL) points at the data bytes inside value. Returns 0 or GF_ECORRUPT
+ * with the reason in gf_errmsg() (not a Datum, truncated, float_data,
+ * sizes that disagree with the data, an encoded image that is not a JPEG).
+ * Never reads outside value[0, len). */
+int gf_datum_parse(const void *value, size_t len, gf_record_header *h, const uint8_t **payload);
 
 /* ---- meta record ----
  *
@@ -155,9 +168,33 @@ int gf_record_parse(const void *value, size_t len, gf_record_header *h, const ui
  *   end  u32     CRC-32 (zlib) of every byte before it
  */
 
+/* ---- Caffe LMDBs ----
+ *
+ * A Caffe LMDB (convert_imageset and its kin: one LMDB environment, keys of
+ * the tool's choosing, caffe.Datum values) opens as a one-shard dataset of
+ * format GF_FORMAT_CAFFE: positions are the keys in LMDB (byte) order, and
+ * a record's "key" is its position (the LMDB key itself is in error
+ * messages). Opening walks every key and parses every Datum once (the
+ * class index, sizes and counts a ganflow shard keeps in "__meta__"), so it
+ * reads a little of every value: seconds per 100k records from a cold
+ * disk. Classes are 0 .. the largest label, named by their number. A value
+ * that is not a readable Datum stays in the positions, is left out of the
+ * class index, and fails as GF_ECORRUPT naming shard and key when read.
+ */
+
 /* ---- opening a dataset ---- */
 
 typedef struct gf_dataset gf_dataset;
+
+typedef enum {
+	GF_FORMAT_AUTO = 0,    /* ganflow when a shard holds "__meta__", else Caffe
+	                          when its first value is a Datum */
+	GF_FORMAT_GANFLOW = 1, /* shards written by ganflow's converters */
+	GF_FORMAT_CAFFE = 2,   /* one LMDB of caffe.Datum values */
+} gf_dataset_format;
+
+/* "auto", "ganflow", "caffe"; "?" for an unknown value. */
+const char *gf_dataset_format_name(gf_dataset_format f);
 
 /* What a dataset (or the part of it that was opened) holds. Positions are
  * 0 .. count-1 in the opened set; for a whole dataset the position of a
@@ -205,6 +242,18 @@ typedef struct gf_shard_info {
  * path at fault in gf_errmsg(). */
 int gf_dataset_open(const char *path, gf_dataset **out);
 
+/* gf_dataset_open with the format given (GF_FORMAT_AUTO: as
+ * gf_dataset_open). A Caffe LMDB is a directory holding data.mdb; naming
+ * the wrong format fails with GF_ECORRUPT saying what the path holds. */
+int gf_dataset_open_as(const char *path, gf_dataset_format format, gf_dataset **out);
+
+/* The format of an opened dataset (never GF_FORMAT_AUTO). */
+gf_dataset_format gf_dataset_format_of(const gf_dataset *ds);
+
+/* Records of an opened Caffe LMDB that are not a readable Datum (found
+ * when it was opened); 0 for ganflow datasets. */
+uint64_t gf_dataset_unreadable(const gf_dataset *ds);
+
 /* Closes the dataset: ends the transactions, unmaps every shard. Every
  * pointer obtained from it becomes invalid. NULL is ignored. */
 void gf_dataset_close(gf_dataset *ds);
@@ -227,7 +276,7 @@ typedef struct gf_record {
 	size_t value_len;
 	uint64_t offset;         /* byte offset of value in the shard's data.mdb */
 	gf_record_header h;      /* filled by gf_dataset_get, not by _locate */
-	const uint8_t *payload;  /* value + 24; set by gf_dataset_get */
+	const uint8_t *payload;  /* value + 24 (a Caffe Datum: its data); set by gf_dataset_get */
 } gf_record;
 
 /* Finds the record at position pos without touching its value's pages
@@ -244,11 +293,14 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec);
  * or the errors of gf_dataset_locate. */
 int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec);
 
-/* Checks a parsed record against the dataset (label range) and sets the
- * "SHARD key N: ..." detail. Used by gf_dataset_get and by the stream for
- * records read through O_DIRECT. Returns 0 or GF_ECORRUPT. */
+/* Parses the value of rec (value, len: in the map or a copy read with
+ * O_DIRECT) as a record of the dataset's format (gf_record_parse, or
+ * gf_datum_parse for a Caffe LMDB), checks it against the dataset (label
+ * range), fills *h and sets *payload to the payload inside value. Sets the
+ * "SHARD key N: ..." detail (with the LMDB key of a Caffe record). Used by
+ * gf_dataset_get and by the stream. Returns 0 or GF_ECORRUPT. */
 int gf_dataset_check(const gf_dataset *ds, const gf_record *rec, const uint8_t *value, size_t len,
-                     gf_record_header *h);
+                     gf_record_header *h, const uint8_t **payload);
 
 /* ---- writing a dataset ---- */
 
