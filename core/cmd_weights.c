@@ -30,6 +30,7 @@
 
 #include <ganflow/err.h>
 #include <ganflow/evalstats.h>
+#include <ganflow/log.h>
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
 #include <ganflow/safetensors.h>
@@ -98,7 +99,11 @@ static int fill_block(gf_net *net, gf_block b, const gf_st_file *f, const char *
 }
 
 /* The network from FILE (the unpickled state dict at tmp) into out. */
-static int import(const char *pth, const char *tmp, const char *out)
+/* The import's phases on the progress line: unpickling (Python), mapping
+ * and checking the tensors, hashing the source, writing OUT. */
+enum { PHASES = 4 };
+
+static int import(const char *pth, const char *tmp, const char *out, double start)
 {
 	gf_value table = { 0 };
 	gf_backend *be = NULL;
@@ -139,6 +144,7 @@ static int import(const char *pth, const char *tmp, const char *out)
 	}
 	if ((rc = gf_net_write(net, GF_PARAMS, params)) || (rc = gf_net_write(net, GF_BUFFERS, buffers)))
 		goto out;
+	gf_progress_bar("weights import (tensors checked)", 2, PHASES, start);
 	uint64_t h = 0;
 	if ((rc = gf_hash64_file(pth, GF_HASH64_INIT, &h)) || (rc = gf_value_to_json(&table, &json)))
 		goto out;
@@ -149,8 +155,11 @@ static int import(const char *pth, const char *tmp, const char *out)
 		                   PART ".input",    "fid",        PART ".features",    "pool3",
 		                   PART ".source",   base ? base + 1 : pth, PART ".source_hash", hash,
 		                   NULL };
+	gf_progress_bar("weights import (source hashed)", 3, PHASES, start);
 	gf_ckpt_part part = { PART ".net", net, NULL };
 	rc = gf_ckpt_save(out, &part, 1, 0, NULL, meta);
+	if (!rc)
+		gf_progress_bar("weights import (written)", PHASES, PHASES, start);
 out:
 	free(json);
 	free(used);
@@ -178,8 +187,13 @@ int gf_cmd_weights(int argc, char **argv)
 		return 1;
 	snprintf(tmp, len, "%s.pth2st-%d.tmp", out, (int)getpid());
 	char *args[] = { (char *)pth, tmp };
+	double start = gf_now();
+	gf_progress_bar("weights import (unpickling with python3-torch)", 0, PHASES, start);
 	int status = gf_cmd_python("weights", "ganflow.pth2st", "python3-torch", 2, args);
-	int rc = status ? 1 : import(pth, tmp, out);
+	if (!status)
+		gf_progress_bar("weights import (unpickled)", 1, PHASES, start);
+	int rc = status ? 1 : import(pth, tmp, out, start);
+	gf_progress_done(NULL);
 	unlink(tmp);
 	free(tmp);
 	if (status)
