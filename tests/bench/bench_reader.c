@@ -59,12 +59,12 @@ static double baseline(const gf_dataset *ds, int passes, int direct, uint64_t *s
 }
 
 /* The reader stage -> touching sink; returns MB/s of payload bytes. */
-static double reader(const char *path, int passes, int direct, int shuffle)
+static double reader(const char *path, int passes, int direct, int shuffle, int checksums)
 {
 	bstep s[1] = { { "lmdb_reader", NULL, "samples",
 		             kv("path", gf_value_str(path), "epochs", gf_value_int(passes), "shuffle", gf_value_bool(shuffle),
 		                "window", gf_value_int(4096), "direct", gf_value_bool(direct), "readahead",
-		                gf_value_int(direct ? 128 : 64), NULL),
+		                gf_value_int(direct ? 128 : 64), "checksums", gf_value_bool(checksums), NULL),
 		             1 } };
 	double t = run_steps(s, 1, 1);
 	if (sink_msgs != (uint64_t)passes * COUNT)
@@ -95,17 +95,19 @@ int main(int argc, char **argv)
 
 	/* warm page cache */
 	warm_files(ds);
-	double bw = 0, rw = 0, rws = 0;
+	double bw = 0, rw = 0, rws = 0, rwn = 0;
 	for (int r = 0; r < repeats; r++) {
 		bw = best(bw, baseline(ds, WARM_PASSES, 0, &sum));
-		rw = best(rw, reader(path, WARM_PASSES, 0, 0));
-		rws = best(rws, reader(path, WARM_PASSES, 0, 1));
+		rw = best(rw, reader(path, WARM_PASSES, 0, 0, 1));
+		rwn = best(rwn, reader(path, WARM_PASSES, 0, 0, 0));
+		rws = best(rws, reader(path, WARM_PASSES, 0, 1, 1));
 	}
 	/* O_DIRECT on both sides (the page cache plays no part) */
-	double bd = 0, rd = 0;
+	double bd = 0, rd = 0, rdn = 0;
 	for (int r = 0; r < repeats; r++) {
 		bd = best(bd, baseline(ds, DIRECT_PASSES, 1, &sum));
-		rd = best(rd, reader(path, DIRECT_PASSES, 1, 0));
+		rd = best(rd, reader(path, DIRECT_PASSES, 1, 0, 1));
+		rdn = best(rdn, reader(path, DIRECT_PASSES, 1, 0, 0));
 	}
 	/* cold page cache */
 	int dropped = 1;
@@ -114,9 +116,9 @@ int main(int argc, char **argv)
 		dropped &= drop_caches();
 		bc = best(bc, baseline(ds, 1, 0, &sum));
 		dropped &= drop_caches();
-		rmc = best(rmc, reader(path, 1, 0, 0));
+		rmc = best(rmc, reader(path, 1, 0, 0, 1));
 		dropped &= drop_caches();
-		rdc = best(rdc, reader(path, 1, 1, 0));
+		rdc = best(rdc, reader(path, 1, 1, 0, 1));
 	}
 	double ratio_w = rw / bw, ratio_d = rd / bd, worst = ratio_w < ratio_d ? ratio_w : ratio_d;
 	printf("reader: %llu records, %.1f MB payload in %u shards (%.1f MB of files), best of %d\n",
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
 	printf("%-46s %12s %12s %8s\n", "measurement", "read() MB/s", "reader MB/s", "ratio");
 	printf("%-46s %12.0f %12.0f %8.3f\n", "warm cache: map + fadvise vs read()", bw, rw, ratio_w);
 	printf("%-46s %12.0f %12.0f %8.3f\n", "O_DIRECT: direct=true vs O_DIRECT read()", bd, rd, ratio_d);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (warm cache, checksums = false)", bw, rwn, rwn / bw);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (O_DIRECT, checksums = false)", bd, rdn, rdn / bd);
 	if (!dropped)
 		printf("NOTE: the page cache could not be dropped (not root?): the cold rows below ran warm.\n");
 	printf("%-46s %12.0f %12.0f %8.3f\n", "  (cold cache: map + fadvise vs read())", bc, rmc, rmc / bc);
