@@ -187,6 +187,16 @@ static void init(void)
 #endif
 }
 
+const char *gf_crc32c_impl(void)
+{
+	pthread_once(&once, init);
+#if defined(__x86_64__)
+	if (have_fold)
+		return "vpclmulqdq";
+#endif
+	return have_hw ? "sse4.2" : "table";
+}
+
 uint32_t gf_crc32c(uint32_t crc, const void *data, size_t n)
 {
 	pthread_once(&once, init);
