@@ -12,6 +12,11 @@
  * the value is read with O_DIRECT and copied into the message).
  * msg->epoch / msg->pos are the resume point: start_epoch = epoch,
  * start_pos = pos continues right after that record.
+ * Payload CRC-32C (checksums = true): checked here, unless every consumer
+ * of `samples` checks it itself (an input flagged GF_PORT_CHECKS_CRC, such
+ * as jpeg_decode's, reached directly or through GF_PORT_PASSES_RECORDS
+ * stages): then the stored CRC travels in t[1][5] with GF_RECORD_CRC32C in
+ * t[1][4], and the check runs where the payload is read anyway.
  */
 #include <stdio.h>
 #include <stdlib.h>
