@@ -318,6 +318,34 @@ out:
 	return found;
 }
 
+static int feeds(const gf_graph *g, int node, int port, uint32_t want, uint32_t through, int depth)
+{
+	int edges = 0;
+	if (depth > g->nnodes) /* a cycle */
+		return 0;
+	for (int l = 0; l < g->nlinks; l++) {
+		const struct link *k = &g->links[l];
+		if (k->from != node || k->out != port)
+			continue;
+		edges++;
+		const gf_stage_desc *d = g->nodes[k->to].desc;
+		uint32_t f = k->in >= 0 && (uint32_t)k->in < d->ninputs ? d->inputs[k->in].flags : 0;
+		if (want && (f & want) == want)
+			continue;
+		if (!through || (f & through) != through || !d->noutputs)
+			return 0;
+		for (uint32_t o = 0; o < d->noutputs; o++)
+			if (!feeds(g, k->to, (int)o, want, through, depth + 1))
+				return 0;
+	}
+	return edges > 0;
+}
+
+int gf_port_feeds(gf_ctx *c, int port, uint32_t want, uint32_t through)
+{
+	return feeds(c->g, (int)(c->node - c->g->nodes), port, want, through, 0);
+}
+
 /* ---- the stage ABI: errors, reporting, identity ---- */
 
 int gf_fail(gf_ctx *c, const char *fmt, ...)

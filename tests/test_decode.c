@@ -416,6 +416,52 @@ static void test_stage_checksum(void **st)
 	free(p);
 }
 
+/* The same damage with jpeg_decode after the reader: every consumer checks
+ * the CRC, so the reader passes it along and the decoder workers check it
+ * before decoding (also through a label_shard); the record is skipped,
+ * counted and named by the decoder, which fails above max_bad_fraction
+ * naming the mismatch. With checksums = false this damage (at the end of
+ * the entropy-coded data) is still caught as a corrupt JPEG. */
+static void test_stage_checksum_decoder(void **st)
+{
+	(void)st;
+	char err[1024];
+	char *p = spoiled_at(1000, 1, -120);
+	for (int mode = 0; mode < 3; mode++) { /* 0: on, 1: on through label_shard, 2: off */
+		sink_reset();
+		step s[3] = {
+			{ "lmdb_reader", NULL, "samples", kv("path", gf_value_str(p), "epochs", gf_value_int(1), "shuffle",
+			                                     gf_value_bool(0), "checksums", gf_value_bool(mode < 2), NULL), 1 },
+			{ "label_shard", "records", "records", kv("parts", gf_value_int(1), "part", gf_value_int(0), NULL), 1 },
+			{ "jpeg_decode", "records", "samples", kv("size", gf_value_int(16), NULL), 2 },
+		};
+		if (mode != 1) {
+			gf_value_free(&s[1].params);
+			s[1] = s[2];
+		}
+		if (run_chain(s, mode == 1 ? 3 : 2, NULL, err, sizeof(err)))
+			fail_msg("run: %s", err);
+		assert_int_equal(sink_n, 119);
+		for (size_t i = 0; i < sink_n; i++) {
+			assert_int_equal(sink_items[i].key, i < 7 ? i : i + 1);
+			assert_int_equal(sink_items[i].ntensors, 1);
+		}
+	}
+	/* 1 in 10 damaged: the decoder fails, naming shard, key and the mismatch */
+	char *p2 = spoiled_at(10, 1, -120);
+	sink_reset();
+	step s2[2] = {
+		{ "lmdb_reader", NULL, "samples", kv("path", gf_value_str(p2), "epochs", gf_value_int(1), NULL), 1 },
+		{ "jpeg_decode", "records", "samples", kv("size", gf_value_int(16), NULL), 2 },
+	};
+	assert_int_equal(run_chain(s2, 2, NULL, err, sizeof(err)), GF_EFAIL);
+	if (!strstr(err, "max_bad_fraction") || !strstr(err, "payload checksum mismatch") ||
+	    !strstr(err, "/shard-00000 key"))
+		fail_msg("unexpected: %s", err);
+	free(p);
+	free(p2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_stage_workers),
 		cmocka_unit_test(test_stage_bad),
 		cmocka_unit_test(test_stage_checksum),
+		cmocka_unit_test(test_stage_checksum_decoder),
 	};
 	int rc = cmocka_run_group_tests(tests, setup, NULL);
 	rc |= cmocka_run_group_tests(stage_tests, setup_stage, teardown_stage);

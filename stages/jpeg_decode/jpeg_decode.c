@@ -97,7 +97,8 @@ typedef struct decoder {
 } decoder;
 
 static const gf_port_desc inputs[] = {
-	{ "records", "records", 0, "records from lmdb_reader (t[0] payload, t[1] {encoding, h, w, c, flags})" },
+	{ "records", "records", GF_PORT_CHECKS_CRC,
+	  "records from lmdb_reader (t[0] payload, t[1] {encoding, h, w, c, flags[, crc]})" },
 };
 
 static const gf_port_desc outputs[] = {
@@ -165,8 +166,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 static const char *message_header(const gf_msg *m, gf_record_header *h)
 {
 	if (m->ntensors < 2 || m->t[0].dtype != GF_U8 || m->t[0].ndim != 1 || m->t[1].dtype != GF_I32 ||
-	    m->t[1].ndim != 1 || (m->t[1].shape[0] != 4 && m->t[1].shape[0] != 5))
-		return "not a record message (t[0] u8 payload, t[1] i32 {encoding, h, w, c, flags})";
+	    m->t[1].ndim != 1 || m->t[1].shape[0] < 4 || m->t[1].shape[0] > 6)
+		return "not a record message (t[0] u8 payload, t[1] i32 {encoding, h, w, c, flags[, crc]})";
 	const int32_t *v = m->t[1].data;
 	if (v[0] < 0 || v[1] <= 0 || v[2] <= 0 || v[3] <= 0 || m->t[0].shape[0] < 0 ||
 	    m->t[0].shape[0] > (int64_t)UINT32_MAX)
@@ -174,7 +175,11 @@ static const char *message_header(const gf_msg *m, gf_record_header *h)
 	*h = (gf_record_header){ .label = (int32_t)m->label, .encoding = (uint32_t)v[0], .height = (uint32_t)v[1],
 		                     .width = (uint32_t)v[2], .channels = (uint32_t)v[3],
 		                     .payload = (uint32_t)m->t[0].shape[0],
-		                     .flags = m->t[1].shape[0] == 5 ? (uint32_t)v[4] & GF_RECORD_PAIR : 0 };
+		                     .flags = m->t[1].shape[0] >= 5 ? (uint32_t)v[4] & GF_RECORD_PAIR : 0 };
+	if (m->t[1].shape[0] == 6 && ((uint32_t)v[4] & GF_RECORD_CRC32C)) { /* the reader left the check to us */
+		h->flags |= GF_RECORD_CRC32C;
+		h->crc = (uint32_t)v[5];
+	}
 	if (h->encoding >= GF_ENC_COUNT || (h->channels != 1 && h->channels != 3) || h->height > GF_RECORD_MAX_DIM ||
 	    h->width > GF_RECORD_MAX_DIM)
 		return "bad record header fields";
@@ -235,6 +240,10 @@ static int run(void *self, gf_ctx *ctx)
 		int c, oh, ow;
 		char whybuf[512];
 		const char *why = message_header(in, &h);
+		if (!why && gf_record_check(&h, in->t[0].data)) { /* the payload CRC-32C, before decoding */
+			snprintf(whybuf, sizeof(whybuf), "%s", gf_errmsg());
+			why = whybuf;
+		}
 		int pair = !why && (h.flags & GF_RECORD_PAIR);
 		if (!why && pair != d->paired)
 			why = d->paired ? "not a pair record (paired = true takes records of `ganflow dataset paired`)"

@@ -39,7 +39,7 @@ typedef struct label_shard {
 } label_shard;
 
 static const gf_port_desc inputs[] = {
-	{ "records", "records", 0, "records (lmdb_reader.samples)" },
+	{ "records", "records", GF_PORT_PASSES_RECORDS, "records (lmdb_reader.samples)" },
 };
 
 static const gf_port_desc outputs[] = {

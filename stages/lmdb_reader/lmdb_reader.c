@@ -16,6 +16,11 @@
  * same way: positions follow its keys in LMDB order, payloads point at the
  * Datum's data (JPEG, or raw planar BGR that jpeg_decode reorders), labels
  * come from the Datum.
+ * Payload CRC-32C (checksums = true): checked here, unless every consumer
+ * of `samples` checks it itself (an input flagged GF_PORT_CHECKS_CRC, such
+ * as jpeg_decode's, reached directly or through GF_PORT_PASSES_RECORDS
+ * stages): then the stored CRC travels in t[1][5] with GF_RECORD_CRC32C in
+ * t[1][4], and the check runs where the payload is read anyway.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +37,7 @@ typedef struct reader {
 	gf_dataset *ds;
 	gf_stream *s;
 	int direct;
+	int pass_crc; /* consumers check the payload CRC-32C: pass it along (t[1][5]) */
 	double max_bad;
 	uint64_t min_seen;
 	uint64_t seen, bad, emitted;
@@ -41,7 +47,7 @@ typedef struct reader {
 
 static const gf_port_desc outputs[] = {
 	{ "samples", "records", 0,
-	  "t[0] u8 payload (in the LMDB map), t[1] i32 {encoding, h, w, c, flags}; label, key, epoch, pos, source" },
+	  "t[0] u8 payload (in the LMDB map), t[1] i32 {encoding, h, w, c, flags[, crc]}; label, key, epoch, pos, source" },
 };
 
 static const gf_param_desc params[] = {
@@ -65,7 +71,10 @@ static const gf_param_desc params[] = {
 	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)", "0.." },
 	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer", "1..65536" },
 	{ "direct", GF_PARAM_BOOL, "false", "O_DIRECT reads through io_uring (data sets larger than memory)", NULL },
-	{ "checksums", GF_PARAM_BOOL, "true", "check each record's payload CRC-32C (records without one pass)", NULL },
+	{ "checksums", GF_PARAM_BOOL, "true",
+	  "check each record's payload CRC-32C (records without one pass); here, or in the consumers when every one "
+	  "checks it (jpeg_decode)",
+	  NULL },
 	{ "uring", GF_PARAM_BOOL, "true", "use io_uring (false: posix_fadvise / pread)", NULL },
 	{ "max_bad_fraction", GF_PARAM_NUM, "0.01", "fail when more than this fraction of records is bad", "0..1" },
 	{ "min_records", GF_PARAM_INT, "100", "records read before max_bad_fraction is enforced mid-epoch", "1.." },
@@ -165,8 +174,12 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		.readahead = (uint32_t)gf_param_int(p, "readahead"),
 		.direct = r->direct,
 		.no_uring = !gf_param_bool(p, "uring"),
-		.no_checksum = !gf_param_bool(p, "checksums"),
 	};
+	/* Verify where the payload is read anyway: when every consumer checks
+	 * the CRC itself (jpeg_decode workers, before decoding, in parallel),
+	 * pass it along instead of making a pass over the payload here. */
+	r->pass_crc = gf_param_bool(p, "checksums") && gf_port_feeds(ctx, 0, GF_PORT_CHECKS_CRC, GF_PORT_PASSES_RECORDS);
+	so.no_checksum = !gf_param_bool(p, "checksums") || r->pass_crc;
 	if ((rc = gf_stream_open(r->ds, &so, &r->s)))
 		return gf_fail(ctx, "%s", gf_errmsg());
 	return 0;
@@ -187,7 +200,7 @@ static int run(void *self, gf_ctx *ctx)
 {
 	reader *r = self;
 	int rc;
-	const int64_t hdr_shape[1] = { 5 };
+	const int64_t hdr_shape[1] = { r->pass_crc ? 6 : 5 };
 	while (!gf_should_stop(ctx)) {
 		gf_stream_item it;
 		rc = gf_stream_next(r->s, &it);
@@ -228,6 +241,10 @@ static int run(void *self, gf_ctx *ctx)
 		h[2] = (int32_t)it.rec.h.width;
 		h[3] = (int32_t)it.rec.h.channels;
 		h[4] = (int32_t)(it.rec.h.flags & GF_RECORD_PAIR); /* what decoding needs of the flags */
+		if (r->pass_crc) { /* the check the consumers make (gf_record_check) */
+			h[4] |= (int32_t)(it.rec.h.flags & GF_RECORD_CRC32C);
+			h[5] = (int32_t)it.rec.h.crc;
+		}
 		m->label = it.rec.h.label;
 		m->key = it.rec.key;
 		m->epoch = (int64_t)it.epoch;

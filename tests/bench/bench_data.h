@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ganflow/crc32c.h>
 #include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
@@ -225,7 +226,7 @@ static inline uint64_t touch(const void *p, size_t n)
 
 /* ---- a sink that counts (and optionally touches) what arrives ---- */
 
-static uint64_t sink_msgs, sink_items, sink_bytes, sink_sum;
+static uint64_t sink_msgs, sink_items, sink_bytes, sink_sum, sink_checked;
 static int sink_touch;
 
 static int bsink_create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -249,8 +250,18 @@ static int bsink_run(void *self, gf_ctx *ctx)
 			size_t bytes = gf_tensor_bytes(&m->t[0]);
 			sink_bytes += bytes;
 			sink_items += m->t[0].ndim == 4 ? (uint64_t)m->t[0].shape[0] : 1;
-			if (sink_touch)
+			if (sink_touch == 2 && m->ntensors >= 2 && m->t[1].dtype == GF_I32 && m->t[1].ndim == 1 &&
+			    m->t[1].shape[0] == 6 && (((const int32_t *)m->t[1].data)[4] & GF_RECORD_CRC32C)) {
+				/* a consumer that checks the CRC the reader passed along:
+				 * the check is its pass over every byte */
+				uint32_t c = gf_crc32c(0, m->t[0].data, bytes);
+				if (c != (uint32_t)((const int32_t *)m->t[1].data)[5])
+					die("bench sink: key %lld: payload checksum mismatch", (long long)m->key);
+				sink_sum += c;
+				sink_checked++;
+			} else if (sink_touch) {
 				sink_sum += touch(m->t[0].data, bytes);
+			}
 		}
 		gf_msg_release(m);
 	}
@@ -269,18 +280,35 @@ static const gf_stage_desc bsink_desc = {
 	.run = bsink_run,
 };
 
+/* The same sink, declaring that it checks records' CRC-32C (so that
+ * lmdb_reader leaves the check to it): run_steps(..., 2). */
+static const gf_port_desc bsink_crc_inputs[] = { { "in", "any", GF_PORT_CHECKS_CRC, "anything" } };
+
+static const gf_stage_desc bsink_crc_desc = {
+	.abi = GF_STAGE_ABI,
+	.size = sizeof(gf_stage_desc),
+	.name = "bench_sink_crc",
+	.doc = "counts what reaches it, checks records' CRC-32C",
+	.inputs = bsink_crc_inputs,
+	.ninputs = 1,
+	.create = bsink_create,
+	.run = bsink_run,
+};
+
 typedef struct bstep {
 	const char *stage, *in, *out;
 	gf_value params;
 	int workers;
 } bstep;
 
-/* Runs steps -> sink; returns the wall time in seconds (dies on failure). */
+/* Runs steps -> sink; returns the wall time in seconds (dies on failure).
+ * touch_payload: 0 count only, 1 touch every payload byte, 2 as 1 but
+ * through a sink that checks a CRC-32C passed along with records. */
 BENCH_FN double run_steps(bstep *s, int n, int touch_payload)
 {
 	gf_graph *g;
 	int prev = -1, node;
-	sink_msgs = sink_items = sink_bytes = sink_sum = 0;
+	sink_msgs = sink_items = sink_bytes = sink_sum = sink_checked = 0;
 	sink_touch = touch_payload;
 	if (gf_graph_create(&g))
 		die("graph: out of memory");
@@ -293,7 +321,7 @@ BENCH_FN double run_steps(bstep *s, int n, int touch_payload)
 		gf_value_free(&s[i].params);
 		prev = node;
 	}
-	if (gf_graph_add_desc(g, &bsink_desc, "sink", NULL, 1, &node) ||
+	if (gf_graph_add_desc(g, touch_payload == 2 ? &bsink_crc_desc : &bsink_desc, "sink", NULL, 1, &node) ||
 	    gf_graph_connect(g, prev, s[n - 1].out, node, "in", NULL))
 		die("%s", gf_graph_error(g));
 	gf_run_info info = { .rank = 0, .world = 1, .seed = 1 };

@@ -13,6 +13,12 @@
  *           reads of upcoming values, copied into the messages) vs plain
  *           sequential read() of the files opened with O_DIRECT (1 MiB
  *           aligned buffer); neither uses the page cache; 2 passes.
+ * Payload checksums are on (the default) in every row but one: the sink
+ * declares GF_PORT_CHECKS_CRC like jpeg_decode, so the reader passes each
+ * record's CRC-32C along and the sink checks it in its pass over the
+ * bytes (a CRC instead of the sum). Extra rows: the CRC checked in the
+ * reader (a consumer that does not check: the reader makes a pass of its
+ * own) and checksums = false, both with the warm cache and O_DIRECT.
  * Extra rows (not in the ratio): a cold page cache (dropped with echo 3 >
  * /proc/sys/vm/drop_caches before each measurement): plain buffered read()
  * with the kernel's readahead against the reader's map path (fadvise
@@ -58,17 +64,22 @@ static double baseline(const gf_dataset *ds, int passes, int direct, uint64_t *s
 	return (double)bytes / t / 1e6;
 }
 
-/* The reader stage -> touching sink; returns MB/s of payload bytes. */
-static double reader(const char *path, int passes, int direct, int shuffle)
+/* The reader stage -> touching sink; returns MB/s of payload bytes.
+ * checks: 0 checksums = false; 1 checked by the reader (the sink does not
+ * check); 2 checked by the sink, the reader passing the CRC along. */
+static double reader(const char *path, int passes, int direct, int shuffle, int checks)
 {
 	bstep s[1] = { { "lmdb_reader", NULL, "samples",
 		             kv("path", gf_value_str(path), "epochs", gf_value_int(passes), "shuffle", gf_value_bool(shuffle),
 		                "window", gf_value_int(4096), "direct", gf_value_bool(direct), "readahead",
-		                gf_value_int(direct ? 128 : 64), NULL),
+		                gf_value_int(direct ? 128 : 64), "checksums", gf_value_bool(checks != 0), NULL),
 		             1 } };
-	double t = run_steps(s, 1, 1);
+	double t = run_steps(s, 1, checks == 2 ? 2 : 1);
 	if (sink_msgs != (uint64_t)passes * COUNT)
 		die("the reader delivered %llu records, expected %d", (unsigned long long)sink_msgs, passes * COUNT);
+	if (sink_checked != (checks == 2 ? sink_msgs : 0))
+		die("the sink checked %llu CRCs of %llu records (checks = %d)", (unsigned long long)sink_checked,
+		    (unsigned long long)sink_msgs, checks);
 	return (double)sink_bytes / t / 1e6;
 }
 
@@ -95,17 +106,21 @@ int main(int argc, char **argv)
 
 	/* warm page cache */
 	warm_files(ds);
-	double bw = 0, rw = 0, rws = 0;
+	double bw = 0, rw = 0, rws = 0, rwn = 0, rwr = 0;
 	for (int r = 0; r < repeats; r++) {
 		bw = best(bw, baseline(ds, WARM_PASSES, 0, &sum));
-		rw = best(rw, reader(path, WARM_PASSES, 0, 0));
-		rws = best(rws, reader(path, WARM_PASSES, 0, 1));
+		rw = best(rw, reader(path, WARM_PASSES, 0, 0, 2));
+		rwr = best(rwr, reader(path, WARM_PASSES, 0, 0, 1));
+		rwn = best(rwn, reader(path, WARM_PASSES, 0, 0, 0));
+		rws = best(rws, reader(path, WARM_PASSES, 0, 1, 2));
 	}
 	/* O_DIRECT on both sides (the page cache plays no part) */
-	double bd = 0, rd = 0;
+	double bd = 0, rd = 0, rdn = 0, rdr = 0;
 	for (int r = 0; r < repeats; r++) {
 		bd = best(bd, baseline(ds, DIRECT_PASSES, 1, &sum));
-		rd = best(rd, reader(path, DIRECT_PASSES, 1, 0));
+		rd = best(rd, reader(path, DIRECT_PASSES, 1, 0, 2));
+		rdr = best(rdr, reader(path, DIRECT_PASSES, 1, 0, 1));
+		rdn = best(rdn, reader(path, DIRECT_PASSES, 1, 0, 0));
 	}
 	/* cold page cache */
 	int dropped = 1;
@@ -114,17 +129,23 @@ int main(int argc, char **argv)
 		dropped &= drop_caches();
 		bc = best(bc, baseline(ds, 1, 0, &sum));
 		dropped &= drop_caches();
-		rmc = best(rmc, reader(path, 1, 0, 0));
+		rmc = best(rmc, reader(path, 1, 0, 0, 2));
 		dropped &= drop_caches();
-		rdc = best(rdc, reader(path, 1, 1, 0));
+		rdc = best(rdc, reader(path, 1, 1, 0, 2));
 	}
 	double ratio_w = rw / bw, ratio_d = rd / bd, worst = ratio_w < ratio_d ? ratio_w : ratio_d;
 	printf("reader: %llu records, %.1f MB payload in %u shards (%.1f MB of files), best of %d\n",
 	       (unsigned long long)m->count, (double)m->payload_bytes / 1e6, m->nshards, (double)files / 1e6, repeats);
 	printf("baseline MB/s count file bytes, reader MB/s payload bytes; both touch every byte once.\n");
+	printf("payload CRC-32C (%s) checked by the consumer (as jpeg_decode does) unless a row says otherwise.\n",
+	       gf_crc32c_impl());
 	printf("%-46s %12s %12s %8s\n", "measurement", "read() MB/s", "reader MB/s", "ratio");
 	printf("%-46s %12.0f %12.0f %8.3f\n", "warm cache: map + fadvise vs read()", bw, rw, ratio_w);
 	printf("%-46s %12.0f %12.0f %8.3f\n", "O_DIRECT: direct=true vs O_DIRECT read()", bd, rd, ratio_d);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (warm cache: CRC checked in the reader)", bw, rwr, rwr / bw);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (warm cache: checksums = false)", bw, rwn, rwn / bw);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (O_DIRECT: CRC checked in the reader)", bd, rdr, rdr / bd);
+	printf("%-46s %12.0f %12.0f %8.3f\n", "  (O_DIRECT: checksums = false)", bd, rdn, rdn / bd);
 	if (!dropped)
 		printf("NOTE: the page cache could not be dropped (not root?): the cold rows below ran warm.\n");
 	printf("%-46s %12.0f %12.0f %8.3f\n", "  (cold cache: map + fadvise vs read())", bc, rmc, rmc / bc);

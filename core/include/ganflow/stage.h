@@ -83,8 +83,17 @@ typedef struct gf_param_desc {
 
 enum {
 	GF_PORT_OPTIONAL = 1u << 0, /* may be left unconnected */
-	GF_PORT_MULTI = 1u << 1     /* input: accepts several edges; gf_pop returns
+	GF_PORT_MULTI = 1u << 1,    /* input: accepts several edges; gf_pop returns
 	                               from whichever has a message */
+	/* input of kind "records": the stage checks each message's payload
+	 * CRC-32C when the message carries one to check (GF_RECORD_CRC32C in
+	 * t[1][4], the CRC in t[1][5]: gf_records_crc in <ganflow/dataset.h>)
+	 * and treats a mismatch as a bad record; lmdb_reader then leaves the
+	 * check to it (see gf_port_feeds) */
+	GF_PORT_CHECKS_CRC = 1u << 2,
+	/* input of kind "records": the stage pushes what it keeps unchanged
+	 * (a filter such as label_shard) */
+	GF_PORT_PASSES_RECORDS = 1u << 3
 };
 
 typedef struct gf_port_desc {
@@ -195,6 +204,13 @@ int gf_port_edges(gf_ctx *ctx, int dir, int port);
  * string is owned by the graph and valid while it exists. A d_step finds
  * the reader whose data position it checkpoints this way. */
 const char *gf_port_upstream(gf_ctx *ctx, int port, const char *stage);
+
+/* 1 when every edge leaving output `port` (and there is at least one)
+ * leads to an input flagged `want`, or to an input flagged `through` of a
+ * stage whose every output does so in turn; 0 otherwise (also across a
+ * rank boundary, or through a cycle). lmdb_reader asks it with
+ * GF_PORT_CHECKS_CRC, GF_PORT_PASSES_RECORDS. */
+int gf_port_feeds(gf_ctx *ctx, int port, uint32_t want, uint32_t through);
 
 /* ---- errors and reporting ---- */
 
