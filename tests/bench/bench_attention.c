@@ -15,12 +15,7 @@
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 #define CHECK(call)                                                                         \
 	do {                                                                                \
@@ -85,12 +80,12 @@ int main(int argc, char **argv)
 		gf_tensor in = gf_tensor_make(x, GF_F32, 4, (int64_t[]){ batch, ch, size, size });
 		double best = 1e30;
 		for (int rep = 0; rep < repeat + 1; rep++) {
-			double t0 = now();
+			double t0 = bench_now();
 			for (int i = 0; i < iters; i++) {
 				CHECK(gf_net_forward(net, &in, NULL, GF_TRAIN));
 				CHECK(gf_net_backward(net, dy, GF_NEED_DX | GF_NEED_DW));
 			}
-			double ms = (now() - t0) * 1e3 / iters;
+			double ms = (bench_now() - t0) * 1e3 / iters;
 			if (rep && ms < best)   /* the first run warms up */
 				best = ms;
 		}

@@ -23,11 +23,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <cblas.h>
-
 #include <ganflow/err.h>
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
+
+#include "bench_util.h"
 
 struct row {
 	const char *name, *what, *g, *d;
@@ -47,22 +47,6 @@ static const struct row rows[] = {
 	  "return require('backbones.pix2pix').G{ size = 32, channels = 1, ngf = 32 }",
 	  "return require('backbones.pix2pix').D{ size = 32, channels = 1, ndf = 32 }", 0, 0, 1 },
 };
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int arg(const char *a, const char *key, const char **v)
-{
-	size_t n = strlen(key);
-	if (strncmp(a, key, n) || a[n] != '=')
-		return 0;
-	*v = a + n + 1;
-	return 1;
-}
 
 #define CHECK(what, call)                                                                     \
 	do {                                                                                      \
@@ -238,10 +222,10 @@ static double engine(gf_backend *be, const struct row *r, int batch, int iters, 
 	iteration(&s); /* warm-up */
 	double best = 0;
 	for (int k = 0; k < repeat; k++) {
-		double t0 = now();
+		double t0 = bench_now();
 		for (int i = 0; i < iters; i++)
 			iteration(&s);
-		double ips = (double)iters * batch / (now() - t0);
+		double ips = (double)iters * batch / (bench_now() - t0);
 		if (ips > best)
 			best = ips;
 	}
@@ -273,39 +257,18 @@ static double peer(const struct row *r, int batch, int iters, int repeat, int th
 	return ips;
 }
 
-static double sgemm_gflops(int threads)
-{
-	int n = 1024;
-	float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
-	gf_rng r;
-	gf_rng_init(&r, 7, 1);
-	gf_rng_uniform(&r, a, (size_t)n * n, -1, 1);
-	gf_rng_uniform(&r, b, (size_t)n * n, -1, 1);
-	openblas_set_num_threads(threads);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-	int it = 0;
-	double t0 = now(), t;
-	do {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-		it++;
-		t = now() - t0;
-	} while (t < 0.5);
-	free(a), free(b), free(c);
-	return 2.0 * n * n * (double)n * it / t * 1e-9;
-}
-
 int main(int argc, char **argv)
 {
 	int batch = 64, iters = 3, repeat = 2, threads = 2, use_peer = 1;
 	const char *want = "sngan,sngan_cond,biggan,pix2pix";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
-		if (arg(argv[i], "batch", &v)) batch = atoi(v);
-		else if (arg(argv[i], "iters", &v)) iters = atoi(v);
-		else if (arg(argv[i], "repeat", &v)) repeat = atoi(v);
-		else if (arg(argv[i], "threads", &v)) threads = atoi(v);
-		else if (arg(argv[i], "rows", &v)) want = v;
-		else if (arg(argv[i], "peer", &v)) use_peer = atoi(v);
+		if (bench_arg(argv[i], "batch", &v)) batch = atoi(v);
+		else if (bench_arg(argv[i], "iters", &v)) iters = atoi(v);
+		else if (bench_arg(argv[i], "repeat", &v)) repeat = atoi(v);
+		else if (bench_arg(argv[i], "threads", &v)) threads = atoi(v);
+		else if (bench_arg(argv[i], "rows", &v)) want = v;
+		else if (bench_arg(argv[i], "peer", &v)) use_peer = atoi(v);
 		else {
 			fprintf(stderr, "usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] "
 			                "[rows=sngan,sngan_cond,biggan,pix2pix] [peer=1]\n");
@@ -350,7 +313,7 @@ int main(int argc, char **argv)
 		measured++;
 	}
 	gf_backend_close(be);
-	printf("OpenBLAS SGEMM 1024^3, %d threads: %.1f GFLOP/s (the ceiling)\n", threads, sgemm_gflops(threads));
+	printf("OpenBLAS SGEMM 1024^3, %d threads: %.1f GFLOP/s (the ceiling)\n", threads, bench_openblas_gflops(threads, 1024, 1024, 1024));
 	if (!measured) {
 		printf("backbone_step: worst_ratio=nan target=1.3 (no PyTorch figure)\n");
 		return use_peer ? 1 : 0;

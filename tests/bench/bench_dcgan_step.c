@@ -39,7 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <cblas.h>
+#include "bench_util.h"
 
 #include <ganflow/err.h>
 #include <ganflow/log.h>
@@ -76,13 +76,6 @@ static void die(const char *what, int rc)
 		if (rc_)               \
 			die(what, rc_); \
 	} while (0)
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* CPU seconds of the whole process (all threads): steadier than the wall
  * clock on a shared machine, shown next to it. */
@@ -213,42 +206,16 @@ static double sgemm_gflops(gf_backend *be, int m, int n, int k)
 	be->ops->rng_uniform(be, b, (size_t)k * n, -1, 1, &r);
 	be->ops->gemm(be, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, cc, n);
 	int it = 0;
-	double t0 = now(), t;
+	double t0 = bench_now(), t;
 	do {
 		be->ops->gemm(be, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, cc, n);
 		be->ops->sync(be);
 		it++;
-		t = now() - t0;
+		t = bench_now() - t0;
 	} while (t < 0.4);
 	be->ops->free(be, a);
 	be->ops->free(be, b);
 	be->ops->free(be, cc);
-	return 2.0 * m * n * k * it / t * 1e-9;
-}
-
-/* OpenBLAS on its own (its threads, its splitting): the ceiling the
- * engine's split GEMMs are measured against. Call after the backend is
- * closed; it changes OpenBLAS's process-wide thread count. */
-static double openblas_gflops(int threads, int m, int n, int k)
-{
-	float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)k * n);
-	float *cc = malloc(sizeof(float) * (size_t)m * n);
-	gf_rng r;
-	gf_rng_init(&r, 7, 1);
-	gf_rng_uniform(&r, a, (size_t)m * k, -1, 1);
-	gf_rng_uniform(&r, b, (size_t)k * n, -1, 1);
-	openblas_set_num_threads(threads);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, cc, n);
-	int it = 0;
-	double t0 = now(), t;
-	do {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, cc, n);
-		it++;
-		t = now() - t0;
-	} while (t < 0.4);
-	free(a);
-	free(b);
-	free(cc);
 	return 2.0 * m * n * k * it / t * 1e-9;
 }
 
@@ -518,11 +485,11 @@ static double cu_measure(const struct conf *c, const char *prec, int batch, int 
 	CHECK("sync", s.be->ops->sync(s.be));
 	double best = 0;
 	for (int r = 0; r < c->repeat; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 		for (int i = 0; i < c->iters; i++)
 			cu_iteration(&s);
 		CHECK("sync", s.be->ops->sync(s.be));
-		double ips = (double)c->iters * batch / (now() - t0);
+		double ips = (double)c->iters * batch / (bench_now() - t0);
 		best = ips > best ? ips : best;
 	}
 	float l[3];
@@ -691,37 +658,27 @@ static int main_cuda(struct conf *c)
 
 /* ---- main ---- */
 
-static int arg(const char *a, const char *key, const char **val)
-{
-	size_t n = strlen(key);
-	if (strncmp(a, key, n) == 0 && a[n] == '=') {
-		*val = a + n + 1;
-		return 1;
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct conf c = { "cpu", 64, 20, 32, 1, 2, 2, 1, 1, NULL, "64,256,1024", "both", "auto", "subpixel", 0, 0, 1 };
 	for (int i = 1; i < argc; i++) {
 		const char *v;
-		if (arg(argv[i], "backend", &v)) c.backend = v;
-		else if (arg(argv[i], "batch", &v)) c.batch = atoi(v), c.batches = v;
-		else if (arg(argv[i], "batches", &v)) c.batches = v;
-		else if (arg(argv[i], "graphs", &v)) c.graphs = v;
-		else if (arg(argv[i], "layout", &v)) c.layout = v;
-		else if (arg(argv[i], "up2", &v)) c.up2 = v;
-		else if (arg(argv[i], "device", &v)) c.device = atoi(v);
-		else if (arg(argv[i], "deterministic", &v)) c.det = atoi(v) != 0;
-		else if (arg(argv[i], "iters", &v)) c.iters = atoi(v), c.iters_set = 1;
-		else if (arg(argv[i], "size", &v)) c.size = atoi(v);
-		else if (arg(argv[i], "channels", &v)) c.channels = atoi(v);
-		else if (arg(argv[i], "threads", &v)) c.threads = atoi(v);
-		else if (arg(argv[i], "repeat", &v)) c.repeat = atoi(v);
-		else if (arg(argv[i], "peer", &v)) c.peer = atoi(v);
-		else if (arg(argv[i], "fuse", &v)) c.fuse = atoi(v);
-		else if (arg(argv[i], "precision", &v)) c.precision = v;
+		if (bench_arg(argv[i], "backend", &v)) c.backend = v;
+		else if (bench_arg(argv[i], "batch", &v)) c.batch = atoi(v), c.batches = v;
+		else if (bench_arg(argv[i], "batches", &v)) c.batches = v;
+		else if (bench_arg(argv[i], "graphs", &v)) c.graphs = v;
+		else if (bench_arg(argv[i], "layout", &v)) c.layout = v;
+		else if (bench_arg(argv[i], "up2", &v)) c.up2 = v;
+		else if (bench_arg(argv[i], "device", &v)) c.device = atoi(v);
+		else if (bench_arg(argv[i], "deterministic", &v)) c.det = atoi(v) != 0;
+		else if (bench_arg(argv[i], "iters", &v)) c.iters = atoi(v), c.iters_set = 1;
+		else if (bench_arg(argv[i], "size", &v)) c.size = atoi(v);
+		else if (bench_arg(argv[i], "channels", &v)) c.channels = atoi(v);
+		else if (bench_arg(argv[i], "threads", &v)) c.threads = atoi(v);
+		else if (bench_arg(argv[i], "repeat", &v)) c.repeat = atoi(v);
+		else if (bench_arg(argv[i], "peer", &v)) c.peer = atoi(v);
+		else if (bench_arg(argv[i], "fuse", &v)) c.fuse = atoi(v);
+		else if (bench_arg(argv[i], "precision", &v)) c.precision = v;
 		else {
 			fprintf(stderr, "usage: bench_dcgan_step [backend=cpu] [batch=64] [iters=20] [size=32] [channels=1] "
 			                "[threads=2] [precision=fp32] [repeat=2] [peer=1] [fuse=1]\n"
@@ -768,10 +725,10 @@ int main(int argc, char **argv)
 		iteration(&s, &c, &lg, &ld);
 	double best = 0, sum = 0;
 	for (int r = 0; r < c.repeat; r++) {
-		double t0 = now(), c0 = cpu_now();
+		double t0 = bench_now(), c0 = cpu_now();
 		for (int i = 0; i < c.iters; i++)
 			iteration(&s, &c, &lg, &ld);
-		double ips = (double)c.iters * c.batch / (now() - t0);
+		double ips = (double)c.iters * c.batch / (bench_now() - t0);
 		double cpu_ms = 1e3 * (cpu_now() - c0) / c.iters;
 		printf("  run %d: %.1f images/s (%.2f ms/iter, %.1f CPU ms/iter)  loss G %.4f D %.4f\n", r + 1, ips,
 		       1e3 * c.batch / ips, cpu_ms, lg, ld);
@@ -785,8 +742,8 @@ int main(int argc, char **argv)
 	teardown(&s);
 	double ob1 = 0, ob2 = 0;
 	if (strcmp(c.backend, "cpu") == 0) {
-		ob1 = openblas_gflops(c.threads, 128, 2048, 512);
-		ob2 = openblas_gflops(c.threads, 64, 2048, 512);
+		ob1 = bench_openblas_gflops(c.threads, 128, 2048, 512);
+		ob2 = bench_openblas_gflops(c.threads, 64, 2048, 512);
 	}
 	double ceiling = ceil1;
 	ceiling = ceil2 > ceiling ? ceil2 : ceiling;

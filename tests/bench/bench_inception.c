@@ -18,12 +18,7 @@
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 #define CHECK(what, x)                                                          \
 	do {                                                                        \
@@ -43,11 +38,11 @@ static double sgemm_gflops(gf_backend *be, int m, int n, int k)
 		b[i] = (float)(i % 5) * 0.1f;
 	be->ops->gemm(be, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 	int it = 0;
-	double t0 = now(), t;
+	double t0 = bench_now(), t;
 	do {
 		be->ops->gemm(be, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 		it++;
-		t = now() - t0;
+		t = bench_now() - t0;
 	} while (t < 0.5);
 	free(a);
 	free(b);
@@ -96,14 +91,14 @@ int main(int argc, char **argv)
 	int64_t shape[4] = { batch, 3, 299, 299 };
 	gf_tensor in = gf_tensor_make(x, GF_F32, 4, shape), f;
 	CHECK("warm-up", gf_net_forward(net, &in, NULL, GF_EVAL));
-	double t0 = now();
+	double t0 = bench_now();
 	for (int done = 0; done < n; done += batch) {
 		int b = n - done < batch ? n - done : batch;
 		in.shape[0] = b;
 		CHECK("forward", gf_net_forward(net, &in, NULL, GF_EVAL));
 		CHECK("features", gf_net_node(net, "features", &f));
 	}
-	double dt = now() - t0, ips = n / dt;
+	double dt = bench_now() - t0, ips = n / dt;
 	double gemm = sgemm_gflops(be, 192, 2048, 768);   /* Mixed_6 1x1 convs: cout x (batch x 17x17) x cin */
 	printf("inception pool3: n=%d batch=%d threads=%d\n", n, batch, threads);
 	printf("%-48s %12.2f\n", "GFLOP per image (2 x multiply-adds)", model * 1e-9);

@@ -25,6 +25,8 @@
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
 
+#include "bench_util.h"
+
 struct row {
 	const char *name, *what, *code;
 	int c, h, w, classes;
@@ -43,22 +45,6 @@ static const struct row rows[] = {
 	{ "attention", "self-attention, SN",
 	  "return { input_shape = {128, 16, 16}, {'attention', 128, sn = true} }", 128, 16, 16, 0 },
 };
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int arg(const char *a, const char *key, const char **v)
-{
-	size_t n = strlen(key);
-	if (strncmp(a, key, n) || a[n] != '=')
-		return 0;
-	*v = a + n + 1;
-	return 1;
-}
 
 #define CHECK(what, call)                                                                  \
 	do {                                                                                   \
@@ -97,13 +83,13 @@ static double engine(gf_backend *be, const struct row *r, int batch, int iters, 
 	double best = 1e30;
 	for (int rep = -1; rep < repeat; rep++) {
 		int n = rep < 0 ? 2 : iters; /* rep -1: warm-up */
-		double t0 = now();
+		double t0 = bench_now();
 		for (int i = 0; i < n; i++) {
 			CHECK("forward", gf_net_forward(net, &tx, r->classes ? &ty : NULL, GF_TRAIN));
 			CHECK("backward", gf_net_backward(net, dy, GF_NEED_DX | GF_NEED_DW));
 		}
 		CHECK("sync", be->ops->sync(be));
-		double t = (now() - t0) / n;
+		double t = (bench_now() - t0) / n;
 		if (rep >= 0 && t < best)
 			best = t;
 	}
@@ -143,11 +129,11 @@ int main(int argc, char **argv)
 	const char *want = "upblock,cbn,attention";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
-		if (arg(argv[i], "batch", &v)) batch = atoi(v);
-		else if (arg(argv[i], "iters", &v)) iters = atoi(v);
-		else if (arg(argv[i], "repeat", &v)) repeat = atoi(v);
-		else if (arg(argv[i], "threads", &v)) threads = atoi(v);
-		else if (arg(argv[i], "rows", &v)) want = v;
+		if (bench_arg(argv[i], "batch", &v)) batch = atoi(v);
+		else if (bench_arg(argv[i], "iters", &v)) iters = atoi(v);
+		else if (bench_arg(argv[i], "repeat", &v)) repeat = atoi(v);
+		else if (bench_arg(argv[i], "threads", &v)) threads = atoi(v);
+		else if (bench_arg(argv[i], "rows", &v)) want = v;
 		else {
 			fprintf(stderr, "usage: bench_layers [batch=64] [iters=10] [repeat=3] [threads=2] "
 			                "[rows=upblock,cbn,attention]\n");

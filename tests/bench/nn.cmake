@@ -5,7 +5,7 @@ set_target_properties(bench_dcgan_step PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
 # tests/bench/run layers: backbone layers vs PyTorch (torch_layers.py)
 add_executable(bench_layers ${CMAKE_CURRENT_LIST_DIR}/bench_layers.c)
-target_link_libraries(bench_layers PRIVATE ganflow m)
+target_link_libraries(bench_layers PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_layers PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
 # tests/bench/run backbone_step: SNGAN/BigGAN iterations vs PyTorch (torch_backbones.py)
@@ -15,11 +15,11 @@ set_target_properties(bench_backbone_step PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
 # tests/bench/run attention: the self-attention layer against PyTorch's
 add_executable(bench_attention ${CMAKE_CURRENT_LIST_DIR}/bench_attention.c)
-target_link_libraries(bench_attention PRIVATE ganflow)
+target_link_libraries(bench_attention PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_attention PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
 # tests/bench/run inception: FID Inception pool3 features vs PyTorch 1.13 CPU
 add_executable(bench_inception ${CMAKE_CURRENT_LIST_DIR}/bench_inception.c)
-target_link_libraries(bench_inception PRIVATE ganflow m)
+target_link_libraries(bench_inception PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_inception PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
