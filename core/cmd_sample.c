@@ -163,7 +163,8 @@ static void class_dir(char *buf, size_t n, const char *dir, int classes, int32_t
 	int digits = 1;
 	for (int c = classes - 1; c >= 10; c /= 10)
 		digits++;
-	snprintf(buf, n, "%s%s%0*d", dir, sep, digits, (int)label);
+	if (snprintf(buf, n, "%s%s%0*d", dir, sep, digits, (int)label) >= (int)n)
+		buf[n - 1] = '\0'; /* a path longer than PATH_MAX fails at mkdir, naming it */
 }
 
 /* Writes images [first, first + b) as DIR/<class>/NNNNNN.png. */

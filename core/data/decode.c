@@ -582,9 +582,9 @@ int gf_decode_record(gf_decoder *d, const gf_transform *t, const gf_record_heade
 		return rc;
 	if ((size_t)oc * oh * ow > out_len)
 		return gf_seterr(GF_ESHAPE, "output buffer of %zu floats too small for %dx%dx%d", out_len, oc, oh, ow);
-	int sw = (int)h->width, sh = (int)h->height, dw, dh, sc;
+	int sw = (int)h->width, sh = (int)h->height, dw = 0, dh = 0, sc = 0;
 	window win = crop_window(t, sw, sh, ow, oh, rnd);
-	const uint8_t *src;
+	const uint8_t *src = NULL;
 	if ((rc = source_pixels(d, t, h, payload, &win, oc, oh, ow, 0, &src, &dw, &dh, &sc)))
 		return rc;
 	return apply_window(d, t, out, src, (size_t)dw * sc, sw, sh, dw, dh, sc, oc, oh, ow, &win);
@@ -609,9 +609,9 @@ int gf_decode_pair(gf_decoder *d, const gf_transform *t, const gf_record_header 
 	if (2 * plane > out_len)
 		return gf_seterr(GF_ESHAPE, "output buffer of %zu floats too small for a pair of %dx%dx%d", out_len, oc, oh,
 		                 ow);
-	int sw = (int)h->width / 2, sh = (int)h->height, dw, dh, sc;
+	int sw = (int)h->width / 2, sh = (int)h->height, dw = 0, dh = 0, sc = 0;
 	window win = crop_window(t, sw, sh, ow, oh, rnd); /* one window for both halves */
-	const uint8_t *src;
+	const uint8_t *src = NULL;
 	if ((rc = source_pixels(d, t, h, payload, &win, oc, oh, ow, sw, &src, &dw, &dh, &sc)))
 		return rc;
 	int half = dw / 2; /* whole pixels: pick_scale kept sw * scale integral */
