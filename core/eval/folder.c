@@ -1,7 +1,8 @@
 /* Folders of PNG / JPEG files as records for the evaluator (folder.h):
  * `ganflow eval DIR DIR`, like `python -m pytorch_fid DIR DIR`. Files are
- * taken in name order; each becomes the record a dataset would hold for
- * it, so decoding, the FID input pipeline and the bad-record accounting
+ * taken in name order, subfolders included (DIR/<class>/NNNNNN.png as
+ * `ganflow sample out=DIR/` writes, an ImageFolder tree); each becomes
+ * the record a dataset would hold for it, so decoding, the FID input pipeline and the bad-record accounting
  * are the dataset path's. */
 #include <dirent.h>
 #include <errno.h>
@@ -48,45 +49,76 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Adds the images under path/rel (rel "" or ending in '/'), subfolders
+ * included (ImageFolder's DIR/<class>/ files, what `ganflow sample
+ * out=DIR/` writes), as names relative to path. */
+static int walk(gf_folder *f, size_t *cap, const char *rel, int depth)
+{
+	char dir[PATH_MAX];
+	if (snprintf(dir, sizeof(dir), "%s/%s", f->path, rel) >= (int)sizeof(dir))
+		return gf_seterr(GF_EPARAM, "%s/%s: path too long", f->path, rel);
+	DIR *d = opendir(dir);
+	if (!d)
+		return gf_seterr(-errno, "%s: %s", dir, strerror(errno));
+	int rc = 0;
+	struct dirent *e;
+	while (!rc && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char name[PATH_MAX];
+		if (snprintf(name, sizeof(name), "%s%s", rel, e->d_name) >= (int)sizeof(name))
+			continue;
+		struct stat st;
+		char full[PATH_MAX + 32];
+		snprintf(full, sizeof(full), "%s/%s", f->path, name);
+		if (!stat(full, &st) && S_ISDIR(st.st_mode)) {
+			if (depth < 8 && strlen(name) + 2 < sizeof(name)) {
+				strcat(name, "/");
+				rc = walk(f, cap, name, depth + 1);
+			}
+			continue;
+		}
+		if (!is_image(e->d_name))
+			continue;
+		if (f->n == *cap) {
+			*cap = *cap ? 2 * *cap : 256;
+			char **nn = realloc(f->names, *cap * sizeof(*nn));
+			if (!nn) {
+				rc = -ENOMEM;
+				break;
+			}
+			f->names = nn;
+		}
+		if (!(f->names[f->n] = strdup(name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		f->n++;
+	}
+	closedir(d);
+	return rc;
+}
+
 int gf_folder_open(gf_folder **out, const char *path)
 {
 	*out = NULL;
-	DIR *d = opendir(path);
-	if (!d)
-		return gf_seterr(-errno, "%s: %s", path, strerror(errno));
 	gf_folder *f = calloc(1, sizeof(*f));
 	size_t cap = 0;
 	int rc = 0;
 	if (!f || !(f->path = strdup(path))) {
-		rc = -ENOMEM;
+		free(f);
+		return -ENOMEM;
+	}
+	if ((rc = walk(f, &cap, "", 0)))
 		goto out;
-	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || !is_image(e->d_name))
-			continue;
-		if (f->n == cap) {
-			cap = cap ? 2 * cap : 256;
-			char **nn = realloc(f->names, cap * sizeof(*nn));
-			if (!nn) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			f->names = nn;
-		}
-		if (!(f->names[f->n] = strdup(e->d_name))) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		f->n++;
-	}
 	if (f->n == 0) {
-		rc = gf_seterr(GF_ENOTFOUND, "%s holds no .png, .jpg or .jpeg images (and is not a ganflow dataset)", path);
+		rc = gf_seterr(GF_ENOTFOUND, "%s holds no .png, .jpg or .jpeg images, in it or its subfolders (and is not a "
+		                             "ganflow dataset)",
+		               path);
 		goto out;
 	}
 	qsort(f->names, f->n, sizeof(*f->names), by_name);
 out:
-	closedir(d);
 	if (rc) {
 		gf_folder_close(f);
 		return rc;

@@ -224,6 +224,11 @@ PY
   check "grep -q 'features   classifier' '$T/f.log'" "the table should name the features: $(cat "$T/f.log")"
   "$G" eval "$T/b" "$T/b" classifier="$F/clf28.safetensors" >"$T/s.log" 2>&1
   check "[ $? -eq 0 ] && awk '\$1 == \"FID\" { exit !(\$2 < 1e-3) }' '$T/s.log'" "a folder against itself should have FID 0: $(fid "$T/s.log")"
+  # an ImageFolder tree (DIR/<class>/..., what `ganflow sample out=DIR/` writes): subfolders are read
+  mkdir -p "$T/tree/0" "$T/tree/1"
+  for f in "$T"/b/*.png; do k=$(basename "$f" .png); cp "$f" "$T/tree/$((10#$k % 2))/"; done
+  "$G" eval "$T/a" "$T/tree" classifier="$F/clf28.safetensors" >"$T/t.log" 2>&1
+  check "[ $? -eq 0 ] && [ \"\$(fid "$T/t.log")\" = \"\$(fid "$T/f.log")\" ]" "a class-folder tree of the same images should give the same FID: $(fid "$T/t.log") vs $(fid "$T/f.log"); $(tail -2 "$T/t.log")"
   "$G" eval "$T/a" "$T/b" features=inception >"$T/i.log" 2>&1
   check "[ $? -eq 2 ] && grep -q 'features=inception needs weights=FILE' '$T/i.log'" "features=inception without weights: $(cat "$T/i.log")"
   "$G" eval "$T/a" "$T/b" features=inception weights="$F/clf28.safetensors" >"$T/i.log" 2>&1
