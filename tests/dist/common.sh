@@ -14,7 +14,8 @@ export GANFLOW_LOG=${GANFLOW_LOG:-info}
 SLOW=1
 [ -n "${GF_SANITIZE:-}" ] && SLOW=4
 TMP=$(mktemp -d /tmp/gf_dist_XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# a rank mpirun has just ended may still be writing its output here
+trap 'rm -rf "$TMP" 2>/dev/null || { sleep 2; rm -rf "$TMP"; }' EXIT
 cd "$TMP"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -52,8 +52,16 @@ for r in $(seq 0 $((W - 1))); do
     # mpirun ended the job (SIGTERM to this rank's wrapper) after another
     # survivor failed and waited GANFLOW_PROBE_WAIT + 1 s for it: allowed
     # only on a loaded machine, where this rank had not got that far
+    # the rank that signalled mpirun is among them: mpirun's SIGTERM can
+    # reach its wrapper before the wrapper records the status, so what it
+    # printed is what counts
     grep -q "ending the job through mpirun" out.* || { cat mpirun.log out.$r; fail "rank $r did not finish"; }
-    echo "rank $r: ended with the job before it finished (loaded machine?)"
+    if grep -q "rank 1 stopped responding" out.$r; then
+      grep "rank 1 stopped responding" out.$r | head -1
+      named=1
+    else
+      echo "rank $r: ended with the job before it finished (loaded machine?)"
+    fi
     continue
   fi
   [ "$(cat status.$r)" -ne 0 ] || { cat out.$r; fail "rank $r exited 0 after rank 1 died"; }
