@@ -259,6 +259,9 @@ static const struct layer_case {
 	{ "tanh", "{ {'tanh'}, input_shape = {8} }", 2, { 3, 8 }, 0 },
 	{ "sigmoid", "{ {'sigmoid'}, input_shape = {8} }", 2, { 3, 8 }, 0 },
 	{ "relu", "{ {'relu'}, input_shape = {8} }", 2, { 3, 8 }, 0 },
+	/* 8 channels in and out: the Winograd path (core/nn/cpu/winograd_cpu.c);
+	 * last, as the parameter counter runs through the list */
+	{ "conv_same", "{ {'conv', 8, 9, 3, 1, 1}, input_shape = {8, 13, 12} }", 4, { 2, 8, 13, 12 }, 0 },
 };
 
 static void run_layer_case(const struct layer_case *c, uint64_t k, unsigned flags)

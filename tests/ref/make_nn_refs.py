@@ -250,6 +250,7 @@ layer_cases = [
     ("tanh", nn.Tanh(), (3, 8)),
     ("sigmoid", nn.Sigmoid(), (3, 8)),
     ("relu", nn.ReLU(), (3, 8)),
+    ("conv_same", nn.Conv2d(8, 9, 3, 1, 1), (2, 8, 13, 12)),   # the Winograd path
 ]
 
 k = 300

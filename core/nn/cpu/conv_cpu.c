@@ -19,6 +19,9 @@
  * (1 - a, 1 - b); the backward runs the same phases and folds the phase
  * weight gradients back onto the 3x3 kernel by the same summation pattern.
  *
+ * "Same" 3x3 convolutions (stride 1, padding 1, 8 or more channels in and
+ * out) go to Winograd F(2x2, 3x3) in winograd_cpu.c.
+ *
  * Direct path (cout <= 4, stride 1, no upsample): the final RGB/grey conv
  * of a generator. im2col would write 9*cin values per output pixel to
  * feed a GEMM with one or three rows; plain vectorised loops are faster. */
@@ -705,6 +708,8 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 		gf_team_for(c->team, (size_t)d->n * d->cout, 1, direct_fwd_part, &a);
 		return 0;
 	}
+	if (gf_cpu_winograd_ok(d))
+		return gf_cpu_winograd_forward(be, y, x, w, b, d);
 	struct geom g = geom_of(d);
 	size_t P = (size_t)d->hout * d->wout, K = (size_t)d->cin * d->kh * d->kw;
 	int pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
@@ -806,6 +811,8 @@ int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, cons
 		}
 		return 0;
 	}
+	if (gf_cpu_winograd_ok(d))
+		return gf_cpu_winograd_backward(be, dx, dw, dy, x, w, d, accumulate);
 	struct geom g = geom_of(d);
 	int bc = chunk_samples(K * P, d->n);
 	size_t ld = (size_t)bc * P;

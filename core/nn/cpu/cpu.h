@@ -96,6 +96,13 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, const float *dy,
                            const float *x, const float *w, const gf_conv_desc *d, int accumulate);
 
+/* ---- winograd_cpu.c: 3x3 stride-1 "same" convolutions, F(2x2, 3x3) ---- */
+int gf_cpu_winograd_ok(const gf_conv_desc *d);
+int gf_cpu_winograd_forward(gf_backend *be, float *y, const float *x, const float *w, const float *b,
+                            const gf_conv_desc *d);
+int gf_cpu_winograd_backward(gf_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                             const float *w, const gf_conv_desc *d, int accumulate);
+
 /* ---- bn_cpu.c ---- */
 int gf_cpu_bn_forward_train(gf_backend *be, float *y, float *mean, float *rstd, float *run_mean,
                             float *run_var, const float *x, const float *gamma, const float *beta,
