@@ -293,6 +293,7 @@ CASE(test_maxpool, "maxpool", "return { {'maxpool', 3, 2, 1}, input_shape = {2, 
 CASE(test_maxpool2, "maxpool 2 (2x2 path)", "return { {'maxpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
 CASE(test_avgpool, "avgpool", "return { {'avgpool', 3, 2, 1}, input_shape = {2, 5, 5} }", 2, 0, 0)
 CASE(test_avgpool2, "avgpool 2", "return { {'avgpool', 2}, input_shape = {2, 4, 6} }", 2, 0, 0)
+CASE(test_avgpool2_odd, "avgpool 2, odd size", "return { {'avgpool', 2}, input_shape = {2, 5, 7} }", 2, 0, 0)
 CASE(test_softmax, "softmax", "return { {'linear', 4, 6}, {'softmax'}, input_shape = {4} }", 3, 0, 0)
 CASE(test_embed_concat, "embedding + concat (CG-style)",
      "return { {'embedding', 4, 3, input = 'label', name = 'e'}, {'concat', input = 'x', with = 'e'},"
@@ -432,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_maxpool2),
 		cmocka_unit_test(test_avgpool),
 		cmocka_unit_test(test_avgpool2),
+		cmocka_unit_test(test_avgpool2_odd),
 		cmocka_unit_test(test_softmax),
 		cmocka_unit_test(test_embed_concat),
 		cmocka_unit_test(test_label_plane),

@@ -35,14 +35,6 @@
 #define COL_BUDGET ((size_t)1 << 20)   /* floats of im2col per chunk: 4 MiB */
 #define DIRECT_MAX_COUT 4
 
-/* Keeps GCC from turning short row loops (8 to 32 values) back into memcpy
- * calls, which cost more than the copy at these sizes. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define GF_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define GF_NO_MEMCPY
-#endif
-
 /* Geometry of one im2col problem: input (cin, h, w) per sample, a kh x kw
  * kernel with stride and top/left padding, output (hout, wout). */
 struct geom {

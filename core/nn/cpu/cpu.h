@@ -20,6 +20,14 @@
 #define GF_CLONES
 #endif
 
+/* Keeps GCC from turning short row loops (8 to 32 values) back into memcpy
+ * and memset calls, which cost more than the copy at these sizes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GF_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define GF_NO_MEMCPY
+#endif
+
 typedef struct gf_cpu {
 	gf_backend be;      /* first: a gf_backend * is a gf_cpu * */
 	gf_team *team;

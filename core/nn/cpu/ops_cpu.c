@@ -479,10 +479,138 @@ GF_CLONES static void maxpool2_plane(float *restrict y, int32_t *restrict idx, c
 	}
 }
 
+/* 2x2 stride-2 average pooling without padding (the ResNet discriminators'
+ * downsampling): the general loop's sum order, without its bounds tests. */
+static int avgpool2(const gf_pooling_desc *d)
+{
+	return !d->max && d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0;
+}
+
+GF_CLONES static void avgpool2_plane(float *restrict y, const float *restrict x, const gf_pooling_desc *d)
+{
+	for (int oy = 0; oy < d->hout; oy++) {
+		const float *r0 = x + (size_t)(2 * oy) * d->w, *r1 = r0 + d->w;
+		float *yr = y + (size_t)oy * d->wout;
+		for (int ox = 0; ox < d->wout; ox++)
+			yr[ox] = (r0[2 * ox] + r0[2 * ox + 1] + r1[2 * ox] + r1[2 * ox + 1]) / 4.0f;
+	}
+}
+
+GF_CLONES static void avgpool2_bwd_plane(float *restrict dx, const float *restrict dy, const gf_pooling_desc *d)
+{
+	if ((d->h | d->w) & 1)   /* an odd last row or column gets nothing */
+		memset(dx, 0, (size_t)d->h * d->w * sizeof(float));
+	for (int oy = 0; oy < d->hout; oy++) {
+		float *r0 = dx + (size_t)(2 * oy) * d->w, *r1 = r0 + d->w;
+		const float *g = dy + (size_t)oy * d->wout;
+		for (int ox = 0; ox < d->wout; ox++) {
+			float v = g[ox] * 0.25f;
+			r0[2 * ox] = r0[2 * ox + 1] = r1[2 * ox] = r1[2 * ox + 1] = v;
+		}
+	}
+}
+
+/* One output of the general window: max with the first maximum in window
+ * order (PyTorch's rule: a NaN wins and propagates), or the mean over the
+ * window (count_include_pad) or over its positions inside the input. */
+static inline void pool_pixel(float *y, int32_t *idx, const float *x, const gf_pooling_desc *d, int oy, int ox)
+{
+	float best = -INFINITY, sum = 0;
+	int32_t arg = -1;
+	int cnt = 0;
+	for (int ky = 0; ky < d->kh; ky++) {
+		int iy = oy * d->sh - d->ph + ky;
+		if (iy < 0 || iy >= d->h)
+			continue;
+		for (int kx = 0; kx < d->kw; kx++) {
+			int ix = ox * d->sw - d->pw + kx;
+			if (ix < 0 || ix >= d->w)
+				continue;
+			float v = x[iy * d->w + ix];
+			sum += v;
+			cnt++;
+			if (arg < 0 || v > best || isnan(v)) {
+				best = v;
+				arg = iy * d->w + ix;
+			}
+		}
+	}
+	if (d->max) {
+		y[oy * d->wout + ox] = best;
+		idx[oy * d->wout + ox] = arg;
+	} else {
+		y[oy * d->wout + ox] = sum / (float)(d->exclude_pad ? cnt : d->kh * d->kw);
+	}
+}
+
+/* One plane: pool_pixel at the borders; where the whole window lies inside
+ * the input (most outputs of Inception's 3x3 poolings) the same sums and
+ * comparisons in the same order, one tap at a time across the row. */
+GF_CLONES static void pool_plane(float *restrict y, int32_t *restrict idx, const float *restrict x,
+                                 const gf_pooling_desc *d)
+{
+	int lo = (d->pw + d->sw - 1) / d->sw;   /* first ox whose window starts inside */
+	int hi = d->w + d->pw - d->kw >= 0 ? (d->w + d->pw - d->kw) / d->sw + 1 : 0;   /* past the last ending inside */
+	hi = hi < d->wout ? hi : d->wout;
+	lo = lo < hi ? lo : hi;
+	for (int oy = 0; oy < d->hout; oy++) {
+		int iy0 = oy * d->sh - d->ph;
+		if (iy0 < 0 || iy0 + d->kh > d->h || hi <= lo) {
+			for (int ox = 0; ox < d->wout; ox++)
+				pool_pixel(y, idx, x, d, oy, ox);
+			continue;
+		}
+		for (int ox = 0; ox < lo; ox++)
+			pool_pixel(y, idx, x, d, oy, ox);
+		for (int ox = hi; ox < d->wout; ox++)
+			pool_pixel(y, idx, x, d, oy, ox);
+		float *yr = y + (size_t)oy * d->wout;
+		int sw = d->sw;
+		if (!d->max) {
+			for (int ox = lo; ox < hi; ox++)
+				yr[ox] = 0.0f;
+			for (int ky = 0; ky < d->kh; ky++)
+				for (int kx = 0; kx < d->kw; kx++) {
+					const float *src = x + (size_t)(iy0 + ky) * d->w - d->pw + kx;
+					for (int ox = lo; ox < hi; ox++)
+						yr[ox] += src[ox * sw];
+				}
+			float div = (float)(d->kh * d->kw);
+			for (int ox = lo; ox < hi; ox++)
+				yr[ox] /= div;
+			continue;
+		}
+		int32_t *ir = idx + (size_t)oy * d->wout;
+		for (int ky = 0; ky < d->kh; ky++)
+			for (int kx = 0; kx < d->kw; kx++) {
+				int32_t off = (iy0 + ky) * d->w - d->pw + kx;
+				const float *src = x + off;
+				if (ky == 0 && kx == 0) {
+					for (int ox = lo; ox < hi; ox++) {
+						yr[ox] = src[ox * sw];
+						ir[ox] = off + ox * sw;
+					}
+					continue;
+				}
+				for (int ox = lo; ox < hi; ox++) {
+					float v = src[ox * sw];
+					int take = v > yr[ox] || isnan(v);
+					yr[ox] = take ? v : yr[ox];
+					ir[ox] = take ? off + ox * sw : ir[ox];
+				}
+			}
+	}
+}
+
 static void pooling_fwd_part(void *p, size_t b, size_t e)
 {
 	struct pooling_args *a = p;
 	const gf_pooling_desc *d = a->d;
+	if (avgpool2(d)) {
+		for (size_t pl = b; pl < e; pl++)
+			avgpool2_plane(a->y + pl * (size_t)d->hout * d->wout, a->x + pl * (size_t)d->h * d->w, d);
+		return;
+	}
 	if (d->max && d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0) {
 		for (size_t pl = b; pl < e; pl++)
 			maxpool2_plane(a->y + pl * (size_t)d->hout * d->wout, a->idx + pl * (size_t)d->hout * d->wout,
@@ -490,40 +618,8 @@ static void pooling_fwd_part(void *p, size_t b, size_t e)
 		return;
 	}
 	for (size_t pl = b; pl < e; pl++) {
-		const float *x = a->x + pl * (size_t)d->h * d->w;
-		float *y = a->y + pl * (size_t)d->hout * d->wout;
-		int32_t *idx = a->idx ? a->idx + pl * (size_t)d->hout * d->wout : NULL;
-		for (int oy = 0; oy < d->hout; oy++) {
-			for (int ox = 0; ox < d->wout; ox++) {
-				float best = -INFINITY, sum = 0;
-				int32_t arg = -1;
-				int cnt = 0;
-				for (int ky = 0; ky < d->kh; ky++) {
-					int iy = oy * d->sh - d->ph + ky;
-					if (iy < 0 || iy >= d->h)
-						continue;
-					for (int kx = 0; kx < d->kw; kx++) {
-						int ix = ox * d->sw - d->pw + kx;
-						if (ix < 0 || ix >= d->w)
-							continue;
-						float v = x[iy * d->w + ix];
-						sum += v;
-						cnt++;
-						/* PyTorch's rule: a NaN wins and propagates */
-						if (arg < 0 || v > best || isnan(v)) {
-							best = v;
-							arg = iy * d->w + ix;
-						}
-					}
-				}
-				if (d->max) {
-					y[oy * d->wout + ox] = best;
-					idx[oy * d->wout + ox] = arg;
-				} else {
-					y[oy * d->wout + ox] = sum / (float)(d->exclude_pad ? cnt : d->kh * d->kw);
-				}
-			}
-		}
+		size_t po = pl * (size_t)d->hout * d->wout;
+		pool_plane(a->y + po, a->idx ? a->idx + po : NULL, a->x + pl * (size_t)d->h * d->w, d);
 	}
 }
 
@@ -550,6 +646,11 @@ static void pooling_bwd_part(void *p, size_t b, size_t e)
 {
 	struct pooling_args *a = p;
 	const gf_pooling_desc *d = a->d;
+	if (avgpool2(d)) {
+		for (size_t pl = b; pl < e; pl++)
+			avgpool2_bwd_plane(a->y + pl * (size_t)d->h * d->w, a->x + pl * (size_t)d->hout * d->wout, d);
+		return;
+	}
 	for (size_t pl = b; pl < e; pl++) {
 		float *dx = a->y + pl * (size_t)d->h * d->w;
 		const float *dy = a->x + pl * (size_t)d->hout * d->wout;

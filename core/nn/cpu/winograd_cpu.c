@@ -80,7 +80,7 @@ struct wg_args {
 
 /* ---- input transform: V[xi][c][bb*T + t] = (B^T d B)[xi] ---- */
 
-GF_CLONES static void input_part(void *p, size_t b, size_t e)
+GF_NO_MEMCPY GF_CLONES static void input_part(void *p, size_t b, size_t e)
 {
 	const struct wg_args *a = p;
 	const struct tiles *t = &a->t;
@@ -95,7 +95,8 @@ GF_CLONES static void input_part(void *p, size_t b, size_t e)
 				int iy = 2 * ty - 1 + k;
 				float *row = r[k];
 				if (iy < 0 || iy >= t->h) {
-					memset(row, 0, (size_t)wp * sizeof(float));
+					for (int i = 0; i < wp; i++)
+						row[i] = 0.0f;
 					continue;
 				}
 				const float *s = plane + (size_t)iy * t->w;
@@ -132,7 +133,7 @@ GF_CLONES static void input_part(void *p, size_t b, size_t e)
 
 /* ---- output transform: y = A^T M A (+ bias) ---- */
 
-GF_CLONES static void output_part(void *p, size_t b, size_t e)
+GF_NO_MEMCPY GF_CLONES static void output_part(void *p, size_t b, size_t e)
 {
 	const struct wg_args *a = p;
 	const struct tiles *t = &a->t;
@@ -174,7 +175,7 @@ GF_CLONES static void output_part(void *p, size_t b, size_t e)
 
 /* ---- output gradient transform: Z[xi][co][bb*T + t] = (A dy A^T)[xi] ---- */
 
-GF_CLONES static void dy_part(void *p, size_t b, size_t e)
+GF_NO_MEMCPY GF_CLONES static void dy_part(void *p, size_t b, size_t e)
 {
 	const struct wg_args *a = p;
 	const struct tiles *t = &a->t;
@@ -233,7 +234,7 @@ GF_CLONES static void dy_part(void *p, size_t b, size_t e)
  * Tile row ty adds into padded rows 2ty .. 2ty+3; rows 2ty and 2ty+1 are
  * complete once it is done, so four accumulator rows roll down the plane. */
 
-GF_CLONES static void dx_part(void *p, size_t b, size_t e)
+GF_NO_MEMCPY GF_CLONES static void dx_part(void *p, size_t b, size_t e)
 {
 	const struct wg_args *a = p;
 	const struct tiles *t = &a->t;
