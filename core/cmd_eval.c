@@ -1,5 +1,5 @@
 /* `ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=PATH]
- *  [features=classifier|inception] [weights=PATH] [real=PATH]
+ *  [features=classifier|inception] [weights=PATH] [resize=bilinear|clean] [real=PATH]
  *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
  *  [threads=0] [cache=true] [max_bad_fraction=0.01]`
  *
@@ -7,7 +7,8 @@
  * JPEG images (`ganflow eval DIR DIR` as `python -m pytorch_fid DIR DIR`).
  * features=inception weights=FILE measures with the FID Inception
  * (FILE from `ganflow weights import`, docs/eval.md) instead of the
- * dataset's classifier.
+ * dataset's classifier; resize=clean feeds it through clean-fid's resize
+ * (PIL bicubic, antialiased) instead of pytorch-fid's bilinear one.
  *
  * FID, IS, KID, precision/recall (and per-class FID for conditional and
  * per-class models) of n images from the generators of a training
@@ -40,7 +41,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 	        "usage: ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=" DEFAULT_CLASSIFIER "]\n"
-	        "                    [features=classifier|inception weights=INCEPTION.safetensors]\n"
+	        "                    [features=classifier|inception weights=INCEPTION.safetensors resize=bilinear|clean]\n"
 	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
 	        "                    [pr=true] [json=PATH] [threads=0] [cache=true] [max_bad_fraction=0.01]\n"
 	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split\n");
@@ -149,7 +150,7 @@ int gf_cmd_eval(int argc, char **argv)
 	if (argc < 2 || argv[1][0] == '-')
 		return usage();
 	const char *what = argv[1], *classifier = DEFAULT_CLASSIFIER, *real = DEFAULT_REAL, *json = NULL;
-	const char *features = "classifier", *weights = NULL;
+	const char *features = "classifier", *weights = NULL, *resize = "bilinear";
 	int first = 2;
 	if (argc > 2 && !strchr(argv[2], '='))
 		real = argv[first++];   /* ganflow eval A B */
@@ -172,6 +173,10 @@ int gf_cmd_eval(int argc, char **argv)
 			features = v;
 		else if (!strcmp(k, "weights"))
 			weights = v;
+		else if (!strcmp(k, "resize")) {
+			resize = v;
+			bad = strcmp(v, "bilinear") && strcmp(v, "clean");
+		}
 		else if (!strcmp(k, "real"))
 			real = v;
 		else if (!strcmp(k, "json"))
@@ -196,8 +201,8 @@ int gf_cmd_eval(int argc, char **argv)
 			max_bad = strtod(v, &end);
 			bad = !(max_bad >= 0 && max_bad <= 1);
 		} else {
-			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, features, weights, real, real_n, batch, "
-			                "seed, kid, pr, json, threads, cache, max_bad_fraction)\n", k);
+			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, features, weights, resize, real, real_n, "
+			                "batch, seed, kid, pr, json, threads, cache, max_bad_fraction)\n", k);
 			return 2;
 		}
 		if (bad || (end && (*end || end == v))) {
@@ -222,6 +227,10 @@ int gf_cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ganflow eval: features must be classifier or inception (weights=FILE goes with "
 		                "features=inception)\n");
 		return 2;
+	} else if (!strcmp(resize, "clean")) {
+		fprintf(stderr, "ganflow eval: resize=clean goes with features=inception (the classifier has its own "
+		                "transform)\n");
+		return 2;
 	}
 	struct stat st;
 	if (stat(classifier, &st)) {
@@ -242,6 +251,7 @@ int gf_cmd_eval(int argc, char **argv)
 	o.batch = (int)batch;
 	o.stats.kid_subsets = kid ? o.stats.kid_subsets : 0;
 	o.stats.pr_k = pr ? o.stats.pr_k : 0;
+	o.clean_resize = !strcmp(resize, "clean");
 	gf_evaluator *e = NULL;
 	double t0 = gf_now();
 	if (gf_evaluator_open(&e, &o)) {
@@ -255,8 +265,9 @@ int gf_cmd_eval(int argc, char **argv)
 		return 1;
 	}
 	const char *net_name = gf_evaluator_fid(e) ? "inception-pool3" : "classifier";
-	const char *resizer = gf_evaluator_fid(e) ? "bilinear-299 (pytorch-fid: F.interpolate, align_corners=False)"
-	                                          : "classifier transform";
+	const char *resizer = !gf_evaluator_fid(e) ? "classifier transform"
+	                      : o.clean_resize   ? "clean-299 (clean-fid: PIL bicubic, antialiased, clipped)"
+	                                         : "bilinear-299 (pytorch-fid: F.interpolate, align_corners=False)";
 	char net_hash[17];
 	snprintf(net_hash, sizeof(net_hash), "%016llx", (unsigned long long)gf_evaluator_features_hash(e));
 	double real_sec = gf_now() - t0, gen_sec = 0;

@@ -198,12 +198,36 @@ static void test_evaluator(void **state)
 	assert_int_equal(added, 3);
 	f = gf_evaluator_features(e, &n);
 	check("pool3", f, (size_t)3 * 2048, 1e-4);
+
+	/* clean-fid's resize: the same features as pytorch-fid's pipeline
+	 * given images gf_fid_resize_clean already took to 299x299 (where
+	 * the bilinear resize is the identity) */
+	float *pre = malloc((size_t)3 * 3 * 299 * 299 * sizeof(float)), *want = malloc((size_t)3 * 2048 * sizeof(float));
+	assert_non_null(pre && want);
+	NN_OK(gf_fid_resize_clean(pre, img, 3, 3, 40, 56, 299, 299, 1.0f, 0.0f));
+	gf_evaluator_reset(e);
+	NN_OK(gf_evaluator_add(e, pre, NULL, 3, 3, 299, 299));
+	memcpy(want, gf_evaluator_features(e, &n), (size_t)3 * 2048 * sizeof(float));
 	gf_evaluator_close(e);
+	o.clean_resize = 1;
+	NN_OK(gf_evaluator_open(&e, &o));
+	NN_OK(gf_evaluator_add(e, img, NULL, 3, 3, 40, 56));
+	f = gf_evaluator_features(e, &n);
+	assert_int_equal(n, 3);
+	assert_memory_equal(f, want, (size_t)3 * 2048 * sizeof(float));
+	gf_evaluator_close(e);
+	free(pre);
+	free(want);
 	free(img);
 	assert_int_equal(sh("%s eval %s %s features=inception weights=%s cache=false > %s/eval.txt 2>&1", ganflow, path,
 	                    path, w, dir),
 	                 1);
 	assert_int_equal(sh("grep -q 'n >= 2049' %s/eval.txt", dir), 0);
+	/* resize=clean is the Inception's: refused with the classifier, by name */
+	assert_int_equal(sh("%s eval %s %s resize=clean > %s/eval.txt 2>&1", ganflow, path, path, dir), 2);
+	assert_int_equal(sh("grep -q 'resize=clean goes with features=inception' %s/eval.txt", dir), 0);
+	assert_int_equal(sh("%s eval %s %s resize=bicubic > %s/eval.txt 2>&1", ganflow, path, path, dir), 2);
+	assert_int_equal(sh("grep -q 'bad value resize=bicubic' %s/eval.txt", dir), 0);
 }
 
 /* FID, IS and KID at Inception's dimensions (2048 features, 1008 classes)

@@ -108,6 +108,11 @@ static int load_classifier(gf_evaluator *e, const char *path)
 	const char *resize = gf_ckpt_part_meta(c, i, "resize"), *input = gf_ckpt_part_meta(c, i, "input");
 	e->resize = resize && !strcmp(resize, "area") ? GF_RESIZE_AREA : GF_RESIZE_BILINEAR;
 	e->fid = input && !strcmp(input, "fid");
+	if (e->o.clean_resize && !e->fid) {
+		gf_ckpt_close(c);
+		return gf_seterr(GF_EPARAM, "%s: clean-fid's resize is for the FID Inception (features=inception), "
+		                            "not a classifier with its own transform", path);
+	}
 	e->net_batch = e->fid && e->o.batch > FID_BATCH ? FID_BATCH : e->o.batch;
 	rc = gf_ckpt_net(c, i, e->be, e->net_batch, &e->clf);
 	gf_ckpt_close(c);
@@ -178,6 +183,13 @@ static int classify(gf_evaluator *e, const float *images, int n, float *feats, f
 	return 0;
 }
 
+/* The FID Inception's resize the run asked for (pytorch-fid's or
+ * clean-fid's), [-1, 1] in and out. */
+static int fid_resize(gf_evaluator *e, float *dst, const float *src, int n, int c, int h, int w)
+{
+	return (e->o.clean_resize ? gf_fid_resize_clean : gf_fid_resize)(dst, src, n, c, h, w, e->h, e->w, 1.0f, 0.0f);
+}
+
 /* fid: one record decoded at its own size and channels, then resized as
  * pytorch-fid does, into out (c, h, w). */
 static int decode_fid(gf_evaluator *e, gf_decoder *dec, const gf_transform *t, const gf_record *r, float *out)
@@ -198,7 +210,7 @@ static int decode_fid(gf_evaluator *e, gf_decoder *dec, const gf_transform *t, c
 	}
 	if ((rc = gf_decode_record(dec, &nt, &r->h, r->payload, 0, e->native, need)))
 		return rc;
-	return gf_fid_resize(out, e->native, 1, c, h, w, e->h, e->w, 1.0f, 0.0f);
+	return fid_resize(e, out, e->native, 1, c, h, w);
 }
 
 /* ---- real statistics ---- */
@@ -332,10 +344,11 @@ static int load_real(gf_evaluator *e)
 	if (!realpath(e->o.real, real))
 		snprintf(real, sizeof(real), "%s", e->o.real);
 	/* key: the split (its path, size and how much of it), the input
-	 * pipeline (size, resize; 2 = the FID Inception's) and the classifier's
+	 * pipeline (size, resize; 2, 3 = the FID Inception's, pytorch-fid's or
+	 * clean-fid's resize) and the classifier's
 	 * (feature network's) bytes */
 	uint64_t key = gf_hash64(real, strlen(real), GF_HASH64_INIT);
-	int64_t id[5] = { (int64_t)count, n, e->h, e->w, e->fid ? 2 : e->resize };
+	int64_t id[5] = { (int64_t)count, n, e->h, e->w, e->fid ? 2 + !!e->o.clean_resize : e->resize };
 	key = gf_hash64(id, sizeof(id), key);
 	if ((rc = gf_hash64_file(e->o.classifier, key, &key)))
 		goto out;
@@ -543,7 +556,7 @@ int gf_evaluator_add(gf_evaluator *e, const float *images, const int32_t *labels
 		size_t per = (size_t)c * h * w;
 		for (int64_t i = 0; i < n; i += e->net_batch) {
 			int b = (int)(n - i < e->net_batch ? n - i : e->net_batch);
-			int rc = gf_fid_resize(e->fidbuf, images + (size_t)i * per, b, c, h, w, e->h, e->w, 1.0f, 0.0f);
+			int rc = fid_resize(e, e->fidbuf, images + (size_t)i * per, b, c, h, w);
 			if (rc || (rc = add_ready(e, e->fidbuf, labels ? labels + i : NULL, b)))
 				return rc;
 		}

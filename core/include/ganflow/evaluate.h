@@ -111,6 +111,8 @@ typedef struct gf_evaluator_opts {
 	                          * warned about) before reading fails (default 0.01,
 	                          * as lmdb_reader and jpeg_decode) */
 	gf_eval_opts stats;      /* IS splits, KID subsets, precision/recall k */
+	int clean_resize;        /* FID Inception only: clean-fid's resize (gf_fid_resize_clean)
+	                          * instead of pytorch-fid's (gf_fid_resize) */
 } gf_evaluator_opts;
 
 /* Defaults: batch 256, whole split, cache on, per-class on,
@@ -196,6 +198,13 @@ double gf_evaluator_feature_seconds(const gf_evaluator *e);
  * overlap src. Returns 0, -ENOMEM or GF_EPARAM for sizes out of range. */
 int gf_fid_resize(float *dst, const float *src, int n, int c, int h, int w, int oh, int ow, float scale,
                   float shift);
+
+/* clean-fid's input pipeline ("clean" mode): as gf_fid_resize, but each
+ * channel resized as PIL's Image.resize(BICUBIC) does a float image
+ * (bicubic a = -0.5, antialiased when shrinking), and the result clipped
+ * to [-1, 1] after the map (clean-fid clips to [0, 255]). */
+int gf_fid_resize_clean(float *dst, const float *src, int n, int c, int h, int w, int oh, int ow, float scale,
+                        float shift);
 
 #ifdef __cplusplus
 }
