@@ -408,6 +408,74 @@ static double ortho_half(const float *w, int r, int c, double beta)
  * linear from a short input, several row blocks) against the definition
  * and finite differences, 1-D parameters untouched, skip honoured, added
  * to the gradients already there. */
+/* Spectral norm under GF_FREEZE_STATS (a G step's replica of D): one
+ * power iteration from the stored u on copies, as D's own training forward
+ * would compute (PyTorch's module in train mode), and the buffers left as
+ * they are; a plain training forward stores the iterated u and v. Right
+ * after init (u and v independent draws) the old frozen forward used
+ * sigma = u^T W v of those and could blow W / sigma up by orders of
+ * magnitude (SNGAN's first G step: loss_g 5e15). */
+static void test_sn_frozen(void **state)
+{
+	(void)state;
+	enum { IN = 12, OUT = 7 };
+	gf_net *n;
+	NN_OK(nn_build(&n, be, "return { {'linear', 12, 7, sn = true, bias = false}, input_shape = {12} }", IN, 0));
+	gf_rng r = { 11, 0, 0 };
+	NN_OK(gf_net_init(n, &r));
+	float w[OUT * IN], buf0[OUT + IN], buf[OUT + IN], x[IN * IN];
+	size_t np, nb;
+	gf_net_block(n, GF_PARAMS, &np);
+	gf_net_block(n, GF_BUFFERS, &nb);
+	assert_int_equal(np, OUT * IN);
+	assert_int_equal(nb, OUT + IN);   /* weight_u (7), weight_v (12) */
+	NN_OK(gf_net_read(n, GF_PARAMS, w));
+	NN_OK(gf_net_read(n, GF_BUFFERS, buf0));
+	/* the expected sigma, in double: v = normalize(W^T u0), u = normalize(W v), sigma = u^T W v */
+	double v[IN], u[OUT], s = 0, sigma = 0;
+	for (int j = 0; j < IN; j++) {
+		v[j] = 0;
+		for (int i = 0; i < OUT; i++)
+			v[j] += (double)w[i * IN + j] * buf0[i];
+		s += v[j] * v[j];
+	}
+	for (int j = 0; j < IN; j++)
+		v[j] /= sqrt(s);
+	s = 0;
+	for (int i = 0; i < OUT; i++) {
+		u[i] = 0;
+		for (int j = 0; j < IN; j++)
+			u[i] += (double)w[i * IN + j] * v[j];
+		s += u[i] * u[i];
+	}
+	for (int i = 0; i < OUT; i++) {
+		u[i] /= sqrt(s);
+		for (int j = 0; j < IN; j++)
+			sigma += u[i] * w[i * IN + j] * v[j];
+	}
+	for (int i = 0; i < IN * IN; i++)
+		x[i] = i % (IN + 1) == 0;   /* the identity: row b of y is column b of W / sigma */
+	gf_tensor in = gf_tensor_make(x, GF_F32, 2, (int64_t[]){ IN, IN }), out;
+	for (int pass = 0; pass < 2; pass++) {
+		NN_OK(gf_net_forward(n, &in, NULL, pass ? GF_TRAIN : GF_TRAIN | GF_FREEZE_STATS));
+		NN_OK(gf_net_output(n, &out));
+		const float *y = out.data;
+		for (int b = 0; b < IN; b++)
+			for (int i = 0; i < OUT; i++)
+				assert_true(fabs(y[b * OUT + i] - w[i * IN + b] / sigma) <= 1e-5 * (1 + fabs(w[i * IN + b] / sigma)));
+		NN_OK(gf_net_read(n, GF_BUFFERS, buf));
+		if (!pass) {
+			assert_memory_equal(buf, buf0, sizeof(buf));   /* frozen: D's vectors untouched */
+		} else {
+			for (int i = 0; i < OUT; i++)
+				assert_true(fabs(buf[i] - u[i]) <= 1e-5);
+			for (int j = 0; j < IN; j++)
+				assert_true(fabs(buf[OUT + j] - v[j]) <= 1e-5);
+		}
+	}
+	gf_net_destroy(n);
+}
+
 static void test_ortho(void **state)
 {
 	(void)state;
@@ -542,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_oadam),
 		cmocka_unit_test(test_wgan_loss),
 		cmocka_unit_test(test_clip),
+		cmocka_unit_test(test_sn_frozen),
 		cmocka_unit_test(test_ortho),
 		cmocka_unit_test(test_lecam),
 		cmocka_unit_test(test_backend_open),

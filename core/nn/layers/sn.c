@@ -57,7 +57,8 @@ int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, c
 	/* start values: unit vectors, until gf_net_init draws them */
 	gf_layer_buffer(l, u_name, (size_t)m, (float)(1.0 / sqrt((double)m)));
 	gf_layer_buffer(l, v_name, n, (float)(1.0 / sqrt((double)n)));
-	sn->save = gf_layer_save(l, 2 * align16(n * (size_t)m) + 16);
+	/* w / sigma, its gradient, sigma (16), and the u and v the last forward used */
+	sn->save = gf_layer_save(l, 2 * align16(n * (size_t)m) + 16 + align16((size_t)m) + align16(n));
 	return 0;
 }
 
@@ -88,10 +89,15 @@ int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng
 	return 0;
 }
 
+/* 0: w / sigma, 1: its gradient, 2: sigma, 3: u, 4: v (as the last forward used them) */
 static float *sn_work(const struct layer *l, const struct gf_sn *sn, int which)
 {
 	size_t n = align16((size_t)sn->a * (size_t)sn->m * (size_t)sn->k);
-	return (float *)l->save[sn->save] + (size_t)which * n;   /* 0: w / sigma, 1: its gradient, 2: sigma */
+	float *base = (float *)l->save[sn->save];
+	if (which <= 2)
+		return base + (size_t)which * n;
+	base += 2 * n + 16;
+	return which == 3 ? base : base + align16((size_t)sn->m);
 }
 
 int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w)
@@ -99,10 +105,25 @@ int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned 
 	*w = layer_param(net, l, sn->param);
 	if (!sn->on)
 		return 0;
-	int iterate = (mode & GF_TRAIN) && !(mode & GF_FREEZE_STATS);
-	float *w_sn = sn_work(l, sn, 0);
-	int rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), layer_buffer(net, l, sn->buf),
-	                              layer_buffer(net, l, sn->buf + 1), *w, sn->a, sn->m, sn->k, SN_EPS, iterate);
+	/* Training forwards iterate, as PyTorch's module in train mode; with
+	 * GF_FREEZE_STATS (a G step's replica of D) on copies of u and v, so
+	 * the buffers stay D's own. Without the iteration, sigma = u^T W v of
+	 * the stored vectors, which right after init (independent random u
+	 * and v) can be near 0 and blow w / sigma up. The backward uses the
+	 * u and v the forward used. */
+	int train = (mode & GF_TRAIN) != 0, keep = train && !(mode & GF_FREEZE_STATS);
+	float *w_sn = sn_work(l, sn, 0), *u = sn_work(l, sn, 3), *v = sn_work(l, sn, 4);
+	float *bu = layer_buffer(net, l, sn->buf), *bv = layer_buffer(net, l, sn->buf + 1);
+	size_t nu = (size_t)sn->m * sizeof(float), nv = (size_t)sn->a * (size_t)sn->k * sizeof(float);
+	int rc = OPS(net)->copy(BE(net), u, bu, nu, GF_COPY_D2D);
+	if (!rc)
+		rc = OPS(net)->copy(BE(net), v, bv, nv, GF_COPY_D2D);
+	if (!rc)
+		rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), u, v, *w, sn->a, sn->m, sn->k, SN_EPS, train);
+	if (!rc && keep)
+		rc = OPS(net)->copy(BE(net), bu, u, nu, GF_COPY_D2D);
+	if (!rc && keep)
+		rc = OPS(net)->copy(BE(net), bv, v, nv, GF_COPY_D2D);
 	*w = w_sn;
 	return rc;
 }
@@ -128,6 +149,6 @@ int gf_sn_backward(gf_net *net, const struct layer *l, const struct gf_sn *sn, c
 	if (!sn->on || !g->dw)
 		return 0;
 	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, sn->param), sn_work(l, sn, 1),
-	                             layer_param(net, l, sn->param), sn_work(l, sn, 2), layer_buffer(net, l, sn->buf),
-	                             layer_buffer(net, l, sn->buf + 1), sn->a, sn->m, sn->k, g->acc);
+	                             layer_param(net, l, sn->param), sn_work(l, sn, 2), sn_work(l, sn, 3),
+	                             sn_work(l, sn, 4), sn->a, sn->m, sn->k, g->acc);
 }

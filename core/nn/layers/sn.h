@@ -34,9 +34,9 @@ int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, c
 /* In init, after the weight and bias: u and v from the same generator. */
 int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng, float *host);
 /* In forward: the weight to compute with, *w (the parameter itself
- * without sn). With sn: one power iteration in training forwards (not with
- * GF_FREEZE_STATS: buffers stay as they are, as batchnorm's), then
- * w / sigma. */
+ * without sn). With sn: one power iteration in training forwards (with
+ * GF_FREEZE_STATS on copies of u and v: the buffers stay as they are, as
+ * batchnorm's running statistics), then w / sigma. */
 int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w);
 /* The weight the last forward computed with (for the input gradient). */
 const float *gf_sn_used(const gf_net *net, const struct layer *l, const struct gf_sn *sn);
