@@ -476,6 +476,89 @@ static void test_sn_frozen(void **state)
 	gf_net_destroy(n);
 }
 
+/* One power iteration on (rows, cols) W from u0 in double: v, u. */
+static void power_step(const float *w, int rows, int cols, const double *u0, double *u, double *v)
+{
+	double s = 0;
+	for (int j = 0; j < cols; j++) {
+		v[j] = 0;
+		for (int i = 0; i < rows; i++)
+			v[j] += (double)w[i * cols + j] * u0[i];
+		s += v[j] * v[j];
+	}
+	for (int j = 0; j < cols; j++)
+		v[j] /= sqrt(s);
+	s = 0;
+	for (int i = 0; i < rows; i++) {
+		u[i] = 0;
+		for (int j = 0; j < cols; j++)
+			u[i] += (double)w[i * cols + j] * v[j];
+		s += u[i] * u[i];
+	}
+	for (int i = 0; i < rows; i++)
+		u[i] /= sqrt(s);
+}
+
+/* gf_net_sn_iterate (g_step's moving average): every spectral norm of the
+ * network does one power iteration on its weight, from a u of any length,
+ * and repeated ones converge to the weight's spectral norm */
+static void test_sn_iterate(void **state)
+{
+	(void)state;
+	gf_net *n;
+	NN_OK(nn_build(&n, be,
+	               "return { input_shape = {12}, {'linear', 12, 7, sn = true, bias = false}, "
+	               "{'relu'}, {'linear', 7, 5, sn = true, bias = false} }",
+	               2, 0));
+	gf_rng r = { 3, 0, 0 };
+	NN_OK(gf_net_init(n, &r));
+	int rows[2] = { 7, 5 }, cols[2] = { 12, 7 };
+	float w[12 * 7 + 7 * 5], buf[7 + 12 + 5 + 7];
+	NN_OK(gf_net_read(n, GF_PARAMS, w));
+	NN_OK(gf_net_read(n, GF_BUFFERS, buf));
+	/* an average of turning unit vectors: short, and off the singular direction */
+	for (int i = 0; i < 7 + 12 + 5 + 7; i++)
+		buf[i] = 0.3f * buf[i] + 0.01f * (float)(i % 3);
+	NN_OK(gf_net_write(n, GF_BUFFERS, buf));
+	NN_OK(gf_net_sn_iterate(n));
+	float got[7 + 12 + 5 + 7];
+	NN_OK(gf_net_read(n, GF_BUFFERS, got));
+	for (int l = 0, wo = 0, bo = 0; l < 2; wo += rows[l] * cols[l], bo += rows[l] + cols[l], l++) {
+		double u0[7], u[7], v[12];
+		for (int i = 0; i < rows[l]; i++)
+			u0[i] = buf[bo + i];
+		power_step(w + wo, rows[l], cols[l], u0, u, v);
+		for (int i = 0; i < rows[l]; i++)
+			assert_true(fabs(got[bo + i] - u[i]) <= 1e-5);
+		for (int j = 0; j < cols[l]; j++)
+			assert_true(fabs(got[bo + rows[l] + j] - v[j]) <= 1e-5);
+	}
+	/* many iterations: the stored vectors give the spectral norm (the
+	 * reference: 2000 iterations in double) */
+	for (int it = 0; it < 300; it++)
+		NN_OK(gf_net_sn_iterate(n));
+	NN_OK(gf_net_read(n, GF_BUFFERS, got));
+	for (int l = 0, wo = 0, bo = 0; l < 2; wo += rows[l] * cols[l], bo += rows[l] + cols[l], l++) {
+		double u0[7], u[7], v[12], sigma = 0, s = 0;
+		for (int i = 0; i < rows[l]; i++)
+			u[i] = 1;
+		for (int it = 0; it < 2000; it++) {
+			power_step(w + wo, rows[l], cols[l], u, u0, v);
+			memcpy(u, u0, sizeof(u));
+		}
+		for (int i = 0; i < rows[l]; i++)
+			for (int j = 0; j < cols[l]; j++) {
+				sigma += u[i] * w[wo + i * cols[l] + j] * v[j];
+				s += (double)got[bo + i] * w[wo + i * cols[l] + j] * got[bo + rows[l] + j];
+			}
+		assert_true(fabs(s - sigma) <= 1e-4 * sigma);
+	}
+	float w2[12 * 7 + 7 * 5];
+	NN_OK(gf_net_read(n, GF_PARAMS, w2));   /* the weights stay as they are */
+	assert_memory_equal(w2, w, sizeof(w));
+	gf_net_destroy(n);
+}
+
 static void test_ortho(void **state)
 {
 	(void)state;
@@ -611,6 +694,7 @@ int main(void)
 		cmocka_unit_test(test_wgan_loss),
 		cmocka_unit_test(test_clip),
 		cmocka_unit_test(test_sn_frozen),
+		cmocka_unit_test(test_sn_iterate),
 		cmocka_unit_test(test_ortho),
 		cmocka_unit_test(test_lecam),
 		cmocka_unit_test(test_backend_open),

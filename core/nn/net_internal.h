@@ -16,6 +16,7 @@ enum { INIT_TORCH = 0, INIT_DCGAN };
 
 #define MAX_SDIMS (GF_MAX_DIMS - 1)   /* per-sample dimensions */
 #define LAYER_MAX_TENSORS 8           /* parameters, buffers, saved tensors: each per layer (cbn: 4, 6, 4) */
+#define LAYER_MAX_SN 4                /* spectral norms per layer (attention: 4) */
 #define LAYER_CFG_BYTES 160           /* room for a kind's own configuration */
 
 /* A value flowing between layers: the net input "x", the labels, or the
@@ -43,6 +44,8 @@ struct ltensor {
 	float fill;          /* buffers: value at create and gf_net_init */
 };
 
+struct gf_sn;   /* layers/sn.h */
+
 struct layer {
 	const gf_layer_kind *kind;
 	const char *type;    /* canonical type name */
@@ -61,6 +64,11 @@ struct layer {
 	size_t save_n[LAYER_MAX_TENSORS];          /* floats saved for backward (max_batch) */
 	void *save[LAYER_MAX_TENSORS];             /* their place in the workspace */
 	int nsave;
+
+	/* its spectral norms (sn.c registers them from the kind's shapes; the
+	 * structs live in cfg below), for gf_net_sn_iterate */
+	const struct gf_sn *sn[LAYER_MAX_SN];
+	int nsn;
 
 	/* what the layer is, for a neighbour's fusion (set by its kind's parse) */
 	gf_act as_act;       /* a pointwise activation act(x; as_act_param) */

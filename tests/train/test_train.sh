@@ -255,6 +255,16 @@ ema)
     /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/$r" $((k - 1)))" "$(ck "$T/$r" $k)" 0.9 2 >"$T/ema$k.log" 2>&1
     check "[ $? -eq 0 ]" "moving average at step $k: $(cat "$T/ema$k.log")"
   done
+  # a G with spectral norm (BigGAN's, in its cBN projections and convs too):
+  # u, v of the average are iterated on the averaged weight, so eval-mode
+  # sigma = u^T W v stays the average's spectral norm
+  run biggan_fashion "$T/sn" ch=4 n_dis=1 steps=5 checkpoint_every=1 ema=0.9 ema_start=2 samples=1000 log=10
+  check "[ $? -eq 0 ]" "biggan with ema failed: $(tail -3 "$T/sn.log")"
+  for k in 4 5; do
+    /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/sn" $((k - 1)))" "$(ck "$T/sn" $k)" 0.9 2 >"$T/emasn$k.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q '([1-9][0-9]* spectral norm vectors)' '$T/emasn$k.log'" \
+      "moving average of an SN generator at step $k: $(cat "$T/emasn$k.log")"
+  done
   er "$T/c" steps=6 checkpoint_every=1 ema=0.9 ema_start=2 resume="$T/b"
   check "[ $? -eq 0 ]" "resumed run with ema failed: $(tail -3 "$T/c.log")"
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1

@@ -310,6 +310,16 @@ int gf_net_clip_grad_norm(gf_net *net, float max_norm, float *norm);
  * nothing. Returns 0 or an error naming the parameter. */
 int gf_net_ortho_grad(gf_net *net, float beta, const char *skip);
 
+/* One power iteration of every spectral norm of the network on its
+ * current weight, updating the buffers u and v in place (what a training
+ * forward does before it uses the weight), without running the network.
+ * For a network whose weights were set from outside, a moving average
+ * (g_step's ema): the average of unit vectors that turned during training
+ * is neither a unit vector nor the average weight's singular direction,
+ * and eval-mode sigma = u^T W v of such vectors undershoots. A no-op
+ * without spectral norm. */
+int gf_net_sn_iterate(gf_net *net);
+
 /* ---- checkpoints ---- */
 
 /* One network (and optionally its optimiser) in a checkpoint: tensors are

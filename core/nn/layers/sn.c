@@ -53,6 +53,13 @@ int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, c
 	sn->m = m;
 	sn->k = k;
 	sn->buf = l->nbuf;
+	int known = 0;
+	for (int i = 0; i < l->nsn; i++)
+		known |= l->sn[i] == sn;
+	if (!known && l->nsn == LAYER_MAX_SN)
+		return gf_layer_err(GF_EPARAM, l, "sn: more than %d spectral norms in one layer", LAYER_MAX_SN);
+	if (!known)
+		l->sn[l->nsn++] = sn;
 	size_t n = (size_t)a * (size_t)k;
 	/* start values: unit vectors, until gf_net_init draws them */
 	gf_layer_buffer(l, u_name, (size_t)m, (float)(1.0 / sqrt((double)m)));
@@ -151,4 +158,22 @@ int gf_sn_backward(gf_net *net, const struct layer *l, const struct gf_sn *sn, c
 	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, sn->param), sn_work(l, sn, 1),
 	                             layer_param(net, l, sn->param), sn_work(l, sn, 2), sn_work(l, sn, 3),
 	                             sn_work(l, sn, 4), sn->a, sn->m, sn->k, g->acc);
+}
+
+int gf_net_sn_iterate(gf_net *net)
+{
+	for (int i = 0; i < net->nlayers; i++) {
+		struct layer *l = &net->layers[i];
+		for (int j = 0; j < l->nsn; j++) {
+			const struct gf_sn *sn = l->sn[j];
+			/* sigma and w / sigma go to the forward's workspace, which the
+			 * next forward overwrites */
+			int rc = OPS(net)->sn_forward(BE(net), sn_work(l, sn, 0), sn_work(l, sn, 2),
+			                              layer_buffer(net, l, sn->buf), layer_buffer(net, l, sn->buf + 1),
+			                              layer_param(net, l, sn->param), sn->a, sn->m, sn->k, SN_EPS, 1);
+			if (rc)
+				return gf_layer_err(rc, l, "sn: power iteration: %s", gf_errmsg());
+		}
+	}
+	return 0;
 }
