@@ -1,7 +1,7 @@
 /* `ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=PATH]
  *  [features=classifier|inception] [weights=PATH] [resize=bilinear|clean] [real=PATH]
  *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
- *  [threads=0] [cache=true] [max_bad_fraction=0.01]`
+ *  [threads=0] [cache=true] [max_bad_fraction=0.01] [ema=0|1]`
  *
  * REAL (the second positional argument) is real=; DIR is a folder of PNG /
  * JPEG images (`ganflow eval DIR DIR` as `python -m pytorch_fid DIR DIR`).
@@ -16,7 +16,8 @@
  * real data against real data), measured with the classifier's features
  * against the real split's statistics (cached beside the dataset). Bad
  * records of a dataset are skipped and counted as in training, up to
- * max_bad_fraction. */
+ * max_bad_fraction. A checkpoint of a g_step with `ema` is measured on G's
+ * moving average unless ema=0 (ema=1 requires it), as `ganflow sample`. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -44,7 +45,9 @@ static int usage(void)
 	        "                    [features=classifier|inception weights=INCEPTION.safetensors resize=bilinear|clean]\n"
 	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
 	        "                    [pr=true] [json=PATH] [threads=0] [cache=true] [max_bad_fraction=0.01]\n"
-	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split\n");
+	        "                    [ema=0|1]\n"
+	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split;\n"
+	        "  a checkpoint with G's moving average is measured on it unless ema=0\n");
 	return 2;
 }
 
@@ -85,12 +88,14 @@ static int is_dataset(const char *path)
 }
 
 /* Generates n images from the checkpoint's generators into e. */
-static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch, uint64_t seed, double *gen_sec)
+static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch, uint64_t seed, int ema,
+                         double *gen_sec)
 {
 	gf_backend *be;
 	gf_generators *gs = NULL;
+	gf_generators_opts go = { .ema = ema };
 	int rc = gf_backend_open("cpu", NULL, &be);
-	if (rc || (rc = gf_generators_open(&gs, path, be, batch)))
+	if (rc || (rc = gf_generators_open_with(&gs, path, be, batch, &go)))
 		goto out;
 	if (gf_generators_ema(gs))
 		fprintf(stderr, "ganflow eval: %s: generating with G's moving-average weights (g_step ema)\n", path);
@@ -154,7 +159,7 @@ int gf_cmd_eval(int argc, char **argv)
 	int first = 2;
 	if (argc > 2 && !strchr(argv[2], '='))
 		real = argv[first++];   /* ganflow eval A B */
-	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0;
+	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0, ema = -1;
 	double max_bad = 0.01;
 	int kid = 1, pr = 1, cache = 1;
 	for (int i = first; i < argc; i++) {
@@ -197,18 +202,25 @@ int gf_cmd_eval(int argc, char **argv)
 			seed = strtoll(v, &end, 10);
 		else if (!strcmp(k, "threads"))
 			threads = strtoll(v, &end, 10);
-		else if (!strcmp(k, "max_bad_fraction")) {
+		else if (!strcmp(k, "ema")) {
+			ema = strtoll(v, &end, 10);
+			bad = ema != 0 && ema != 1;
+		} else if (!strcmp(k, "max_bad_fraction")) {
 			max_bad = strtod(v, &end);
 			bad = !(max_bad >= 0 && max_bad <= 1);
 		} else {
 			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, features, weights, resize, real, real_n, "
-			                "batch, seed, kid, pr, json, threads, cache, max_bad_fraction)\n", k);
+			                "batch, seed, kid, pr, json, threads, cache, max_bad_fraction, ema)\n", k);
 			return 2;
 		}
 		if (bad || (end && (*end || end == v))) {
 			fprintf(stderr, "ganflow eval: bad value %s=%s\n", k, v);
 			return 2;
 		}
+	}
+	if (ema != -1 && is_dataset(what)) {
+		fprintf(stderr, "ganflow eval: ema=%lld: %s is images, not a checkpoint with a generator\n", ema, what);
+		return 2;
 	}
 	if (n < 0 || batch < 1 || batch > 65536) {
 		fprintf(stderr, "ganflow eval: need n >= 0 and 1 <= batch <= 65536\n");
@@ -280,7 +292,7 @@ int gf_cmd_eval(int argc, char **argv)
 	int64_t count = n;
 	uint64_t bad = 0;
 	int rc = is_dataset(what) ? gf_evaluator_add_dataset(e, what, n, &count, &bad)
-	                          : add_generated(e, what, n, (int)batch, (uint64_t)seed, &gen_sec);
+	                          : add_generated(e, what, n, (int)batch, (uint64_t)seed, (int)ema, &gen_sec);
 	if (rc) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
 		gf_evaluator_close(e);

@@ -19,7 +19,7 @@ endforeach()
 add_executable(st_splice ${CMAKE_CURRENT_LIST_DIR}/train/st_splice.c)
 target_link_libraries(st_splice PRIVATE ganflow)
 set_target_properties(st_splice PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-foreach(c setup classifier real_vs_noise training small_n wrong_size not_classifier mismatch nonfinite bad_records small_real messages folders)
+foreach(c setup classifier real_vs_noise training small_n wrong_size not_classifier mismatch nonfinite bad_records small_real messages folders ema)
   add_test(NAME eval_${c} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train/test_eval.sh ${c})
   set_tests_properties(eval_${c} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "eval;train"
     ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR};GF_SANITIZE=${GF_SANITIZE}")

@@ -5,7 +5,7 @@
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
 #                               small_n | wrong_size | not_classifier | mismatch |
-#                               nonfinite | bad_records | small_real | messages | folders
+#                               nonfinite | bad_records | small_real | messages | folders | ema
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -240,6 +240,27 @@ PY
   "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" eval=2 steps=2 eval_features=inception \
     eval_weights="$F/clf28.safetensors" dir="$T/r2" quiet=true >"$T/r.log" 2>&1
   check "[ $? -ne 0 ] && grep -q 'is not an FID Inception file' '$T/r.log'" "a classifier as the stage's Inception weights: $(tail -3 "$T/r.log")"
+  ;;
+ema)
+  # a checkpoint with G's moving average: measured on it by default, on the
+  # trained weights with ema=0; ema=1 insists on it; ema= on images is refused
+  "$G" run "$S/pipelines/biggan_fashion.lua" data="$F/fm/train" ch=4 n_dis=1 batch=8 steps=4 ema_start=1 \
+    dir="$T/bg" quiet=true >"$T/bg.log" 2>&1
+  check "[ $? -eq 0 ]" "biggan run with ema failed: $(tail -3 "$T/bg.log")"
+  bck="$T/bg/checkpoints/$(cat "$T/bg/checkpoints/latest")"
+  ev() { "$G" eval "$@" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=500 pr=false kid=false; }
+  ev "$bck" >"$T/avg.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/avg.log'" "eval should use G's average: $(tail -3 "$T/avg.log")"
+  ev "$bck" ema=0 >"$T/net.log" 2>&1
+  check "[ $? -eq 0 ] && ! grep -q 'moving-average' '$T/net.log'" "ema=0 should use the trained weights: $(tail -3 "$T/net.log")"
+  check "[ -n \"$(fid "$T/avg.log")\" ] && [ \"$(fid "$T/avg.log")\" != \"$(fid "$T/net.log")\" ]" \
+    "the average and the trained weights should give different FIDs: $(fid "$T/avg.log") vs $(fid "$T/net.log")"
+  ev "$gck" ema=1 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'no moving average' '$T/e.log'" "ema=1 without an average should fail: $(tail -2 "$T/e.log")"
+  ev "$F/fm/test" ema=0 >"$T/e.log" 2>&1
+  check "[ $? -eq 2 ] && grep -q 'not a checkpoint' '$T/e.log'" "ema= on a dataset should be refused: $(tail -2 "$T/e.log")"
+  ev "$bck" ema=2 >"$T/e.log" 2>&1
+  check "[ $? -eq 2 ] && grep -q 'bad value ema=2' '$T/e.log'" "ema=2 should be refused: $(tail -2 "$T/e.log")"
   ;;
 *)
   echo "unknown case $case_name"
