@@ -52,6 +52,21 @@ check_metrics() {
 
 latest() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
 
+# loss_sizes DIR LIMIT: prints the metrics lines whose loss_g or loss_d is
+# above LIMIT in size (none: prints nothing). A spectral norm computed from
+# unconverged vectors once sent SNGAN's first loss_g to 5e15: finite, and
+# invisible to check_metrics.
+loss_sizes() {
+  /usr/bin/python3 - "$1/metrics.jsonl" "$2" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    big = {k: m[k] for k in ("loss_g", "loss_d") if isinstance(m.get(k), (int, float)) and abs(m[k]) > float(sys.argv[2])}
+    if big:
+        print("step", m.get("step"), big)
+PY
+}
+
 # finite FILE...: prints the f32 tensors holding NaN or Inf (none: prints nothing)
 finite() {
   /usr/bin/python3 - "$@" <<'PY'
@@ -297,6 +312,8 @@ resnets)
     run $name "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 "$@"
     check "[ $? -eq 0 ]" "$name $*: run failed: $(tail -3 "$T/a$tag.log")"
     check_metrics "$T/a$tag"
+    big=$(loss_sizes "$T/a$tag" 100)
+    check "[ -z \"\$big\" ]" "$name $*: losses out of scale in the first steps: $big"
     run $name "$T/b$tag" steps=$n samples=1000 log=1 "$@"
     run $name "$T/c$tag" steps=$((2 * n)) samples=1000 log=1 resume="$T/b$tag" "$@"
     check "[ $? -eq 0 ]" "$name $*: resumed run failed: $(tail -3 "$T/c$tag.log")"
