@@ -404,10 +404,29 @@ static double ortho_half(const float *w, int r, int c, double beta)
 	return beta / 2 * s;
 }
 
-/* gf_net_ortho_grad: both routes (rows <= cols: a conv; rows > cols: a
- * linear from a short input, several row blocks) against the definition
- * and finite differences, 1-D parameters untouched, skip honoured, added
- * to the gradients already there. */
+/* One power iteration on (rows, cols) W from u0 in double: v, u. */
+static void power_step(const float *w, int rows, int cols, const double *u0, double *u, double *v)
+{
+	double s = 0;
+	for (int j = 0; j < cols; j++) {
+		v[j] = 0;
+		for (int i = 0; i < rows; i++)
+			v[j] += (double)w[i * cols + j] * u0[i];
+		s += v[j] * v[j];
+	}
+	for (int j = 0; j < cols; j++)
+		v[j] /= sqrt(s);
+	s = 0;
+	for (int i = 0; i < rows; i++) {
+		u[i] = 0;
+		for (int j = 0; j < cols; j++)
+			u[i] += (double)w[i * cols + j] * v[j];
+		s += u[i] * u[i];
+	}
+	for (int i = 0; i < rows; i++)
+		u[i] /= sqrt(s);
+}
+
 /* Spectral norm under GF_FREEZE_STATS (a G step's replica of D): one
  * power iteration from the stored u on copies, as D's own training forward
  * would compute (PyTorch's module in train mode), and the buffers left as
@@ -432,27 +451,13 @@ static void test_sn_frozen(void **state)
 	NN_OK(gf_net_read(n, GF_PARAMS, w));
 	NN_OK(gf_net_read(n, GF_BUFFERS, buf0));
 	/* the expected sigma, in double: v = normalize(W^T u0), u = normalize(W v), sigma = u^T W v */
-	double v[IN], u[OUT], s = 0, sigma = 0;
-	for (int j = 0; j < IN; j++) {
-		v[j] = 0;
-		for (int i = 0; i < OUT; i++)
-			v[j] += (double)w[i * IN + j] * buf0[i];
-		s += v[j] * v[j];
-	}
-	for (int j = 0; j < IN; j++)
-		v[j] /= sqrt(s);
-	s = 0;
-	for (int i = 0; i < OUT; i++) {
-		u[i] = 0;
-		for (int j = 0; j < IN; j++)
-			u[i] += (double)w[i * IN + j] * v[j];
-		s += u[i] * u[i];
-	}
-	for (int i = 0; i < OUT; i++) {
-		u[i] /= sqrt(s);
+	double u0[OUT], v[IN], u[OUT], sigma = 0;
+	for (int i = 0; i < OUT; i++)
+		u0[i] = buf0[i];
+	power_step(w, OUT, IN, u0, u, v);
+	for (int i = 0; i < OUT; i++)
 		for (int j = 0; j < IN; j++)
 			sigma += u[i] * w[i * IN + j] * v[j];
-	}
 	for (int i = 0; i < IN * IN; i++)
 		x[i] = i % (IN + 1) == 0;   /* the identity: row b of y is column b of W / sigma */
 	gf_tensor in = gf_tensor_make(x, GF_F32, 2, (int64_t[]){ IN, IN }), out;
@@ -474,29 +479,6 @@ static void test_sn_frozen(void **state)
 		}
 	}
 	gf_net_destroy(n);
-}
-
-/* One power iteration on (rows, cols) W from u0 in double: v, u. */
-static void power_step(const float *w, int rows, int cols, const double *u0, double *u, double *v)
-{
-	double s = 0;
-	for (int j = 0; j < cols; j++) {
-		v[j] = 0;
-		for (int i = 0; i < rows; i++)
-			v[j] += (double)w[i * cols + j] * u0[i];
-		s += v[j] * v[j];
-	}
-	for (int j = 0; j < cols; j++)
-		v[j] /= sqrt(s);
-	s = 0;
-	for (int i = 0; i < rows; i++) {
-		u[i] = 0;
-		for (int j = 0; j < cols; j++)
-			u[i] += (double)w[i * cols + j] * v[j];
-		s += u[i] * u[i];
-	}
-	for (int i = 0; i < rows; i++)
-		u[i] /= sqrt(s);
 }
 
 /* gf_net_sn_iterate (g_step's moving average): every spectral norm of the
@@ -559,6 +541,10 @@ static void test_sn_iterate(void **state)
 	gf_net_destroy(n);
 }
 
+/* gf_net_ortho_grad: both routes (rows <= cols: a conv; rows > cols: a
+ * linear from a short input, several row blocks) against the definition
+ * and finite differences, 1-D parameters untouched, skip honoured, added
+ * to the gradients already there. */
 static void test_ortho(void **state)
 {
 	(void)state;
