@@ -218,7 +218,8 @@ int gf_cmd_eval(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (ema != -1 && is_dataset(what)) {
+	int images = is_dataset(what);   /* a dataset or image folder, not a checkpoint */
+	if (ema != -1 && images) {
 		fprintf(stderr, "ganflow eval: ema=%lld: %s is images, not a checkpoint with a generator\n", ema, what);
 		return 2;
 	}
@@ -283,7 +284,7 @@ int gf_cmd_eval(int argc, char **argv)
 	char net_hash[17];
 	snprintf(net_hash, sizeof(net_hash), "%016llx", (unsigned long long)gf_evaluator_features_hash(e));
 	double real_sec = gf_now() - t0, gen_sec = 0;
-	if (!is_dataset(what) && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
+	if (!images && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
 		/* before generating anything: n=0 would reach the statistics empty */
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
 		gf_evaluator_close(e);
@@ -291,8 +292,8 @@ int gf_cmd_eval(int argc, char **argv)
 	}
 	int64_t count = n;
 	uint64_t bad = 0;
-	int rc = is_dataset(what) ? gf_evaluator_add_dataset(e, what, n, &count, &bad)
-	                          : add_generated(e, what, n, (int)batch, (uint64_t)seed, (int)ema, &gen_sec);
+	int rc = images ? gf_evaluator_add_dataset(e, what, n, &count, &bad)
+	                : add_generated(e, what, n, (int)batch, (uint64_t)seed, (int)ema, &gen_sec);
 	if (rc) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
 		gf_evaluator_close(e);
