@@ -30,7 +30,7 @@
 set -euo pipefail
 build=${GF_BUILD:?run through tests/bench/run}
 src=${GF_SOURCE_DIR:?}
-backend=cpu batch=64 precision=fp32 steps= rounds= log= decoders=
+backend=cpu batch=64 precision=fp32 steps='' rounds='' log='' decoders=''
 for a in "$@"; do
   case $a in
     backend=*) backend=${a#backend=} ;;
