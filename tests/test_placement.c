@@ -20,7 +20,7 @@
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 
-#include "../core/placement.h"
+#include "../core/dist/placement.h"
 
 /* ---- stages compiled in ---- */
 

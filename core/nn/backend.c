@@ -11,7 +11,7 @@
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 
-#include "../plugin_path.h"
+#include "../base/plugin_path.h"
 #include "net_internal.h"
 
 /* Loads the backend file `path` (backend NAME). Returns 0 with *out set

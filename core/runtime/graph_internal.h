@@ -32,7 +32,7 @@
 #include <ganflow/ring.h>
 #include <ganflow/stage.h>
 
-#include "atomics.h"
+#include "../base/atomics.h"
 
 #define NAME_MAX_LEN 64
 #define MAX_VALUES 16

@@ -1,4 +1,9 @@
-# Sources of the `ganflow` command's subcommands (each part adds its own).
+# The `ganflow` command: main.c dispatches to the subcommands (cmd_*.c here;
+# other parts add their own, e.g. datasets/cmd_dataset.c).
+add_executable(ganflow_cmd ${CMAKE_CURRENT_LIST_DIR}/main.c)
+set_target_properties(ganflow_cmd PROPERTIES OUTPUT_NAME ganflow
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+target_link_libraries(ganflow_cmd PRIVATE ganflow)
 target_sources(ganflow_cmd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_run.c
   ${CMAKE_CURRENT_LIST_DIR}/cmd_plot.c ${CMAKE_CURRENT_LIST_DIR}/cmd_sample.c
   ${CMAKE_CURRENT_LIST_DIR}/cmd_eval.c ${CMAKE_CURRENT_LIST_DIR}/cmd_export.c

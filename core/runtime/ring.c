@@ -22,7 +22,7 @@
 #include <ganflow/log.h>
 #include <ganflow/ring.h>
 
-#include "atomics.h"
+#include "../base/atomics.h"
 #include "ring_internal.h"
 
 /* Waiting: poll (one pause between polls) for up to the spin budget, then

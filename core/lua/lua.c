@@ -44,10 +44,10 @@
 #include <ganflow/params.h>
 #include <ganflow/ring.h>
 
-#include "lua_value.h"
-#include "placement.h"
+#include "../base/lua_value.h"
+#include "../dist/placement.h"
 #include "rundir.h"
-#include "signals.h"
+#include "../runtime/signals.h"
 
 #ifdef GF_LUA_FUZZ
 /* The fuzz target over this file (tests/fuzz/fuzz_lua.c) compiles it with

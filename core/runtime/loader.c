@@ -13,7 +13,7 @@
 #include <ganflow/loader.h>
 #include <ganflow/params.h>
 
-#include "plugin_path.h"
+#include "../base/plugin_path.h"
 
 /* ---- loaded libraries (never unloaded) ---- */
 

@@ -16,7 +16,7 @@
 
 #include <ganflow/msg.h>
 
-#include "atomics.h"
+#include "../base/atomics.h"
 
 #define NONE 0u /* free-list links hold index + 1; 0 ends the list */
 

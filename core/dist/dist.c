@@ -27,8 +27,8 @@
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 
-#include "atomics.h"
-#include "graph_internal.h"
+#include "../base/atomics.h"
+#include "../runtime/graph_internal.h"
 
 #define TAG_PING 1
 #define TAG_PONG 2

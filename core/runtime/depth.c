@@ -16,7 +16,7 @@
 #include <ganflow/depth.h>
 #include <ganflow/log.h>
 
-#include "atomics.h"
+#include "../base/atomics.h"
 
 #define ALPHA (1.0 / 64.0)
 #define WARMUP 16

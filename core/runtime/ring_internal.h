@@ -9,7 +9,7 @@
 
 #include <ganflow/ring.h>
 
-#include "atomics.h"
+#include "../base/atomics.h"
 
 /* Makes the ring notify ev (instead of its own event) whenever an item is
  * pushed, or it is closed or stopped. Call before either side runs; ev must
