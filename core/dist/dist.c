@@ -25,10 +25,11 @@
 
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
+#include <ganflow/graph.h>
 #include <ganflow/log.h>
+#include <ganflow/stage.h>
 
 #include "../base/atomics.h"
-#include "../runtime/graph_internal.h"
 
 #define TAG_PING 1
 #define TAG_PONG 2
@@ -156,27 +157,31 @@ static void nap(long ns)
 
 /* ---- the liveness responder ----
  *
- * Answers pings, and carries the agreed stop (graph_internal.h,
- * graph_agree.c): STOP_REQ (any rank -> rank 0: "a stop was requested
- * here"), HOLD (rank 0 -> every rank: freeze your drivers), HOLD_STEP
- * (every rank -> rank 0: the highest step mine can reach), STOP_AT (rank
- * 0 -> every rank: end after this step). Rank 0 runs one agreement per
- * process; a request after it gets the same step back (a rank whose graph
- * started after the agreement). */
+ * Answers pings, and carries the agreed stop (<ganflow/graph.h>,
+ * core/runtime/graph_agree.c): STOP_REQ (any rank -> rank 0: "a stop was
+ * requested here"), HOLD (rank 0 -> every rank: freeze your drivers),
+ * HOLD_STEP (every rank -> rank 0: the highest step mine can reach),
+ * STOP_AT (rank 0 -> every rank: end after this step). Rank 0 runs one
+ * agreement per process; a request after it gets the same step back (a
+ * rank whose graph started after the agreement). */
 
 enum { R_PING, R_HOLD, R_STOP_AT, R_STOP_REQ, R_HOLD_STEP, R_N };
 
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static gf_graph *attached; /* under attach_lock */
 
-void gf_dist_attach(gf_graph *g)
+/* The gf_graph_peers table this layer registers with the graph runtime
+ * while MPI is up (gf_dist_init to gf_dist_finalize). */
+static void attach(gf_graph *g)
 {
 	pthread_mutex_lock(&attach_lock);
 	attached = g;
 	pthread_mutex_unlock(&attach_lock);
 }
 
-int gf_dist_stop_request(void)
+/* Asks rank 0 to start an agreed stop (one small message; rank 0 ignores
+ * requests after the first): 0, or GF_EDIST without an MPI world. */
+static int stop_request(void)
 {
 	if (!gf_dist_mpi() || !W.responder_started)
 		return gf_seterr(GF_EDIST, "no MPI world to agree on a stop through");
@@ -186,6 +191,8 @@ int gf_dist_stop_request(void)
 		return gf_seterr(GF_EDIST, "rank %d: cannot send the stop request to rank 0", W.rank);
 	return 0;
 }
+
+static const gf_graph_peers peers = { .attach = attach, .stop_request = stop_request };
 
 static int64_t hold_attached(void)
 {
@@ -304,6 +311,7 @@ int gf_dist_init(void)
 		MPI_Query_thread(&prov);
 	}
 	W.mpi = 1;
+	gf_graph_set_peers(&peers);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	if (prov < MPI_THREAD_MULTIPLE)
 		return gf_seterr(GF_EDIST, "the MPI library gives thread level %d, ganflow needs MPI_THREAD_MULTIPLE (%d): "
@@ -372,6 +380,7 @@ void gf_dist_finalize(int ok)
 	if (!ok || gather_to_finish()) {
 		/* a peer may be dead: MPI_Finalize would wait for it forever */
 		W.finalized = 1;
+		gf_graph_set_peers(NULL);
 		return;
 	}
 	if (W.responder_started) {
@@ -383,6 +392,7 @@ void gf_dist_finalize(int ok)
 	MPI_Comm_free(&W.edges);
 	MPI_Finalize();
 	W.finalized = 1;
+	gf_graph_set_peers(NULL);
 }
 
 int gf_dist_comm_dup(void *comm)
@@ -623,7 +633,7 @@ int gf_dist_probe(double wait_s, int *lost, int max)
 int gf_dist_should_abort(gf_ctx *ctx)
 {
 	/* only the hard stop: a graceful one lets collectives finish */
-	return gf_graph_is_hard(ctx->g);
+	return gf_ctx_hard_stop(ctx);
 }
 
 int gf_dist_wait(gf_ctx *ctx, void *reqp, double timeout_s, const char *what)

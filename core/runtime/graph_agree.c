@@ -2,8 +2,11 @@
  * requested on any rank (Ctrl-C, SIGTERM, mpirun ending the job) becomes
  * "every rank ends after step S", so collectives stay matched and the
  * final checkpoint is the one a run with steps = S writes. See the
- * graph_agree.c section of graph_internal.h for the protocol; the
- * messages are dist.c's.
+ * graph_agree.c section of graph_internal.h for the protocol. This is the
+ * runtime's side; the messages are the distributed layer's (core/dist),
+ * which sits above the runtime and registers a gf_graph_peers table here:
+ * the runtime reaches MPI only through that table, and the distributed
+ * layer reaches the graph only through gf_graph_hold and gf_graph_stop_at.
  *
  * Why drivers cannot pass the step they announce: a driver publishes its
  * step (seq_cst) and then reads `held` (seq_cst); gf_graph_hold sets
@@ -13,12 +16,37 @@
  * read it; then it blocks at its next report, step + 1 at most. So the
  * highest step read + 1 bounds every driver of the rank.
  */
-#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 
 #include "graph_internal.h"
+
+/* ---- the peers ---- */
+
+/* Set while no graph runs (gf_dist_init, gf_dist_finalize); read by the
+ * thread that runs the graph. */
+static const gf_graph_peers *peers;
+
+void gf_graph_set_peers(const gf_graph_peers *p)
+{
+	peers = p;
+}
+
+void gf_graph_agree_attach(gf_graph *g)
+{
+	if (g->info.world > 1 && peers)
+		peers->attach(g);
+}
+
+void gf_graph_agree_detach(gf_graph *g)
+{
+	(void)g;
+	if (peers)
+		peers->attach(NULL);
+}
+
+/* ---- holding and stopping ---- */
 
 int64_t gf_graph_hold(gf_graph *g)
 {
@@ -62,13 +90,15 @@ void gf_graph_hold_wait(gf_graph *g)
 	}
 }
 
+/* ---- the monitor's side ---- */
+
 int gf_graph_agree_begin(gf_graph *g, double now)
 {
-	if (g->info.world < 2 || !gf_dist_mpi())
+	if (g->info.world < 2 || !peers)
 		return -1;
 	if (gf_load_relaxed_int(&g->agreeing))
 		return 0;
-	if (gf_dist_stop_request()) {
+	if (peers->stop_request()) {
 		gf_log(GF_LOG_WARN, "%s; stopping this rank on its own", gf_errmsg());
 		return -1;
 	}

@@ -2,10 +2,14 @@
  * runtime:
  *
  *	graph.c        building and validating (gf_graph_add, gf_graph_connect, ...)
- *	graph_run.c    setting up the run, one thread per instance, the monitor, stopping
+ *	graph_stop.c   stop reasons, the graceful and the hard stop, failures, requests
+ *	graph_agree.c  the stop every rank agrees on (the runtime's side)
+ *	graph_stats.c  edge statistics, the stall limits, the progress line, the end-of-run table
  *	stage_api.c    what stages call (<ganflow/stage.h>: gf_pop, gf_push, gf_fail, ...)
- *	graph_stats.c  edge statistics, the progress line, the end-of-run table
- *	dist.c         gf_dist_should_abort (a hard stop seen from a stage's network wait)
+ *	graph_run.c    setting up the run, one thread per instance, the monitor, draining
+ *
+ * in that order from the bottom: each calls only the ones above it in this
+ * list (graph_run.c, the top, calls them all).
  *
  * Vocabulary: a *node* is a stage as the pipeline declared it; it has one
  * *instance* (gf_ctx) per worker. A *link* is one gf_graph_connect; it
@@ -170,7 +174,7 @@ struct gf_graph {
 /* Sets the graph's error message; returns rc. Thread-safe. */
 int gf_graph_seterr(gf_graph *g, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ---- graph_run.c: stopping ---- */
+/* ---- graph_stop.c ---- */
 
 /* 1 once the hard stop is in effect. Acquire: pairs with the release in
  * gf_graph_stop_hard; a thread that sees the flag also sees the failure
@@ -192,6 +196,8 @@ void gf_graph_stop_hard(gf_graph *g);
 /* Records the first failure ("stage 'WHO' failed: MSG") and stops hard. */
 void gf_graph_record_failure(gf_graph *g, const char *who, const char *msg);
 
+/* ---- graph_run.c ---- */
+
 /* Release hook of an output port's pool: wakes a producer waiting for an
  * envelope (ud is the port's pool_ev). */
 void gf_graph_on_release(void *ud);
@@ -205,42 +211,27 @@ void gf_graph_on_release(void *ud);
  * (gf_graph_hold), takes the maximum S and sends it back
  * (gf_graph_stop_at): every rank then ends after step S exactly as a run
  * with steps = S does, and the final checkpoint is the same on all. The
- * messages travel through the liveness responder of dist.c, so they never
- * wait on a stage. */
+ * messages are the distributed layer's (core/dist/dist.c: they travel
+ * through its liveness responder, so they never wait on a stage), reached
+ * through the gf_graph_peers table it registers (<ganflow/graph.h>). */
 
-/* Freezes the drivers (each blocks in its next gf_report_step) and
- * returns the highest step any of them can reach: the highest reported
- * step + 1, or -1 when none reported a step yet. Marks the run as stopped
- * by a request. Called by dist.c's responder. */
-int64_t gf_graph_hold(gf_graph *g);
-
-/* Ends the run after step S (lowers the step target; S <= 0: stop now)
- * and releases the drivers frozen by gf_graph_hold. */
-void gf_graph_stop_at(gf_graph *g, int64_t s);
+/* gf_graph_run, around the monitor: hands g to the registered peers when
+ * the run spans ranks (info.world > 1), and takes it back. */
+void gf_graph_agree_attach(gf_graph *g);
+void gf_graph_agree_detach(gf_graph *g);
 
 /* In gf_report_step, after the instance published step: blocks while the
  * drivers are held (until gf_graph_stop_at or a hard stop). */
 void gf_graph_hold_wait(gf_graph *g);
 
 /* Monitor: a graceful stop was requested on this rank of a distributed
- * run: ask rank 0 for an agreed stop (returns 0), or -1 when there is no
- * MPI world to agree through (the caller stops gracefully at once). */
+ * run: ask the ranks for an agreed stop (returns 0), or -1 when there is
+ * no world to agree through (the caller stops gracefully at once). */
 int gf_graph_agree_begin(gf_graph *g, double now);
 
 /* Monitor, every tick while agreeing: stops hard when no agreement came
  * within the grace period (a rank lost, rank 0 busy). */
 void gf_graph_agree_check(gf_graph *g, double now);
-
-/* ---- dist.c: the agreed stop's messages ---- */
-
-/* The graph the liveness responder holds and stops for an agreed stop
- * (gf_graph_run attaches it under MPI; NULL detaches, after which a
- * request finds no graph and answers -1). */
-void gf_dist_attach(gf_graph *g);
-
-/* Asks rank 0 to start an agreed stop (one small message; rank 0 ignores
- * requests after the first): 0, or GF_EDIST without an MPI world. */
-int gf_dist_stop_request(void);
 
 /* ---- graph_stats.c: what the monitor shows ---- */
 

@@ -1,8 +1,13 @@
 /* Running a graph: setting up its rings and ports, creating the stage
  * instances, one thread each, the monitor (the calling thread of
- * gf_graph_run: stop requests, the grace period, the progress line), and
- * stopping and draining. See <ganflow/graph.h> and graph_internal.h for
- * the vocabulary (node, instance, link, edge) and how stops work.
+ * gf_graph_run: stop requests, the grace period, the stall watchdog, the
+ * progress line), and draining. See <ganflow/graph.h> and
+ * graph_internal.h for the vocabulary (node, instance, link, edge) and how
+ * stops work.
+ *
+ * The top of the runtime: it stands on graph_stop.c (the stops),
+ * graph_agree.c (the stop every rank agrees on), graph_stats.c (what the
+ * monitor shows) and stage_api.c's instances, and none of them calls it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +17,6 @@
 #include <string.h>
 
 #include <ganflow/depth.h>
-#include <ganflow/dist.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 #include <ganflow/msg.h>
@@ -24,67 +28,6 @@
 
 #define POOL_SLACK 8      /* envelopes beyond the rings' capacity: held by stages */
 #define TICK 0.1          /* monitor wake-up period, seconds */
-
-/* ---- stopping ---- */
-
-static int reason_rank(int r)
-{
-	switch (r) {
-	case GF_STOP_NONE: return 0;
-	case GF_STOP_EOF: return 1;
-	case GF_STOP_STEPS: return 2;
-	case GF_STOP_REQUEST: return 3;
-	case GF_STOP_HARD: return 4;
-	case GF_STOP_GRACE: return 5;
-	case GF_STOP_STALL: return 6;
-	case GF_STOP_FAILURE: return 7;
-	}
-	return 0;
-}
-
-/* Records why the run ends; a weightier reason replaces a lighter one. */
-void gf_graph_set_reason(gf_graph *g, gf_stop_reason r)
-{
-	/* relaxed: the reason is read after the threads joined */
-	int cur = gf_load_relaxed_int(&g->reason);
-	while (reason_rank(r) > reason_rank(cur) && !gf_cas_relaxed_int(&g->reason, &cur, (int)r))
-		;
-}
-
-void gf_graph_stop_graceful(gf_graph *g)
-{
-	if (gf_exchange_seq_cst_int(&g->stop, 1) == 0)
-		gf_event_wake(&g->mon_ev);
-}
-
-void gf_graph_stop_hard(gf_graph *g)
-{
-	if (gf_exchange_seq_cst_int(&g->hard, 1))
-		return;
-	gf_store_release_int(&g->stop, 1);
-	for (int i = 0; i < g->nedges; i++)
-		gf_ring_stop(g->edges[i]->ring);
-	for (int i = 0; i < g->ninst; i++) {
-		gf_ctx *c = g->inst[i];
-		for (uint32_t p = 0; c->out && p < c->node->desc->noutputs; p++)
-			gf_event_wake(&c->out[p].pool_ev);
-		for (uint32_t p = 0; c->in && p < c->node->desc->ninputs; p++)
-			gf_event_wake(&c->in[p].ev);
-	}
-	gf_event_wake(&g->mon_ev);
-}
-
-void gf_graph_record_failure(gf_graph *g, const char *who, const char *msg)
-{
-	pthread_mutex_lock(&g->lock);
-	if (!gf_load_relaxed_int(&g->failed)) {
-		snprintf(g->err, sizeof(g->err), "stage '%s' failed: %s", who, msg);
-		gf_store_release_int(&g->failed, 1);
-	}
-	pthread_mutex_unlock(&g->lock);
-	gf_graph_set_reason(g, GF_STOP_FAILURE);
-	gf_graph_stop_hard(g);
-}
 
 /* ---- setting up the run ---- */
 
@@ -399,22 +342,6 @@ static void watchdog(gf_graph *g, double now)
 	}
 }
 
-double gf_graph_stall_limit(const gf_graph *g)
-{
-	if (g->stall > 0)
-		return g->stall;
-	if (g->wd_step <= 0 || g->slowest <= 0)
-		return 60;
-	return 10 * g->slowest > 30 ? 10 * g->slowest : 30;
-}
-
-double gf_graph_stall_stop_limit(const gf_graph *g)
-{
-	if (g->stall_stop > 0)
-		return g->stall_stop;
-	return 10 * gf_graph_stall_limit(g);
-}
-
 static void monitor(gf_graph *g)
 {
 	struct gf_progress pr = { .t_last = g->t_start };
@@ -611,13 +538,12 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
-	if (g->info.world > 1 && gf_dist_mpi())
-		gf_dist_attach(g);
+	gf_graph_agree_attach(g);
 	monitor(g);
 	for (int i = 0; i < g->ninst; i++)
 		if (g->inst[i]->started)
 			pthread_join(g->inst[i]->thread, NULL);
-	gf_dist_attach(NULL);
+	gf_graph_agree_detach(g);
 	g->t_end = gf_now();
 	for (int i = 0; i < g->nedges; i++)
 		gf_depth_finish(g->edges[i]->depth, g->t_end);
@@ -636,31 +562,4 @@ out:
 	destroy_instances(g);
 	drain(g);
 	return rc;
-}
-
-void gf_graph_request_stop(gf_graph *g, int hard)
-{
-	/* lock-free atomics and a futex call only: async-signal-safe */
-	gf_or_release_int(&g->req, hard ? REQ_HARD : REQ_GRACEFUL);
-	gf_event_wake(&g->mon_ev);
-}
-
-gf_stop_reason gf_graph_stop_reason(const gf_graph *g)
-{
-	return (gf_stop_reason)gf_load_relaxed_int(&g->reason);
-}
-
-const char *gf_stop_reason_name(gf_stop_reason r)
-{
-	switch (r) {
-	case GF_STOP_NONE: return "running";
-	case GF_STOP_EOF: return "end of data";
-	case GF_STOP_STEPS: return "step target reached";
-	case GF_STOP_REQUEST: return "stop requested";
-	case GF_STOP_HARD: return "hard stop requested";
-	case GF_STOP_FAILURE: return "stage failure";
-	case GF_STOP_GRACE: return "graceful stop timed out";
-	case GF_STOP_STALL: return "stalled";
-	}
-	return "?";
 }

@@ -110,6 +110,23 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 
 /* ---- what a stall looks like ---- */
 
+double gf_graph_stall_limit(const gf_graph *g)
+{
+	if (g->stall > 0)
+		return g->stall;
+	if (g->wd_step <= 0 || g->slowest <= 0)
+		return 60;
+	return 10 * g->slowest > 30 ? 10 * g->slowest : 30;
+}
+
+double gf_graph_stall_stop_limit(const gf_graph *g)
+{
+	if (g->stall_stop > 0)
+		return g->stall_stop;
+	return 10 * gf_graph_stall_limit(g);
+}
+
+
 void gf_graph_stall_text(gf_graph *g, char *buf, size_t size)
 {
 	size_t len = 0;

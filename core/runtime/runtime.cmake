@@ -9,6 +9,7 @@ target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/params.c
   ${CMAKE_CURRENT_LIST_DIR}/loader.c
   ${CMAKE_CURRENT_LIST_DIR}/graph.c
+  ${CMAKE_CURRENT_LIST_DIR}/graph_stop.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_run.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_agree.c
   ${CMAKE_CURRENT_LIST_DIR}/graph_stats.c

@@ -389,6 +389,11 @@ int gf_should_stop(gf_ctx *c)
 	return gf_load_relaxed_int(&c->g->stop);
 }
 
+int gf_ctx_hard_stop(gf_ctx *c)
+{
+	return gf_graph_is_hard(c->g);
+}
+
 void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 {
 	gf_graph *g = c->g;
