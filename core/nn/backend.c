@@ -98,7 +98,7 @@ void gf_backend_close(gf_backend *be)
 
 gf_backend *gf_net_backend(const gf_net *net)
 {
-	return net->be;
+	return net->k.be;
 }
 
 /* ---- option names ---- */
