@@ -55,6 +55,7 @@ if(gf_fuzz_lua_ok)
   # the stages are the built ones (the target's definitions take precedence
   # over the library's, which exports them)
   set(lua_src ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_lua.c ${CMAKE_SOURCE_DIR}/core/lua/lua.c
+    ${CMAKE_SOURCE_DIR}/core/lua/args.c ${CMAKE_SOURCE_DIR}/core/lua/pipeline.c
     ${CMAKE_SOURCE_DIR}/core/base/lua_value.c ${CMAKE_SOURCE_DIR}/core/dist/placement.c ${CMAKE_SOURCE_DIR}/core/runtime/params.c)
   add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/fuzz_lua
     COMMAND ${GF_CLANG} ${gf_fuzz_flags} -DGF_LUA_FUZZ -I${CMAKE_SOURCE_DIR}/core ${LUA_CFLAGS}

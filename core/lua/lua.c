@@ -1,28 +1,26 @@
-/* The pipeline runner and the `ganflow` Lua module.
+/* core/lua: running a pipeline script. This folder owns the `ganflow`
+ * Lua module and what its functions do (pipeline.c), the arguments of a
+ * run and their rules (args.c), and the run directory and resume rules
+ * (rundir.c). It may use every layer below it (base, runtime, data, dist,
+ * train's checkpoint names) and is used only by the `ganflow` command
+ * (core/cli); nothing else in core/ calls up into it.
  *
- * `ganflow run PIPELINE.lua key=value ...` lands here: the script runs in a
- * fresh Lua 5.4 state where `require "ganflow"` gives
+ * This file is the binding. `ganflow run PIPELINE.lua key=value ...` lands
+ * here: the script runs in a fresh Lua 5.4 state where `require "ganflow"`
+ * gives
  *
  *	gf.stage "name" { params..., name = "x", workers = n, rank = r }   a stage instance
  *	gf.connect(a.out, b.inp [, { depth =, capacity =, min =, transport =, address =, timeout =, latency = }])
  *	gf.run { steps =, seed =, dir =, backend =, threads =, resume = }
  *	gf.arg("key", default)   command-line value converted to default's type
- *	gf.rank(), gf.world()
+ *	gf.rank(), gf.world(), gf.dataset(path)
  *
- * plus whatever luaconf/ganflow_ext.lua adds. Every call checks its input
- * at once through the C placement and graph APIs (placement.h,
- * <ganflow/graph.h>), so a mistake is a Lua error pointing at the script
- * line that made it. This file only turns Lua into C values and C errors
- * into Lua errors: stage code never runs inside a Lua call that could
- * unwind through it, and only this file (and lua_value.c) touch the Lua
- * API.
- *
- * Distributed runs (docs/dist.md): every rank runs the same script, and
- * gf.stage / gf.connect declare the whole pipeline on each; placement.c
- * decides what this rank runs (a stage's `rank`, transport stages for the
- * edges between ranks). gf.run resolves `resume`, creates the run
- * directory (rundir.c) and runs this rank's graph with the Ctrl-C handlers
- * (signals.c).
+ * plus whatever luaconf/ganflow_ext.lua adds. It only turns Lua values
+ * into C values and C errors into Lua errors raised at the script line
+ * that made them: every check happens in C (placement.h, pipeline.c,
+ * args.c, rundir.c), stage code never runs inside a Lua call that could
+ * unwind through it, and only this file and base/lua_value.c touch the
+ * Lua API. docs/runtime.md is the user's guide, docs/dist.md for ranks.
  */
 #include <errno.h>
 #include <signal.h>
@@ -39,15 +37,15 @@
 #include <ganflow/dataset.h>
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
-#include <ganflow/log.h>
 #include <ganflow/lua.h>
 #include <ganflow/params.h>
 #include <ganflow/ring.h>
 
 #include "../base/lua_value.h"
 #include "../dist/placement.h"
+#include "args.h"
+#include "pipeline.h"
 #include "rundir.h"
-#include "../runtime/signals.h"
 
 #ifdef GF_LUA_FUZZ
 /* The fuzz target over this file (tests/fuzz/fuzz_lua.c) compiles it with
@@ -62,8 +60,7 @@ void gf_fuzz_lua_setup(lua_State *L);
 
 struct runner {
 	const char *script;
-	int nargs;
-	gf_run_arg *args;
+	gf_args args;         /* the command line's key=value (args.c) */
 	int rank, world;      /* this process in the run's world */
 	gf_placement *pl;     /* the pipeline being declared, NULL before the first gf.stage */
 	unsigned gen;         /* bumped for every new pipeline: stale stage objects are refused */
@@ -71,8 +68,6 @@ struct runner {
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
 	int lock_fd;          /* the run directory's lock (rank 0), -1 when none */
-	const char *asked[64];/* keys gf.arg asked for that the command line lacks (owned) */
-	int nasked;
 	char err[8192];
 };
 
@@ -97,32 +92,19 @@ static struct runner *get_runner(lua_State *L)
 	return lua_touserdata(L, lua_upvalueindex(1));
 }
 
-static gf_run_arg *find_arg(struct runner *r, const char *key)
-{
-	for (int i = 0; i < r->nargs; i++)
-		if (strcmp(r->args[i].key, key) == 0)
-			return &r->args[i];
-	return NULL;
-}
-
-/* Raises "unknown KEY in WHAT; did you mean X?" for tables of options. */
+/* Raises "WHAT: unknown option 'K'; did you mean 'X'?" (args.c) for a
+ * key of the option table at idx that known lacks. */
 static void check_keys(lua_State *L, int idx, const char *what, const char *const *known, size_t n)
 {
+	char err[512];
 	idx = lua_absindex(L, idx);
 	lua_pushnil(L);
 	while (lua_next(L, idx)) {
 		lua_pop(L, 1);
 		if (lua_type(L, -1) != LUA_TSTRING)
 			luaL_error(L, "%s: option keys must be names", what);
-		const char *k = lua_tostring(L, -1);
-		size_t i;
-		for (i = 0; i < n; i++)
-			if (strcmp(k, known[i]) == 0)
-				break;
-		if (i == n) {
-			const char *best = gf_closest(k, known, n);
-			luaL_error(L, "%s: unknown option '%s'; did you mean '%s'?", what, k, best ? best : "?");
-		}
+		if (gf_args_check_option(what, lua_tostring(L, -1), known, n, err, sizeof(err)))
+			luaL_error(L, "%s", err);
 	}
 }
 
@@ -162,62 +144,6 @@ static int port_tostring(lua_State *L)
 	return 1;
 }
 
-/* Integer runtime key (workers, rank); returns -1 with a message in err
- * when it is not an integer. */
-static int runtime_int(const char *stage, const char *key, const gf_value *v, int def, int *out, char *err,
-                       size_t errsize)
-{
-	*out = def;
-	if (!v || v->type == GF_VNIL)
-		return 0;
-	int ok;
-	int64_t i = gf_value_as_int(v, def, &ok);
-	if (!ok || i < -1000000 || i > 1000000) {
-		char shown[64];
-		gf_value_format(v, shown, sizeof(shown));
-		snprintf(err, errsize, "gf.stage \"%s\": %s must be an integer, got %s", stage, key, shown);
-		return -1;
-	}
-	*out = (int)i;
-	return 0;
-}
-
-/* Splits the Lua parameter table into the runtime keys (name, workers,
- * rank) and the stage's parameters. Returns 0, or -1 with err set; never
- * raises (nothing allocated may leak through a longjmp). */
-static int split_params(const char *stage, gf_value *all, gf_value *params, char *name, size_t namesize,
-                        int *workers, int *rank, char *err, size_t errsize)
-{
-	*params = gf_value_map();
-	if (all->type == GF_VLIST && all->u.c.len > 0) {
-		snprintf(err, errsize, "gf.stage \"%s\": parameters must be named (name = value), not a list", stage);
-		return -1;
-	}
-	const gf_value *vname = gf_value_get(all, "name");
-	if (vname && vname->type != GF_VSTR) {
-		snprintf(err, errsize, "gf.stage \"%s\": name must be a string", stage);
-		return -1;
-	}
-	name[0] = '\0';
-	if (vname)
-		snprintf(name, namesize, "%s", vname->u.s);
-	if (runtime_int(stage, "workers", gf_value_get(all, "workers"), 1, workers, err, errsize) ||
-	    runtime_int(stage, "rank", gf_value_get(all, "rank"), -1, rank, err, errsize))
-		return -1;
-	for (size_t i = 0; all->type == GF_VMAP && i < all->u.c.len; i++) {
-		const char *k = all->u.c.keys[i];
-		if (!strcmp(k, "name") || !strcmp(k, "workers") || !strcmp(k, "rank"))
-			continue;
-		gf_value copy;
-		if (gf_value_copy(&copy, &all->u.c.items[i]) || gf_value_set(params, k, copy)) {
-			snprintf(err, errsize, "out of memory");
-			gf_value_free(params);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /* gf.stage(name)(params) and gf.stage(name, params) */
 static int stage_make(lua_State *L, struct runner *r, const char *stage, int pidx)
 {
@@ -228,7 +154,7 @@ static int stage_make(lua_State *L, struct runner *r, const char *stage, int pid
 		return luaL_error(L, "gf.stage \"%s\": parameters must be a table, got a %s", stage, luaL_typename(L, pidx));
 	if (lua_istable(L, pidx) && gf_lua_to_value(L, pidx, stage, &all, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
-	int bad = split_params(stage, &all, &params, name, sizeof(name), &workers, &rank, err, sizeof(err));
+	int bad = gf_pipeline_stage_keys(stage, &all, &params, name, sizeof(name), &workers, &rank, err, sizeof(err));
 	gf_value_free(&all);
 	if (bad)
 		return luaL_error(L, "%s", err);
@@ -350,17 +276,6 @@ static int l_connect(lua_State *L)
 
 /* ---- gf.arg, gf.rank, gf.world ---- */
 
-static int parse_bool(const char *s, int *out)
-{
-	if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "on"))
-		*out = 1;
-	else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "off"))
-		*out = 0;
-	else
-		return -1;
-	return 0;
-}
-
 /* Pushes arg value s converted to the type of the value at def_idx. */
 static void push_converted(lua_State *L, const char *key, const char *s, int def_idx)
 {
@@ -379,7 +294,7 @@ static void push_converted(lua_State *L, const char *key, const char *s, int def
 		return;
 	case LUA_TBOOLEAN: {
 		int b;
-		if (parse_bool(s, &b))
+		if (gf_args_parse_bool(s, &b))
 			luaL_error(L, "argument %s=%s: expected true or false", key, s);
 		lua_pushboolean(L, b);
 		return;
@@ -398,22 +313,12 @@ static int l_arg(lua_State *L)
 {
 	struct runner *r = get_runner(L);
 	const char *key = luaL_checkstring(L, 1);
-	gf_run_arg *a = find_arg(r, key);
-	if (!a) {
-		/* remembered to suggest it for a mistyped command-line key */
-		if (r->nasked < (int)(sizeof(r->asked) / sizeof(r->asked[0]))) {
-			int seen = 0;
-			for (int i = 0; i < r->nasked && !seen; i++)
-				seen = !strcmp(r->asked[i], key);
-			char *k = seen ? NULL : strdup(key);
-			if (k)
-				r->asked[r->nasked++] = k;
-		}
+	const char *val = gf_args_use(&r->args, key, 1);
+	if (!val) {
 		lua_settop(L, 2);
 		return 1;
 	}
-	a->used = 1;
-	push_converted(L, key, a->val, 2);
+	push_converted(L, key, val, 2);
 	return 1;
 }
 
@@ -469,11 +374,10 @@ static int l_dataset(lua_State *L)
  * from the table at idx. Pushes the value (nil when absent). */
 static void push_option(lua_State *L, struct runner *r, int idx, const char *key, int *from_cli)
 {
-	gf_run_arg *a = find_arg(r, key);
-	*from_cli = a != NULL;
-	if (a) {
-		a->used = 1;
-		lua_pushstring(L, a->val);
+	const char *val = gf_args_use(&r->args, key, 0);
+	*from_cli = val != NULL;
+	if (val) {
+		lua_pushstring(L, val);
 	} else if (idx) {
 		lua_getfield(L, idx, key);
 	} else {
@@ -541,12 +445,29 @@ static int option_bool(lua_State *L, struct runner *r, int idx, const char *key,
 	if (lua_type(L, -1) == LUA_TBOOLEAN)
 		v = lua_toboolean(L, -1);
 	else if (lua_type(L, -1) == LUA_TSTRING) {
-		if (parse_bool(lua_tostring(L, -1), &v))
+		if (gf_args_parse_bool(lua_tostring(L, -1), &v))
 			luaL_error(L, "gf.run: %s must be true or false", key);
 	} else if (!lua_isnil(L, -1))
 		luaL_error(L, "gf.run: %s must be true or false", key);
 	lua_pop(L, 1);
 	return v;
+}
+
+/* gf.run's result: { step, items, seconds, reason, dir }. */
+static void push_result(lua_State *L, int64_t step, int64_t items, double seconds, const char *reason,
+                        const char *dir)
+{
+	lua_createtable(L, 0, 5);
+	lua_pushinteger(L, step);
+	lua_setfield(L, -2, "step");
+	lua_pushinteger(L, items);
+	lua_setfield(L, -2, "items");
+	lua_pushnumber(L, seconds);
+	lua_setfield(L, -2, "seconds");
+	lua_pushstring(L, reason);
+	lua_setfield(L, -2, "reason");
+	lua_pushstring(L, dir);
+	lua_setfield(L, -2, "dir");
 }
 
 static int l_run(lua_State *L)
@@ -583,111 +504,34 @@ static int l_run(lua_State *L)
 	option_str(L, r, idx, "dir", o.dir, sizeof(o.dir));
 	option_str(L, r, idx, "backend", o.backend, sizeof(o.backend));
 	option_str(L, r, idx, "resume", o.resume, sizeof(o.resume));
-	/* a command-line key that neither the script read nor gf.run knows is
-	 * a typo: refuse it before anything runs, as script keys are */
-	for (int i = 0; i < r->nargs; i++) {
-		if (r->args[i].used)
-			continue;
-		const char *best = gf_closest(r->args[i].key, gf_run_keys, GF_NRUN_KEYS);
-		const char *alt = r->nasked ? gf_closest(r->args[i].key, r->asked, (size_t)r->nasked) : NULL;
-		if (alt && (!best || gf_edit_distance(alt, r->args[i].key) < gf_edit_distance(best, r->args[i].key)))
-			best = alt;
-		if (best && gf_edit_distance(best, r->args[i].key) > 2)
-			best = NULL;
-		return luaL_error(L, "argument '%s' (command line) is used by the pipeline neither as a gf.run option nor through gf.arg%s%s%s",
-		                  r->args[i].key, best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
-	}
-	if (o.resume[0] && gf_rundir_resolve_resume(o.resume, sizeof(o.resume), err, sizeof(err)))
+	if (gf_pipeline_check(r->pl, &o, &r->args, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
-	if (strcmp(o.backend, "auto") && strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
-		return luaL_error(L, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o.backend);
-	/* a graph that cannot run leaves no run directory behind: the whole
-	 * pipeline first, then what runs on this rank */
-	if (gf_placement_validate(r->pl))
-		return luaL_error(L, "%s", gf_placement_error(r->pl));
 #ifdef GF_LUA_FUZZ
 	r->runs++;
 	gf_placement_destroy(r->pl);
 	r->pl = NULL;
 	return 0;
 #endif
-	if (!o.dir[0]) {
-		/* one run directory for all ranks: rank 0's name */
-		gf_rundir_default(r->script ? r->script : "pipeline", o.dir, sizeof(o.dir));
-		if (r->world > 1 && gf_dist_bcast_str(o.dir, sizeof(o.dir), 0))
-			return luaL_error(L, "%s", gf_errmsg());
-	}
-	if (gf_rundir_prepare(&o, r->rank, r->script, r->args, r->nargs, &r->lock_fd, err, sizeof(err)))
+	if (gf_rundir_open(&o, r->script, r->rank, r->world, &r->args, &r->lock_fd, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	/* stage objects of this pipeline are stale from here on */
 	gf_graph *g = gf_placement_take_graph(r->pl);
 	gf_placement_destroy(r->pl);
 	r->pl = NULL;
 	r->runs++;
-	if (gf_graph_nodes(g) == 0) {
-		gf_log(GF_LOG_WARN, "rank %d of %d: no stage of the pipeline is placed on this rank; it has nothing to run",
-		       r->rank, r->world);
-		gf_graph_destroy(g);
-		lua_createtable(L, 0, 4);
-		lua_pushinteger(L, 0);
-		lua_setfield(L, -2, "step");
-		lua_pushinteger(L, 0);
-		lua_setfield(L, -2, "items");
-		lua_pushnumber(L, 0);
-		lua_setfield(L, -2, "seconds");
-		lua_pushstring(L, "nothing to run");
-		lua_setfield(L, -2, "reason");
-		lua_pushstring(L, o.dir);
-		lua_setfield(L, -2, "dir");
-		return 1;
-	}
-
-	gf_run_info info = {
-		.rank = r->rank,
-		.world = r->world,
-		.seed = (uint64_t)o.seed,
-		.steps = o.steps,
-		.run_dir = o.dir,
-		.backend = o.backend,
-		.resume = o.resume[0] ? o.resume : NULL,
-		.pipeline = r->script,
-		.threads = (int)o.threads,
-		.checkpoint_every = o.checkpoint_every,
-	};
-	gf_graph_set_grace(g, o.grace);
-	gf_graph_set_stall(g, o.stall, o.stall_stop);
-	int sig;
-	int rc = gf_signals_run_graph(g, &info, o.quiet ? GF_GRAPH_QUIET : 0, &sig);
-
-	gf_stop_reason why = gf_graph_stop_reason(g);
-	if (rc == GF_EGRAPH) {
-		/* validation: an error of the script, at the gf.run line */
-		lua_pushstring(L, gf_graph_error(g));
-		gf_graph_destroy(g);
-		return luaL_error(L, "%s", lua_tostring(L, -1));
-	}
-	if (rc || why == GF_STOP_REQUEST) {
-		if (why == GF_STOP_REQUEST || why == GF_STOP_HARD)
-			r->interrupted = sig ? sig : SIGINT;
+	gf_pipeline_end end;
+	int rc = gf_pipeline_run(g, &o, r->script, r->rank, r->world, &end, r->err, sizeof(r->err));
+	if (rc == GF_EGRAPH) /* validation: an error of the script, at the gf.run line */
+		return luaL_error(L, "%s", r->err);
+	if (rc) {
+		if (rc == GF_ESTOP)
+			r->interrupted = end.signal;
 		else
 			r->failed = 1;
-		snprintf(r->err, sizeof(r->err), "%s", rc ? gf_graph_error(g) : "interrupted");
-		gf_graph_destroy(g);
 		/* ends the script; the runner reports r->err, not this */
 		return luaL_error(L, "%s", r->err);
 	}
-	lua_createtable(L, 0, 4);
-	lua_pushinteger(L, gf_graph_step(g));
-	lua_setfield(L, -2, "step");
-	lua_pushinteger(L, gf_graph_items(g));
-	lua_setfield(L, -2, "items");
-	lua_pushnumber(L, gf_graph_seconds(g));
-	lua_setfield(L, -2, "seconds");
-	lua_pushstring(L, gf_stop_reason_name(why));
-	lua_setfield(L, -2, "reason");
-	lua_pushstring(L, o.dir);
-	lua_setfield(L, -2, "dir");
-	gf_graph_destroy(g);
+	push_result(L, end.step, end.items, end.seconds, end.reason, o.dir);
 	return 1;
 }
 
@@ -771,76 +615,6 @@ const char *gf_lua_version(void)
 	return LUA_RELEASE;
 }
 
-/* resume=RUN_DIR without dir=: the run continues in RUN_DIR, and the
- * arguments its args.txt recorded (run options and the pipeline's own)
- * apply wherever the command line gives none; what was restored is
- * printed. A checkpoint file, or a directory without args.txt, resumes as
- * before (a new run directory unless dir= says otherwise). */
-static int resume_in_place(struct runner *r, char *err, size_t errsize)
-{
-	gf_run_arg *res = find_arg(r, "resume"), *saved;
-	char restored[1024] = "";
-	int n, rc;
-	if (!res || find_arg(r, "dir") || (rc = gf_rundir_read_args(res->val, &saved, &n)) == 0)
-		return 0;
-	const char *run_dir = res->val; /* the string stays put when r->args moves */
-	gf_run_arg *a = rc < 0 ? NULL : realloc(r->args, (size_t)(r->nargs + n + 2) * sizeof(*a));
-	char *dir = a ? strdup("dir") : NULL, *val = dir ? strdup(run_dir) : NULL;
-	if (a)
-		r->args = a;
-	if (!val) {
-		free(dir);
-		gf_rundir_args_free(saved, n);
-		return snprintf(err, errsize, "resume: out of memory"), -ENOMEM;
-	}
-	r->args[r->nargs++] = (gf_run_arg){ dir, val, 0 }; /* the run directory itself */
-	for (int i = 0; i < n; i++) {
-		gf_run_arg *s = &saved[i];
-		if (!strcmp(s->key, "dir") || !strcmp(s->key, "resume") || find_arg(r, s->key))
-			continue; /* the command line wins */
-		size_t len = strlen(restored);
-		snprintf(restored + len, sizeof(restored) - len, "%s%s=%s", len ? " " : "", s->key, s->val);
-		r->args[r->nargs++] = *s; /* ownership moves */
-		*s = (gf_run_arg){ 0 };
-	}
-	r->args[r->nargs] = (gf_run_arg){ 0 };
-	gf_rundir_args_free(saved, n);
-	if (r->rank == 0)
-		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", run_dir,
-		       restored[0] ? restored : "(nothing: the command line gives every argument)");
-	return 0;
-}
-
-static int parse_args(struct runner *r, int nargs, char *const *args, char *err, size_t errsize)
-{
-	r->args = calloc((size_t)nargs + 1, sizeof(*r->args));
-	if (!r->args)
-		return -ENOMEM;
-	for (int i = 0; i < nargs; i++) {
-		const char *eq = strchr(args[i], '=');
-		if (!eq || eq == args[i]) {
-			snprintf(err, errsize, "argument '%s' is not of the form key=value", args[i]);
-			return GF_EPARAM;
-		}
-		char *key = strndup(args[i], (size_t)(eq - args[i]));
-		char *val = strdup(eq + 1);
-		if (!key || !val) {
-			free(key);
-			free(val);
-			return -ENOMEM;
-		}
-		gf_run_arg *dup = find_arg(r, key);
-		if (dup) { /* the last one wins, as on most command lines */
-			free(dup->val);
-			dup->val = val;
-			free(key);
-			continue;
-		}
-		r->args[r->nargs++] = (gf_run_arg){ key, val, 0 };
-	}
-	return resume_in_place(r, err, errsize);
-}
-
 int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pipeline_status *status, char *err,
                         size_t errsize)
 {
@@ -853,7 +627,9 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 	err[0] = '\0';
 	if (status)
 		*status = GF_PIPELINE_OK;
-	int rc = parse_args(&r, nargs, args, err, errsize);
+	int rc = gf_args_parse(&r.args, nargs, args, err, errsize);
+	if (!rc)
+		rc = gf_rundir_resume_in_place(&r.args, r.rank, err, errsize);
 	lua_State *L = NULL;
 	if (rc)
 		goto out;
@@ -907,15 +683,7 @@ int gf_lua_run_pipeline(const char *script, int nargs, char *const *args, gf_pip
 		rc = GF_ELUA;
 		goto out;
 	}
-	for (int i = 0; i < r.nargs; i++) {
-		if (r.args[i].used)
-			continue;
-		const char *best = gf_closest(r.args[i].key, gf_run_keys, GF_NRUN_KEYS);
-		gf_log(GF_LOG_WARN, "argument '%s' was not used by the pipeline (neither a gf.run option nor read with gf.arg)%s%s%s",
-		       r.args[i].key, best && gf_edit_distance(best, r.args[i].key) <= 2 ? "; did you mean '" : "",
-		       best && gf_edit_distance(best, r.args[i].key) <= 2 ? best : "",
-		       best && gf_edit_distance(best, r.args[i].key) <= 2 ? "'?" : "");
-	}
+	gf_args_warn_unused(&r.args, gf_run_keys, GF_NRUN_KEYS);
 out:
 	if (rc && status && *status == GF_PIPELINE_OK)
 		*status = GF_PIPELINE_ERROR;
@@ -926,12 +694,6 @@ out:
 	if (r.lock_fd >= 0)
 		close(r.lock_fd); /* the run directory is free again */
 	gf_placement_destroy(r.pl);
-	for (int i = 0; i < r.nargs; i++) {
-		free(r.args[i].key);
-		free(r.args[i].val);
-	}
-	free(r.args);
-	for (int i = 0; i < r.nasked; i++)
-		free((char *)r.asked[i]);
+	gf_args_free(&r.args);
 	return rc;
 }

@@ -2,4 +2,6 @@
 # and the run directory gf.run writes into.
 target_sources(ganflow PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/lua.c
-  ${CMAKE_CURRENT_LIST_DIR}/rundir.c)
+  ${CMAKE_CURRENT_LIST_DIR}/args.c
+  ${CMAKE_CURRENT_LIST_DIR}/rundir.c
+  ${CMAKE_CURRENT_LIST_DIR}/pipeline.c)

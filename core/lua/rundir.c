@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <ganflow/ckpt.h>
+#include <ganflow/dist.h>
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 
@@ -42,6 +43,41 @@ int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
 		return -1;
 	}
 	memcpy(path, file, strlen(file) + 1);
+	return 0;
+}
+
+int gf_rundir_resume_in_place(gf_args *args, int rank, char *err, size_t errsize)
+{
+	gf_run_arg *res = gf_args_find(args, "resume"), *saved;
+	char restored[1024] = "";
+	int n, rc;
+	if (!res || gf_args_find(args, "dir") || (rc = gf_rundir_read_args(res->val, &saved, &n)) == 0)
+		return 0;
+	const char *run_dir = res->val; /* the string stays put when args->a moves */
+	char *dir = rc < 0 ? NULL : strdup("dir"), *val = dir ? strdup(run_dir) : NULL;
+	if (!val || gf_args_add(args, dir, val)) { /* the run directory itself */
+		if (!val)
+			free(dir);
+		gf_rundir_args_free(saved, n);
+		return snprintf(err, errsize, "resume: out of memory"), -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		gf_run_arg *s = &saved[i];
+		if (!strcmp(s->key, "dir") || !strcmp(s->key, "resume") || gf_args_find(args, s->key))
+			continue; /* the command line wins */
+		size_t len = strlen(restored);
+		snprintf(restored + len, sizeof(restored) - len, "%s%s=%s", len ? " " : "", s->key, s->val);
+		rc = gf_args_add(args, s->key, s->val); /* ownership moves */
+		*s = (gf_run_arg){ 0 };
+		if (rc) {
+			gf_rundir_args_free(saved, n);
+			return snprintf(err, errsize, "resume: out of memory"), -ENOMEM;
+		}
+	}
+	gf_rundir_args_free(saved, n);
+	if (rank == 0)
+		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", run_dir,
+		       restored[0] ? restored : "(nothing: the command line gives every argument)");
 	return 0;
 }
 
@@ -256,8 +292,8 @@ static void remove_partial(const char *dir)
 	closedir(d);
 }
 
-int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
-                      int *lock_fd, char *err, size_t errsize)
+int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_args *args, int *lock_fd,
+                      char *err, size_t errsize)
 {
 	char failed[4096], path[4200];
 	*lock_fd = -1;
@@ -301,12 +337,26 @@ int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const 
 	        (long long)o->checkpoint_every);
 	if (o->resume[0])
 		fprintf(f, "resume=%s\n", o->resume);
-	for (int i = 0; i < nargs; i++)
-		if (!is_run_key(args[i].key))
-			fprintf(f, "%s=%s\n", args[i].key, args[i].val);
+	for (int i = 0; i < args->n; i++)
+		if (!is_run_key(args->a[i].key))
+			fprintf(f, "%s=%s\n", args->a[i].key, args->a[i].val);
 	if (fclose(f)) {
 		snprintf(err, errsize, "cannot write '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+int gf_rundir_open(gf_run_opts *o, const char *script, int rank, int world, const gf_args *args, int *lock_fd,
+                   char *err, size_t errsize)
+{
+	if (!o->dir[0]) {
+		/* one run directory for all ranks: rank 0's name */
+		gf_rundir_default(script ? script : "pipeline", o->dir, sizeof(o->dir));
+		if (world > 1 && gf_dist_bcast_str(o->dir, sizeof(o->dir), 0)) {
+			snprintf(err, errsize, "%s", gf_errmsg());
+			return -1;
+		}
+	}
+	return gf_rundir_prepare(o, rank, script, args, lock_fd, err, errsize);
 }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "args.h"
+
 /* The options of one run (gf.run { ... }, command-line key=value wins). */
 typedef struct gf_run_opts {
 	int64_t steps;
@@ -31,20 +33,20 @@ typedef struct gf_run_opts {
 #define GF_NRUN_KEYS 12
 extern const char *const gf_run_keys[GF_NRUN_KEYS];
 
-/* A command-line argument key=value; used: read by the pipeline (gf.arg,
- * or a run option). */
-typedef struct gf_run_arg {
-	char *key;
-	char *val;
-	int used;
-} gf_run_arg;
-
 /* resume=PATH may name a checkpoint file, a run directory or its
  * checkpoints/ directory: the last two mean the newest checkpoint there
  * (the name in checkpoints/latest, written by the checkpoint stage).
  * Rewrites path (size bytes) to the file. Returns 0, or -1 with err set
  * ("resume: '...': No such file or directory") when there is none. */
 int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize);
+
+/* resume=RUN_DIR without dir=: the run continues in RUN_DIR. Adds dir=RUN_DIR
+ * to args, and every argument RUN_DIR/args.txt recorded (run options and
+ * the pipeline's own) that args lacks (the command line wins); rank 0 logs
+ * what was restored. A checkpoint file, or a directory without args.txt,
+ * changes nothing (a new run directory unless dir= says otherwise).
+ * Returns 0, or -ENOMEM with err set. */
+int gf_rundir_resume_in_place(gf_args *args, int rank, char *err, size_t errsize);
 
 /* Reads back the key=value lines of DIR/args.txt (as gf_rundir_prepare
  * wrote them) into *out (n entries, used = 0; each key and val malloc'ed,
@@ -64,9 +66,15 @@ void gf_rundir_default(const char *script, char *out, size_t size);
  * o->resume lies inside it (resuming that run) or o->force, removes the
  * partial checkpoints (checkpoints/ *.tmp.PID) a killed writer left,
  * copies script (may be NULL) into it as pipeline.lua and writes args.txt:
- * the effective run options, then the arguments args[0..nargs) that are
- * not run options. Returns 0, or -1 with err naming the path that failed. */
-int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_run_arg *args, int nargs,
-                      int *lock_fd, char *err, size_t errsize);
+ * the effective run options, then the arguments of args that are not run
+ * options. Returns 0, or -1 with err naming the path that failed. */
+int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_args *args, int *lock_fd,
+                      char *err, size_t errsize);
+
+/* gf.run's directory: o->dir, or when empty the default of script (rank
+ * 0's name, sent to every rank of a world), then gf_rundir_prepare.
+ * Returns 0, or -1 with err set. */
+int gf_rundir_open(gf_run_opts *o, const char *script, int rank, int world, const gf_args *args, int *lock_fd,
+                   char *err, size_t errsize);
 
 #endif
