@@ -102,7 +102,7 @@ function(gf_data_test_deps)
   endif()
 endfunction()
 cmake_language(DEFER CALL gf_data_test_deps)
-# CRC-32C (core/crc32c.c): every implementation the CPU allows against a
+# CRC-32C (core/base/crc32c.c): every implementation the CPU allows against a
 # bitwise one; the second run turns the AVX-512 folding off.
 gf_add_test(test_crc32c
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_crc32c.c

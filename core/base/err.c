@@ -1,4 +1,12 @@
-/* Error names and the per-thread detail message. See <ganflow/err.h>. */
+/* core/base, the floor of libganflow: error codes and messages (err.c),
+ * logging, time and progress bars (log.c), values and their JSON and Lua
+ * text forms (value.c, value_json.c, lua_value.c), tensor descriptors
+ * (tensor.c), CRC-32C (crc32c.c), fences and futex events (atomics.c) and
+ * the plugin search path (plugin_path.c). It uses nothing else in core/
+ * (only libc, LMDB's error names, Lua for lua_value.c); every other folder
+ * may use it.
+ *
+ * Error names and the per-thread detail message. See <ganflow/err.h>. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

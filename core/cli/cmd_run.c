@@ -1,6 +1,6 @@
 /* `ganflow run`, `ganflow stages` and `ganflow version`.
  *
- * run:     runs a Lua pipeline (core/lua.c) and turns its outcome into an
+ * run:     runs a Lua pipeline (core/lua/lua.c) and turns its outcome into an
  *          exit status: 0 done, 1 error (script, arguments, stage failure),
  *          2 usage, 130 / 143 stopped by SIGINT / SIGTERM.
  * stages:  every stage on the search path with its ports and parameters.

@@ -1,4 +1,8 @@
-/* The `ganflow` command: dispatches to its subcommands.
+/* core/cli, the `ganflow` command (this file and cmd_*.c; datasets/ adds
+ * `ganflow dataset`): the top of the house, it may use every layer of
+ * core/ and nothing uses it.
+ *
+ * The `ganflow` command: dispatches to its subcommands.
  *
  * Each subcommand lives in its own file (cmd_*.c) and has the signature of
  * main(); it returns the process exit status. Only this file and the

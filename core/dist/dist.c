@@ -1,4 +1,11 @@
-/* The distributed world of a ganflow process: launcher detection, MPI
+/* core/dist, the distributed world: MPI and liveness (this file), the
+ * job's exit status under mpirun (dist_status.c) and the placement of a
+ * pipeline's stages on the ranks (placement.c). It uses core/base,
+ * core/runtime (graphs, the stage API, the agreed stop through
+ * gf_graph_peers) and core/nn's counter-based generator (noise slices);
+ * core/train, core/lua and the command use it.
+ *
+ * The distributed world of a ganflow process: launcher detection, MPI
  * start and end, start-up consistency checks, liveness probes and the
  * waits of stages on the network (gf_dist_wait, gf_dist_should_abort),
  * traffic counters, and the noise slices of data-parallel ranks.

@@ -1,6 +1,6 @@
 /* Placement: which stages and edges of a pipeline this rank runs, and the
  * transport stages that carry the edges between ranks. See placement.h
- * (and docs/dist.md) for the rules; core/lua.c declares a script's stages
+ * (and docs/dist.md) for the rules; core/lua/lua.c declares a script's stages
  * and edges through it, tests do so directly.
  *
  * The error messages name what the script wrote (gf.stage "x", gf.connect(a.out,

@@ -1,7 +1,7 @@
 /* Internal: placing a pipeline's stages on the ranks of a distributed run.
  *
  * Every rank runs the same pipeline script and declares every stage and
- * edge through this interface (core/lua.c is its one caller; tests call it
+ * edge through this interface (core/lua/lua.c is its one caller; tests call it
  * directly). Each declared stage goes into a *shadow* graph that holds the
  * whole pipeline and is only ever validated, never run: parameters, ports,
  * kinds and unconnected inputs are checked alike on every rank, so a

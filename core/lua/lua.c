@@ -322,7 +322,7 @@ static int l_arg(lua_State *L)
 	return 1;
 }
 
-/* The world comes from core/dist.c: MPI's after `ganflow run` started it
+/* The world comes from core/dist/dist.c: MPI's after `ganflow run` started it
  * under a launcher, the launcher's environment otherwise. */
 static int l_rank(lua_State *L)
 {

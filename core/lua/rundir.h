@@ -1,6 +1,6 @@
 /* Internal: the options of a pipeline run and the directory it writes into.
  *
- * gf.run (core/lua.c) reads the options from the script and the command
+ * gf.run (core/lua/lua.c) reads the options from the script and the command
  * line; this file names them, resolves `resume` to a checkpoint file, and
  * creates the run directory with a copy of the script and the effective
  * arguments, so a run can be repeated from its directory alone. Nothing

@@ -49,7 +49,7 @@ static int load_so(const char *name, const char *path, const gf_backend_opts *op
 /* backend_<name>.so from GANFLOW_BACKEND_PATH, the build tree (backends/,
  * or its top for older builds), beside the library in use (an installed
  * tree, wherever its prefix), then the configured install prefix: the
- * first file found is the one loaded (core/plugin_path.h). */
+ * first file found is the one loaded (core/base/plugin_path.h). */
 static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **out)
 {
 	char self[PATH_MAX];

@@ -1,4 +1,12 @@
-/* Networks: memory, forward, backward, flat blocks and views.
+/* core/nn, tensors in networks: the backends behind one vtable
+ * (backend.c; cpu/, and cuda/ which builds backend_cuda.so), the layer
+ * kinds (layers/, through layer_kind.h), networks (net_build.c, this file,
+ * net_ckpt.c), losses, optimisers, orthogonal regularisation, the
+ * counter-based generator and safetensors. It uses only core/base; the
+ * training, evaluation and distributed layers use it through
+ * <ganflow/nn.h> and <ganflow/backend.h>.
+ *
+ * Networks: memory, forward, backward, flat blocks and views.
  * See <ganflow/nn.h>; net_build.c turns the table into layers and nodes,
  * and each layer kind (layers/, layer_kind.h) computes its own forward and
  * backward: this file walks the layers, never naming a kind.

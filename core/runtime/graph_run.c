@@ -1,4 +1,13 @@
-/* Running a graph: setting up its rings and ports, creating the stage
+/* core/runtime, the graph runtime: rings and messages (ring.c, msg.c),
+ * the depth controller (depth.c), graphs (graph.c builds and validates,
+ * graph_stop.c, graph_agree.c, graph_stats.c, this file runs), the API
+ * stages call (stage_api.c), the stage loader and parameter checking
+ * (loader.c, params.c) and Ctrl-C (signals.c). It uses only core/base;
+ * the layers above reach it through <ganflow/graph.h>, <ganflow/stage.h>
+ * and the other public headers, and the distributed layer (core/dist)
+ * through the gf_graph_peers table it registers.
+ *
+ * Running a graph: setting up its rings and ports, creating the stage
  * instances, one thread each, the monitor (the calling thread of
  * gf_graph_run: stop requests, the grace period, the stall watchdog, the
  * progress line), and draining. See <ganflow/graph.h> and

@@ -3,7 +3,7 @@
  * The first SIGINT or SIGTERM asks the graph for a graceful stop (sources
  * stop, everything in flight drains, flush hooks run), the second for a
  * hard stop, the third exits the process at once. `ganflow run` then exits
- * 130 or 143 (core/cmd_run.c).
+ * 130 or 143 (core/cli/cmd_run.c).
  */
 #ifndef GF_SIGNALS_H
 #define GF_SIGNALS_H

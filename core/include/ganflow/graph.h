@@ -1,10 +1,10 @@
 /* ganflow graphs: stage instances joined by rings, run one thread each.
  *
- * This is the C face of what a Lua pipeline describes; core/placement.c
- * builds a rank's graph through it for core/lua.c, and tests and
- * benchmarks use it directly. The implementation: core/graph.c (building,
- * validating), core/graph_run.c (running, stopping), core/stage_api.c (what
- * stages call, <ganflow/stage.h>), core/graph_stats.c (statistics).
+ * This is the C face of what a Lua pipeline describes; core/dist/placement.c
+ * builds a rank's graph through it for core/lua/lua.c, and tests and
+ * benchmarks use it directly. The implementation: core/runtime/graph.c (building,
+ * validating), core/runtime/graph_run.c (running, stopping), core/runtime/stage_api.c (what
+ * stages call, <ganflow/stage.h>), core/runtime/graph_stats.c (statistics).
  *
  *	gf_graph *g;
  *	int src, sink;
