@@ -1,6 +1,8 @@
 /* The CPU backend: host memory, OpenBLAS for GEMMs, a small thread team
  * for everything else. Fills the gf_backend_ops vtable (<ganflow/backend.h>)
- * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). */
+ * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). The
+ * top of the folder: the op files stand on device_cpu.c (scratch) and
+ * team.c, never on this file. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,23 +49,6 @@ static int cpu_sync(gf_backend *be)
 {
 	(void)be;
 	return 0;
-}
-
-float *gf_cpu_scratch(gf_cpu *c, size_t n)
-{
-	if (n <= c->scratch_size)
-		return c->scratch;
-	free(c->scratch);
-	c->scratch = NULL;
-	c->scratch_size = 0;
-	void *p = NULL;
-	if (posix_memalign(&p, 64, n * sizeof(float))) {
-		gf_seterr(-ENOMEM, "cpu backend: out of memory for %zu floats of scratch", n);
-		return NULL;
-	}
-	c->scratch = p;
-	c->scratch_size = n;
-	return c->scratch;
 }
 
 static void cpu_destroy(gf_backend *be)

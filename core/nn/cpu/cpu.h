@@ -40,6 +40,8 @@ static inline gf_cpu *gf_cpu_of(gf_backend *be)
 	return (gf_cpu *)be;
 }
 
+/* ---- device_cpu.c ---- */
+
 /* Scratch of at least n floats (64-byte aligned), or NULL (error set).
  * Valid until the next call; ops carve their buffers out of one call. */
 float *gf_cpu_scratch(gf_cpu *c, size_t n);
