@@ -3,12 +3,15 @@
  * The lmdb_reader stage's engine. Records are handed out in the order of
  * gf_order (shuffle, class filter, rank part), epoch after epoch. The
  * stream keeps `readahead` records located ahead of the consumer (B-tree
- * lookups only: the value pages are not touched) and makes their pages
- * arrive before they are needed:
+ * lookups only: the value pages are not touched; the B-tree pages were all
+ * read at open) and makes their pages arrive before they are needed:
  *  - mmap path: IORING_OP_FADVISE(WILLNEED) over the value's page range of
  *    data.mdb, in 64 KiB blocks, each block once per epoch, contiguous
  *    blocks coalesced up to 1 MiB per request. The consumer then reads the
  *    value straight from the LMDB map (no copy; at most a minor fault).
+ *    With readahead_bytes, enough records are located ahead to cover that
+ *    many bytes of values (the disk's bandwidth times its latency, which a
+ *    few records of 100 KB do not cover), up to MAP_MAX_AHEAD.
  *  - direct path: IORING_OP_READ from an O_DIRECT descriptor into 4 KiB
  *    aligned chunk buffers. Upcoming records whose values lie close
  *    together in the same shard (a sequential read) share one read of up
@@ -43,6 +46,7 @@
 #define CHUNK_BYTES (1u << 20)
 #define DIRECT_LOOKAHEAD 1024 /* direct: records located ahead (chunks bound the bytes) */
 #define CHUNK_GAP (64u << 10) /* records this close share a read */
+#define MAP_MAX_AHEAD 4096 /* mmap path: records located ahead for readahead_bytes, at most */
 
 typedef struct slot {
 	uint64_t seq;      /* sequence number held, UINT64_MAX = none */
@@ -442,6 +446,14 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 	s->r = o->readahead ? o->readahead : 64;
 	if (o->direct && s->r < DIRECT_LOOKAHEAD)
 		s->r = DIRECT_LOOKAHEAD;
+	const gf_dataset_meta *dm = gf_dataset_metadata(ds);
+	if (!o->direct && o->readahead_bytes && dm->count) {
+		uint64_t mean = dm->payload_bytes / dm->count + 1, want = o->readahead_bytes / mean + 1;
+		if (want > MAP_MAX_AHEAD)
+			want = MAP_MAX_AHEAD;
+		if (s->r < want)
+			s->r = (uint32_t)want;
+	}
 	if (s->r > s->len) /* the window then spans at most two epochs */
 		s->r = (uint32_t)s->len;
 	s->slots = calloc(s->r, sizeof(slot));
@@ -484,6 +496,9 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 		}
 	}
 	s->bitmap_epoch = UINT64_MAX;
+	/* on a cold cache, a leaf page read while the readahead fills the disk
+	 * queue waits behind it: read them all now, on an idle queue */
+	gf_dataset_touch_index(ds);
 	if (!o->no_uring) {
 		unsigned entries = 64;
 		while (entries < s->r + 32 && entries < 4096)
@@ -549,6 +564,11 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 int gf_stream_uring(const gf_stream *s)
 {
 	return s->uring;
+}
+
+uint32_t gf_stream_window(const gf_stream *s)
+{
+	return s->r;
 }
 
 void gf_stream_close(gf_stream *s)
