@@ -7,8 +7,10 @@
  * read at open) and makes their pages arrive before they are needed:
  *  - mmap path: IORING_OP_FADVISE(WILLNEED) over the value's page range of
  *    data.mdb, in 64 KiB blocks, each block once per epoch, contiguous
- *    blocks coalesced up to 1 MiB per request. The consumer then reads the
- *    value straight from the LMDB map (no copy; at most a minor fault).
+ *    blocks coalesced up to 1 MiB per request. A record is handed out once
+ *    the request for its pages has run (the kernel has started the reads).
+ *    The consumer then reads the value straight from the LMDB map (no
+ *    copy; at most a minor fault, or a wait for a read under way).
  *    With readahead_bytes, enough records are located ahead to cover that
  *    many bytes of values (the disk's bandwidth times its latency, which a
  *    few records of 100 KB do not cover), up to MAP_MAX_AHEAD.
@@ -47,6 +49,8 @@
 #define DIRECT_LOOKAHEAD 1024 /* direct: records located ahead (chunks bound the bytes) */
 #define CHUNK_GAP (64u << 10) /* records this close share a read */
 #define MAP_MAX_AHEAD 4096 /* mmap path: records located ahead for readahead_bytes, at most */
+#define ADV_TAG (1ull << 63)  /* user_data of an fadvise request: ADV_TAG | its number */
+#define ADV_WINDOW 4096       /* fadvise requests numbered beyond the completed ones, at most */
 
 typedef struct slot {
 	uint64_t seq;      /* sequence number held, UINT64_MAX = none */
@@ -54,6 +58,7 @@ typedef struct slot {
 	int loc_rc;        /* result of locating it */
 	gf_record rec;
 	int ci;            /* direct: its chunk, -1 none */
+	uint64_t adv;      /* mmap path with io_uring: the fadvise request it waits for, 0 none */
 } slot;
 
 enum { CH_FREE = 0, CH_OPEN, CH_INFLIGHT, CH_DONE };
@@ -104,6 +109,11 @@ struct gf_stream {
 	uint32_t p_shard;
 	uint64_t p_lo, p_hi;       /* blocks [p_lo, p_hi] */
 	uint64_t p_seq;            /* first record that asked for it */
+	/* fadvise requests through io_uring are numbered 1, 2, ...; a record is
+	 * handed out only once the one its last block went into has run */
+	uint64_t adv_next;         /* number of the next request */
+	uint64_t adv_done;         /* requests 1..adv_done have all completed */
+	uint64_t adv_bits[ADV_WINDOW / 64]; /* completed, numbers adv_done+1.. (bit n % ADV_WINDOW) */
 };
 
 /* ---- io_uring plumbing ---- */
@@ -115,7 +125,14 @@ static void handle_cqe(gf_stream *s, struct io_uring_cqe *cqe)
 		s->chunks[ud - 1].state = CH_DONE;
 		s->chunks[ud - 1].res = cqe->res;
 	}
-	/* fadvise results are advisory: a failure only costs a later fault */
+	if (ud & ADV_TAG) { /* an fadvise ran (its result is advisory: a failure only costs a later fault) */
+		uint64_t n = ud & ~ADV_TAG;
+		s->adv_bits[n % ADV_WINDOW / 64] |= 1ull << (n % 64);
+		for (n = s->adv_done + 1; s->adv_bits[n % ADV_WINDOW / 64] >> (n % 64) & 1; n++) {
+			s->adv_bits[n % ADV_WINDOW / 64] &= ~(1ull << (n % 64));
+			s->adv_done = n;
+		}
+	}
 	io_uring_cqe_seen(&s->ring, cqe);
 	s->inflight--;
 }
@@ -191,11 +208,17 @@ static int flush_pending(gf_stream *s)
 		return 0;
 	}
 	struct io_uring_sqe *sqe;
-	int rc = get_sqe(s, &sqe);
-	if (rc)
+	int rc;
+	while (s->adv_next - s->adv_done >= ADV_WINDOW) { /* the completion bits would wrap */
+		if ((rc = submit(s)))
+			return rc;
+		if ((rc = wait_one(s)))
+			return rc;
+	}
+	if ((rc = get_sqe(s, &sqe)))
 		return rc;
 	io_uring_prep_fadvise(sqe, si->fd, off, (off_t)len, POSIX_FADV_WILLNEED);
-	io_uring_sqe_set_data64(sqe, 0);
+	io_uring_sqe_set_data64(sqe, ADV_TAG | s->adv_next++);
 	return 0;
 }
 
@@ -370,11 +393,19 @@ static int issue(gf_stream *s, uint64_t seq)
 	sl->epoch = abs / s->len;
 	sl->idx = abs % s->len;
 	sl->ci = -1;
+	sl->adv = 0;
 	const uint64_t *ord = order_of(s, sl->epoch);
 	sl->loc_rc = gf_dataset_locate(s->ds, ord[sl->idx], &sl->rec);
 	if (sl->loc_rc)
 		return 0; /* reported as a bad record when its turn comes */
-	return s->o.direct ? place_direct(s, sl) : advise(s, sl);
+	if (s->o.direct)
+		return place_direct(s, sl);
+	int rc = advise(s, sl);
+	/* its last block went into the pending range (the next request) or a
+	 * request already sent */
+	if (s->uring)
+		sl->adv = s->have_pending ? s->adv_next : s->adv_next - 1;
+	return rc;
 }
 
 static int issue_ahead(gf_stream *s)
@@ -496,6 +527,7 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 		}
 	}
 	s->bitmap_epoch = UINT64_MAX;
+	s->adv_next = 1;
 	/* on a cold cache, a leaf page read while the readahead fills the disk
 	 * queue waits behind it: read them all now, on an idle queue */
 	gf_dataset_touch_index(ds);
@@ -541,6 +573,19 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 		const uint64_t *ord = order_of(s, sl->epoch);
 		rc = gf_dataset_locate(s->ds, ord[sl->idx], &it->rec);
 		return rc == GF_ENOTFOUND || rc == 0 || rc < -4095 ? GF_ECORRUPT : rc;
+	}
+	/* Through io_uring, the advice runs in a kernel worker; on a loaded
+	 * machine it can fall behind the consumer, and every page not yet
+	 * requested when the consumer gets there became a synchronous 4 KiB
+	 * read (the map is MADV_RANDOM): hundreds of major faults in a cold
+	 * pass. So a record waits for its request to have run (the kernel has
+	 * then started the reads; the consumer waits on them at most). */
+	if (sl->adv > s->adv_done) {
+		if ((rc = submit(s)))
+			return rc;
+		while (sl->adv > s->adv_done)
+			if ((rc = wait_one(s)))
+				return rc;
 	}
 	const uint8_t *value = sl->rec.value;
 	if (s->o.direct) {
