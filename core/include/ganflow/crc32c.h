@@ -1,12 +1,13 @@
 /* ganflow CRC-32C (Castagnoli): the checksum of dataset records and of
  * TensorBoard's TFRecord framing. The implementation is chosen once, the
- * fastest the CPU has (GB/s a core on a 2-core AMD EPYC, data from memory,
- * `tests/bench/run crc32c`):
- *   "vpclmulqdq"  AVX-512 VPCLMULQDQ folding, 256 bytes a round
- *   "pclmulqdq"   SSE PCLMULQDQ folding, 128 bytes a round (any x86-64
- *                 since 2010: Westmere, Bulldozer and later)
- *   "sse4.2"      the crc32 instruction in three interleaved streams
- *   "table"       a table lookup a byte (other CPUs)
+ * fastest the CPU has (GB/s a core from memory / from cache on a 2-core
+ * AMD EPYC, `tests/bench/run crc32c`; a plain sum of the bytes: 23-26):
+ *   "vpclmulqdq"  AVX-512 VPCLMULQDQ folding, 256 bytes a round   23-27 / 56
+ *   "pclmulqdq"   SSE PCLMULQDQ folding beside three crc32
+ *                 streams, 320 bytes a step (any x86-64 since
+ *                 2010: Westmere, Bulldozer and later)          22-24 / 26
+ *   "sse4.2"      the crc32 instruction in three streams         10 / 18
+ *   "table"       a table lookup a byte (other CPUs)            0.5
  * All give the same values. For tests and comparisons, GF_CRC32C=NAME in
  * the environment picks one (a CPU that cannot run it keeps the default,
  * with a warning), GF_CRC32C_NO_FOLD=1 means "sse4.2", and gf_crc32c_use
