@@ -93,7 +93,23 @@ static uint32_t shift1, shift2; /* x^(8 BLOCK), x^(16 BLOCK): shifting by one, t
  * them, so the crc32 instruction over the last of them (from a zero
  * register) finishes the job; no Barrett reduction is needed.
  * The constants are computed in init from the polynomial (xpow, above),
- * not copied; test_crc32c checks every path against a bitwise CRC. */
+ * not copied; test_crc32c checks every path against a bitwise CRC. For
+ * cross-checking, the same values from an independent generator, x^k mod
+ * P one shift at a time, printed bit-reflected (they agree with xpow):
+ *   def xpow(k):
+ *       r = 1
+ *       for _ in range(k):
+ *           r <<= 1
+ *           if r >> 32: r ^= 0x11EDC6F41
+ *       return int(f"{r:032b}"[::-1], 2)
+ *   pclmulqdq step, D = 2560: x^2623 35f98786, x^2559 258d3fc9
+ *   lanes to the last, D = 128 .. 896: x^191 3743f7bd x^127 3171d430,
+ *     x^319 33ccbbbc x^255 a2158b34, x^447 a46ef4aa x^383 6051243f,
+ *     x^575 1c19243b x^511 75bba45b, x^703 1c42da43 x^639 6d883e38,
+ *     x^831 c92f998d x^767 3365346a, x^959 169472b6 x^895 963e61cd
+ *   crc32 streams into the lanes: x^1055 6992cea2, x^543 740eef02, x^31 00000001
+ *   vpclmulqdq, D = 2048, 512: x^2111 e9a5d8be x^2047 1426a815,
+ *     x^575 1c19243b x^511 75bba45b */
 
 /* {x^(64+D-1), x^(D-1)} for a fold over D bits, as pclmul takes it. */
 static uint64_t kword(uint64_t bits)
