@@ -19,7 +19,7 @@ void openblas_set_num_threads(int num_threads);
 
 /* ---- memory ---- */
 
-static int cpu_alloc(gf_backend *be, void **ptr, size_t bytes)
+int gf_cpu_alloc_plain(gf_backend *be, void **ptr, size_t bytes)
 {
 	(void)be;
 	*ptr = NULL;
@@ -28,13 +28,13 @@ static int cpu_alloc(gf_backend *be, void **ptr, size_t bytes)
 	return 0;
 }
 
-static void cpu_free(gf_backend *be, void *ptr)
+void gf_cpu_free_plain(gf_backend *be, void *ptr)
 {
 	(void)be;
 	free(ptr);
 }
 
-static int cpu_copy(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind)
+int gf_cpu_copy_plain(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind)
 {
 	(void)be;
 	(void)kind;   /* all kinds are host copies here */
@@ -66,9 +66,10 @@ float *gf_cpu_scratch(gf_cpu *c, size_t n)
 	return c->scratch;
 }
 
-static void cpu_destroy(gf_backend *be)
+void gf_cpu_destroy(gf_backend *be)
 {
 	gf_cpu *c = gf_cpu_of(be);
+	gf_cpu_check_detach(c);
 	gf_team_destroy(c->team);
 	free(c->scratch);
 	free(c);
@@ -80,10 +81,10 @@ static const gf_backend_ops cpu_ops = {
 	.abi = GF_BACKEND_ABI,
 	.size = sizeof(gf_backend_ops),
 	.name = "cpu",
-	.destroy = cpu_destroy,
-	.alloc = cpu_alloc,
-	.free = cpu_free,
-	.copy = cpu_copy,
+	.destroy = gf_cpu_destroy,
+	.alloc = gf_cpu_alloc_plain,
+	.free = gf_cpu_free_plain,
+	.copy = gf_cpu_copy_plain,
 	.fill = gf_cpu_fill,
 	.sync = cpu_sync,
 	.gemm = gf_cpu_gemm,
@@ -123,15 +124,19 @@ static const gf_backend_ops cpu_ops = {
 	.augment_forward = gf_cpu_augment_forward,
 	.augment_backward = gf_cpu_augment_backward,
 	.gemm_batched = gf_cpu_gemm_batched,
+	.loss_dev = gf_cpu_loss_dev,
+	.reduce_dev = gf_cpu_reduce_dev,
 };
+
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 {
 	*out = NULL;
-	if (opts && opts->precision != GF_PREC_FP32)
-		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 only; bf16/fp16 "
-		                                  "need backend = \"cuda\")",
-		                 opts->precision == GF_PREC_BF16 ? "bf16" : "fp16");
+	/* tf32 is fp32 with tensor-core rounding on a GPU: here plain fp32 */
+	if (opts && opts->precision != GF_PREC_FP32 && opts->precision != GF_PREC_TF32)
+		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 and tf32, which "
+		                                  "computes fp32 here; bf16/fp16 need backend = \"cuda\")",
+		                 gf_precision_name(opts->precision));
 	int threads = opts ? opts->threads : 0;
 	if (threads <= 0) {
 		const char *env = getenv("GANFLOW_THREADS");
@@ -154,6 +159,14 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 	 * team's between GEMMs and cost a quarter of the CPU time */
 	openblas_set_num_threads(1);
 	c->be.ops = &cpu_ops;
+	if (gf_cpu_check_wanted()) {
+		if ((rc = gf_cpu_check_attach(c))) {
+			gf_team_destroy(c->team);
+			free(c);
+			return rc;
+		}
+		c->be.ops = gf_cpu_check_ops();
+	}
 	c->be.device = GF_CPU;
 	c->be.device_index = 0;
 	c->be.threads = threads;
