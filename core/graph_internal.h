@@ -68,6 +68,9 @@ struct in_port {
 	char *eof;       /* (nedges) edge finished, IN_ANY */
 	gf_event ev;     /* shared consumer event of IN_ANY */
 	double last_end; /* when the previous pop returned */
+	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
+	gf_device dev;   /* the device memory it accepts */
+	int dev_index;
 };
 
 struct target {       /* one link out of a port, as seen by one instance */
