@@ -471,6 +471,14 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 	}
 }
 
+void gf_report_busy(gf_ctx *c, double seconds, int device)
+{
+	if (!(seconds > 0))
+		return;
+	gf_add_relaxed_i64(&c->busy_ns, (int64_t)(seconds * 1e9));
+	gf_store_relaxed_int(&c->busy_kind, device ? 2 : 1);
+}
+
 void gf_report_value(gf_ctx *c, const char *name, double value)
 {
 	gf_graph *g = c->g;

@@ -330,8 +330,7 @@ static int settle(dstep *s, gf_ctx *ctx, int keep)
 		r->t.dfake += val[V_SUM_FAKE] / (double)p.nf / s->acc;
 		if (p.norm && (rc = gf_trainer_check_norm(s->tr, p.v, val[V_SUMSQ], NULL)))
 			return rc;
-		r->busy += busy;
-		s->busy += busy;
+		gf_report_busy(ctx, busy, gf_readback_device_timed(s->rb));
 		r->folded++;
 		if ((rc = finish(s, ctx, r)))
 			return rc;

@@ -29,7 +29,6 @@ typedef struct rec {
 	int closed;             /* its host part is final (step, images, staleness) */
 	int64_t mstep;          /* its metrics step */
 	int64_t stale_max;
-	double busy;            /* device (or host) seconds of its steps */
 	sums t;
 } rec;
 
@@ -84,7 +83,6 @@ typedef struct dstep {
 	pend pend[MAX_LAG + 1];
 	int pend_head, npend;
 	rec recs[RECS];
-	double busy;            /* device (or host) seconds of all steps */
 	gf_backend *cbe;        /* copy instance: real batches to the device on its own stream, or NULL */
 	stage st[2];
 	int ahead;              /* staged slot not used yet (sync: the next iteration's first batch), -1 = none */

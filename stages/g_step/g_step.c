@@ -422,8 +422,7 @@ static int settle(gstep *s, gf_ctx *ctx, int keep)
 		}
 		if (p.norm && (rc = gf_trainer_check_norm(s->tr, p.step, val[V_SUMSQ], &r->gnorm)))
 			return rc;
-		r->busy += busy;
-		s->busy += busy;
+		gf_report_busy(ctx, busy, gf_readback_device_timed(s->rb));
 		r->folded++;
 		if ((rc = finish(s, ctx, r)))
 			return rc;

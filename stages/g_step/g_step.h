@@ -22,7 +22,7 @@ typedef struct rec {
 	int64_t step;           /* 0-based step, -1 = free */
 	int folded, closed;
 	int need;               /* entries of the step: its micro-steps, and its update when that runs apart */
-	double loss, l1_sum, busy;
+	double loss, l1_sum;
 	float gnorm;
 } rec;
 
@@ -78,7 +78,6 @@ typedef struct gstep {
 	pend pend[MAX_LAG + 1];
 	int pend_head, npend;
 	rec recs[RECS];
-	double busy;
 } gstep;
 
 /* ---- g_paired.c (pix2pix) ---- */

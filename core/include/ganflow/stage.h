@@ -271,6 +271,13 @@ void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
  * summary (losses, FID...). Thread-safe; the latest value wins. */
 void gf_report_value(gf_ctx *ctx, const char *name, double value);
 
+/* Adds `seconds` of work a step stage's steps took: device time between
+ * timed events when `device` (a GPU), else the host's compute time. The
+ * progress line shows each such stage's busy fraction over the last
+ * seconds ("d busy 97% device"), the end-of-run table over the whole run:
+ * whether the device waits for the data path or for the host. */
+void gf_report_busy(gf_ctx *ctx, double seconds, int device);
+
 /* Copies up to max edge statistics into out; returns the number of edges. */
 int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);
 
