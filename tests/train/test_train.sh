@@ -266,16 +266,16 @@ local gf = require "ganflow"
 local gan = require "gan"
 local dcgan = require "backbones.dcgan"
 local opt = gf.args { acc = 1, dsteps = 1, warmup = 0, ema = 0.0, ema_start = 0, classes = 0, graphs = true,
-                      loss = "bce", nan_at = 0, ckpt = 0 }
+                      loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32" }
 local cl = opt.classes > 0 and opt.classes or nil
 local G = dcgan.G { z = 100, size = 32, channels = 1, classes = cl }
 local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce" }
 local real = gan.data { path = "$DATA", size = 32, batch = $BATCH }
 local d = gf.stage "d_step" { name = "d", net = D, max_batch = $BATCH, accumulate = opt.acc, d_steps = opt.dsteps,
-                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss }
+                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = $BATCH, accumulate = opt.acc, loss = opt.loss,
                               lr_warmup = opt.warmup, ema = opt.ema, ema_start = opt.ema_start, graphs = opt.graphs,
-                              publish_every = 1000 }
+                              publish_every = 1000, precision = opt.precision }
 local ck = gf.stage "checkpoint" {}
 local mg = gf.stage "metrics" { name = "mg", every = 1, file = "mg.jsonl", tensorboard = false }
 local md = gf.stage "metrics" { name = "md", every = 1, file = "md.jsonl", tensorboard = false }
@@ -322,6 +322,12 @@ PY
     metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
     check "[ $? -eq 0 ]" "($cfg) the metrics of graph steps differ: $(head -c 600 "$T/m$tag.log")"
   done
+  # precision = "tf32" on the CPU: plain fp32, the same bits
+  gr "$T/tf32" steps=$n precision=tf32
+  "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/tf32")" >"$T/cmptf.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmptf.log'" "precision = tf32 on the CPU should be fp32: $(cat "$T/cmptf.log")"
+  gr "$T/bf" steps=2 precision=bf16
+  check "[ $? -ne 0 ] && grep -q 'precision bf16 is not supported' '$T/bf.log'" "bf16 on the CPU should be refused by name: $(tail -2 "$T/bf.log")"
   # graphs = false: no captures, the same results
   GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/off" steps=$n graphs=false
   check "[ $? -eq 0 ] && [ \"\$(grep -c ' 0 captured, 0 replayed' '$T/off.log')\" = 2 ]" "graphs = false still captured: $(grep -h 'steps:' "$T/off.log")"
