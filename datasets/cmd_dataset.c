@@ -29,7 +29,7 @@
 #include <ganflow/err.h>
 #include <ganflow/log.h>
 
-#include "../core/cmd.h"
+#include "../core/cli/cmd.h"
 #include "convert.h"
 
 #define FMNIST_SRC "/usr/share/datasets/fashion-mnist"

@@ -1,6 +1,6 @@
 -- ganflow_ext: pure-Lua helpers of the `ganflow` module.
 --
--- core/lua.c builds the module's C functions (stage, connect, run, arg,
+-- core/lua/lua.c builds the module's C functions (stage, connect, run, arg,
 -- rank, world), then requires this file and calls the function it returns
 -- with the module table, so whatever is assigned to `gf` here is part of
 --   local gf = require "ganflow"

@@ -18,3 +18,9 @@ if(TARGET backend_cuda)
   set_tests_properties(test_cuda_e2e PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "gpu"
     ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")
 endif()
+# The CUDA tests' comparisons checked on the CPU (no GPU, built with or
+# without the CUDA backend): the bf16/fp16 bounds against software
+# rounding, the gradient-block floor, soft checks, and every network the
+# CUDA tests build (test_cuda_cases.h) built and run on the CPU backend,
+# plus the CUDA tests' network passes on an emulated bf16/fp16 backend.
+gf_add_test(test_cuda_cmp SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_cmp.c LIBS m LABELS nn TIMEOUT 300)

@@ -70,9 +70,9 @@ if(gf_fuzz_ok)
     ${CMAKE_SOURCE_DIR}/core/data/record.c
     ${CMAKE_SOURCE_DIR}/core/data/decode.c
     ${CMAKE_SOURCE_DIR}/core/data/caffe.c
-    ${CMAKE_SOURCE_DIR}/core/log.c
-    ${CMAKE_SOURCE_DIR}/core/crc32c.c
-    ${CMAKE_SOURCE_DIR}/core/err.c)
+    ${CMAKE_SOURCE_DIR}/core/base/log.c
+    ${CMAKE_SOURCE_DIR}/core/base/crc32c.c
+    ${CMAKE_SOURCE_DIR}/core/base/err.c)
   add_custom_command(OUTPUT ${fuzz_bin}
     COMMAND ${GF_CLANG} -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
       -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/core/include
@@ -102,7 +102,7 @@ function(gf_data_test_deps)
   endif()
 endfunction()
 cmake_language(DEFER CALL gf_data_test_deps)
-# CRC-32C (core/crc32c.c): every implementation the CPU allows against a
+# CRC-32C (core/base/crc32c.c): every implementation the CPU allows against a
 # bitwise one; the second run turns the AVX-512 folding off.
 gf_add_test(test_crc32c
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_crc32c.c

@@ -41,7 +41,7 @@ endfunction()
 if(gf_fuzz_ok)
   # the safetensors reader, straight from its sources
   set(st_src ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_safetensors.c ${CMAKE_SOURCE_DIR}/core/nn/safetensors.c
-    ${CMAKE_SOURCE_DIR}/core/tensor.c ${CMAKE_SOURCE_DIR}/core/err.c)
+    ${CMAKE_SOURCE_DIR}/core/base/tensor.c ${CMAKE_SOURCE_DIR}/core/base/err.c)
   add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/fuzz_safetensors
     COMMAND ${GF_CLANG} ${gf_fuzz_flags} ${st_src} -lm -o ${CMAKE_CURRENT_BINARY_DIR}/fuzz_safetensors
     DEPENDS ${st_src} ${CMAKE_SOURCE_DIR}/core/include/ganflow/safetensors.h
@@ -54,8 +54,9 @@ if(gf_fuzz_lua_ok)
   # and the checks behind it are instrumented; the rest of libganflow and
   # the stages are the built ones (the target's definitions take precedence
   # over the library's, which exports them)
-  set(lua_src ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_lua.c ${CMAKE_SOURCE_DIR}/core/lua.c
-    ${CMAKE_SOURCE_DIR}/core/lua_value.c ${CMAKE_SOURCE_DIR}/core/placement.c ${CMAKE_SOURCE_DIR}/core/params.c)
+  set(lua_src ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_lua.c ${CMAKE_SOURCE_DIR}/core/lua/lua.c
+    ${CMAKE_SOURCE_DIR}/core/lua/args.c ${CMAKE_SOURCE_DIR}/core/lua/pipeline.c
+    ${CMAKE_SOURCE_DIR}/core/base/lua_value.c ${CMAKE_SOURCE_DIR}/core/dist/placement.c ${CMAKE_SOURCE_DIR}/core/runtime/params.c)
   add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/fuzz_lua
     COMMAND ${GF_CLANG} ${gf_fuzz_flags} -DGF_LUA_FUZZ -I${CMAKE_SOURCE_DIR}/core ${LUA_CFLAGS}
       "-D$<JOIN:$<TARGET_PROPERTY:ganflow,COMPILE_DEFINITIONS>,;-D>"

@@ -40,6 +40,13 @@ add_test(NAME test_badinput
 set_tests_properties(test_badinput PROPERTIES TIMEOUT 120 LABELS runtime
   ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")
 
+# ---- the layers of core/: no cycle between files, no edge upwards ----
+# (scripts/include-graph over the sources and this build's objects, and
+# over fixture trees with a cycle that it must refuse)
+add_test(NAME include_graph
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/test_include_graph.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+set_tests_properties(include_graph PROPERTIES TIMEOUT 120 LABELS runtime)
+
 # ---- a stage built out of tree against an installed ganflow ----
 add_test(NAME test_outoftree
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/outoftree/run.sh ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_LIST_DIR}/outoftree)

@@ -5,13 +5,15 @@
  * with its loss scaler), whether the iteration is one graph or a G-step
  * graph and a D-step graph; a step that differs from the captured one is
  * refused and not run; ops that need the host are refused inside the
- * brackets and spoil the capture cleanly. Exits 77 without a CUDA device. */
+ * brackets and spoil the capture cleanly. Every case runs and reports
+ * before a test fails (CHECK). Exits 77 without a CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "test_cuda_util.h"
+#include "test_cuda_cases.h"
 
 #define B 8
 #define Z 16
@@ -31,8 +33,8 @@ static void gan_open(struct gan *s, gf_precision prec)
 	/* cuDNN's heuristic choice, the same in both instances (timing could
 	 * pick different algorithms, and then different bits) */
 	NN_OK(s->be->ops->set_option(s->be, "benchmark", "0"));
-	NN_OK(nn_build(&s->g, s->be, "return require('backbones.dcgan').G{ z = 16, size = 16 }", B, 0));
-	NN_OK(nn_build(&s->d, s->be, "return require('backbones.dcgan').D{ size = 16 }", B, 0));
+	NN_OK(nn_build(&s->g, s->be, NET_SMALL_G, B, 0));
+	NN_OK(nn_build(&s->d, s->be, NET_SMALL_D, B, 0));
 	gf_rng r = { 3, 0, 0 };
 	NN_OK(gf_net_init(s->g, &r));
 	NN_OK(gf_net_init(s->d, &r));
@@ -170,19 +172,20 @@ static void same(struct gan *a, struct gan *b, int step)
 	size_t na, nb;
 	float *x = dump(a, &na), *y = dump(b, &nb);
 	assert_int_equal(na, nb);
-	if (memcmp(x, y, na * 4)) {
+	int differ = memcmp(x, y, na * 4) != 0;
+	if (differ) {
 		for (size_t i = 0; i < na; i++)
 			if (memcmp(&x[i], &y[i], 4)) {
 				fprintf(stderr, "step %d: value %zu of %zu differs: eager %.9g, graph %.9g\n", step, i, na,
 				        (double)x[i], (double)y[i]);
 				break;
 			}
-		fail();
 	}
-	assert_memory_equal(&a->noise, &b->noise, sizeof(gf_rng));
-	assert_memory_equal(&a->data, &b->data, sizeof(gf_rng));
-	assert_memory_equal(gf_net_rng(a->d), gf_net_rng(b->d), sizeof(gf_rng));
-	assert_int_equal(gf_optim_steps(a->og), gf_optim_steps(b->og));
+	CHECK(!differ);
+	CHECK_MEM(&a->noise, &b->noise, sizeof(gf_rng));
+	CHECK_MEM(&a->data, &b->data, sizeof(gf_rng));
+	CHECK_MEM(gf_net_rng(a->d), gf_net_rng(b->d), sizeof(gf_rng));
+	CHECK_EQ(gf_optim_steps(a->og), gf_optim_steps(b->og));
 	free(x);
 	free(y);
 }
@@ -202,13 +205,13 @@ static void replay_case(gf_precision prec, int mode)
 	}
 	gf_backend_stats st;
 	NN_OK(b.be->ops->stats(b.be, &st));
-	assert_int_equal(st.graphs, mode == TWO_GRAPHS ? 2 : 1);
-	assert_int_equal(st.replays, mode == TWO_GRAPHS ? 8 : 4);
+	CHECK_EQ(st.graphs, mode == TWO_GRAPHS ? 2 : 1);
+	CHECK_EQ(st.replays, mode == TWO_GRAPHS ? 8 : 4);
 	if (prec == GF_PREC_FP16) {
 		gf_backend_stats sa;
 		NN_OK(a.be->ops->stats(a.be, &sa));
-		assert_true(sa.loss_scale == st.loss_scale);
-		assert_int_equal(sa.skipped_steps, st.skipped_steps);
+		CHECK(sa.loss_scale == st.loss_scale);
+		CHECK_EQ(sa.skipped_steps, st.skipped_steps);
 	}
 	b.be->ops->graph_destroy(b.be, gg);
 	b.be->ops->graph_destroy(b.be, gd);
@@ -223,6 +226,7 @@ static void test_replay_equals_eager(void **state)
 	replay_case(GF_PREC_FP32, TWO_GRAPHS);
 	replay_case(GF_PREC_BF16, ONE_GRAPH);
 	replay_case(GF_PREC_FP16, TWO_GRAPHS);
+	checks_done();
 }
 
 /* A step that is not the captured one is refused and does not run. */
@@ -239,17 +243,18 @@ static void test_mismatch(void **state)
 	NN_OK(s.be->ops->graph_begin(s.be, &g));
 	NN_OK(g_step(&s));
 	NN_OK(d_step(&s, 0));   /* no D update this time */
-	assert_int_equal(s.be->ops->graph_end(s.be, g), GF_EPARAM);
-	assert_non_null(strstr(gf_errmsg(), "differs from the captured one"));
+	CHECK_EQ(s.be->ops->graph_end(s.be, g), GF_EPARAM);
+	CHECK(strstr(gf_errmsg(), "differs from the captured one") != NULL);
 	NN_OK(s.be->ops->sync(s.be));
 	float *after = dump(&s, &n1);
-	assert_memory_equal(before, after, n0 * 4);
+	CHECK_MEM(before, after, n0 * 4);
 	/* the graph itself is intact: the captured step still replays */
 	iterate(&s, ONE_GRAPH, &g, NULL);
 	s.be->ops->graph_destroy(s.be, g);
 	free(before);
 	free(after);
 	gan_close(&s);
+	checks_done();
 }
 
 /* Ops that need the host are refused between the brackets. */
@@ -262,15 +267,15 @@ static void test_refused(void **state)
 	gf_graph *g = NULL;
 	NN_OK(s.be->ops->graph_begin(s.be, &g));
 	NN_OK(g_step(&s));
-	assert_int_equal(s.be->ops->sync(s.be), GF_EUNSUPPORTED);
-	assert_non_null(strstr(gf_errmsg(), "graph_begin and graph_end"));
+	CHECK_EQ(s.be->ops->sync(s.be), GF_EUNSUPPORTED);
+	CHECK(strstr(gf_errmsg(), "graph_begin and graph_end") != NULL);
 	float v;
 	gf_loss_desc d = { GF_LOSS_BCE, B, 1, 1.0f, 1.0f };
-	assert_int_equal(s.be->ops->loss(s.be, &v, s.dp, s.dp, NULL, NULL, &d), GF_EUNSUPPORTED);
-	assert_int_not_equal(s.be->ops->graph_end(s.be, g), 0);
+	CHECK_EQ(s.be->ops->loss(s.be, &v, s.dp, s.dp, NULL, NULL, &d), GF_EUNSUPPORTED);
+	CHECK(s.be->ops->graph_end(s.be, g) != 0);
 	/* the spoiled graph cannot be replayed; destroying it is fine, and the
 	 * backend works eagerly and captures again afterwards */
-	assert_int_equal(s.be->ops->graph_begin(s.be, &g), GF_EPARAM);
+	CHECK_EQ(s.be->ops->graph_begin(s.be, &g), GF_EPARAM);
 	s.be->ops->graph_destroy(s.be, g);
 	g = NULL;
 	iterate(&s, EAGER, NULL, NULL);
@@ -278,15 +283,16 @@ static void test_refused(void **state)
 	iterate(&s, ONE_GRAPH, &g, NULL);
 	s.be->ops->graph_destroy(s.be, g);
 	gan_close(&s);
+	checks_done();
 }
 
 int main(void)
 {
 	cuda_require_device("test_cuda_graph");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replay_equals_eager),
-		cmocka_unit_test(test_mismatch),
-		cmocka_unit_test(test_refused),
+		CHECKED_TEST(test_replay_equals_eager),
+		CHECKED_TEST(test_mismatch),
+		CHECKED_TEST(test_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

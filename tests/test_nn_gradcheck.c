@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "test_cuda_nets.h"
 #include "test_nn_util.h"
 
 #define SAMPLES 24    /* elements checked per tensor */
@@ -347,6 +348,12 @@ CASE(test_proj_sn, "proj sn", "return { {'tanh', name = 'h'}, {'linear', 5, 1, s
 CASE(test_attention, "attention", "return { {'attention', 8}, {'tanh'}, input_shape = {8, 4, 6} }", 2, 0, 0)
 CASE(test_attention_sn, "attention sn",
      "return { {'conv', 3, 16, 1}, {'attention', 16, sn = true}, input_shape = {3, 4, 4} }", 2, 0, 0)
+/* the hand-written networks the CUDA tests compare with the CPU
+ * (test_cuda_nets.h), whole, with the backbones' settings: their
+ * gradients are right on the CPU */
+BACKBONE(test_cuda_all_layers, "test_cuda_net's all-layers net", NET_ALL_LAYERS, 6, 0)
+BACKBONE(test_cuda_resnet_kinds, "test_cuda_net's resnet-kinds net", NET_RESNET_KINDS, 6, 0)
+BACKBONE(test_cuda_cbn_proj, "test_cuda_net's cbn + proj net", NET_CBN_PROJ, 6, 5)
 BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G{ z = 6, size = 8, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
@@ -455,6 +462,9 @@ int main(void)
 		cmocka_unit_test(test_proj_sn),
 		cmocka_unit_test(test_attention),
 		cmocka_unit_test(test_attention_sn),
+		cmocka_unit_test(test_cuda_all_layers),
+		cmocka_unit_test(test_cuda_resnet_kinds),
+		cmocka_unit_test(test_cuda_cbn_proj),
 		cmocka_unit_test(test_dcgan_g),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),

@@ -1,4 +1,4 @@
-/* Tests of placement (core/placement.h) without Lua: stages compiled in
+/* Tests of placement (core/dist/placement.h) without Lua: stages compiled in
  * here are declared on ranks of a pretend world, as each rank of a
  * distributed run would declare them. An edge between two ranks gets a
  * transport_send stage on the producing rank and a transport_recv stage on
@@ -20,7 +20,7 @@
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 
-#include "../core/placement.h"
+#include "../core/dist/placement.h"
 
 /* ---- stages compiled in ---- */
 

@@ -1,4 +1,11 @@
-/* Opening datasets read-only and finding records in them.
+/* core/data, the dataset engine: the shard format and its records
+ * (record.c, shard.c, writer.c), LMDB streams and record order (stream.c,
+ * order.c), JPEG decoding and transforms (decode.c) and Caffe LMDBs
+ * (caffe.c). It uses only core/base; the reader stages, core/train,
+ * core/eval, core/lua (gf.dataset) and datasets/ use it through
+ * <ganflow/dataset.h> and <ganflow/decode.h>.
+ *
+ * Opening datasets read-only and finding records in them.
  *
  * A dataset is a directory of LMDB shards (or one shard). Each shard is
  * mapped read-only with one long-lived read transaction, so value pointers

@@ -1,4 +1,10 @@
-/* Every evaluation score of one set of generated features in one call,
+/* core/eval, the quality of a generator: features of images through a
+ * network (features.c, generate.c, folder.c), their statistics and the
+ * scores: FID, IS, KID, precision/recall (stats.c, fid.c, is.c, kid.c,
+ * prd.c, this file). It uses core/base, core/data, core/nn, core/out and
+ * core/train (checkpoints); the evaluator stage and `ganflow eval` use it.
+ *
+ * Every evaluation score of one set of generated features in one call,
  * with the time each part took: what the evaluator stage, `ganflow eval`
  * and the benchmarks (tests/bench/bench_evalstats.c, tests/bench/eval)
  * run. See <ganflow/evalstats.h>.

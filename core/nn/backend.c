@@ -11,7 +11,7 @@
 #include <ganflow/err.h>
 #include <ganflow/nn.h>
 
-#include "../plugin_path.h"
+#include "../base/plugin_path.h"
 #include "net_internal.h"
 
 /* Loads the backend file `path` (backend NAME). Returns 0 with *out set
@@ -49,7 +49,7 @@ static int load_so(const char *name, const char *path, const gf_backend_opts *op
 /* backend_<name>.so from GANFLOW_BACKEND_PATH, the build tree (backends/,
  * or its top for older builds), beside the library in use (an installed
  * tree, wherever its prefix), then the configured install prefix: the
- * first file found is the one loaded (core/plugin_path.h). */
+ * first file found is the one loaded (core/base/plugin_path.h). */
 static int open_so(const char *name, const gf_backend_opts *opts, gf_backend **out)
 {
 	char self[PATH_MAX];
@@ -98,7 +98,7 @@ void gf_backend_close(gf_backend *be)
 
 gf_backend *gf_net_backend(const gf_net *net)
 {
-	return net->be;
+	return net->k.be;
 }
 
 /* ---- option names ---- */

@@ -129,7 +129,7 @@ int gf_layer_arg_bool(const gf_layer_args *a, const char *key, int def, int *out
 
 /* ---- sources ---- */
 
-int gf_layer_source(gf_net *net, struct layer *l, const char *key, const gf_value *v, int *node)
+int gf_layer_source(gf_layer_net *net, struct layer *l, const char *key, const gf_value *v, int *node)
 {
 	if (v->type == GF_VSTR) {
 		if (strcmp(v->u.s, "x") == 0) {
@@ -222,12 +222,12 @@ int gf_layer_save(struct layer *l, size_t n)
 
 /* ---- initialisation ---- */
 
-int gf_layer_upload(gf_net *net, const struct layer *l, int i, const float *host)
+int gf_layer_upload(gf_layer_net *net, const struct layer *l, int i, const float *host)
 {
-	return OPS(net)->copy(BE(net), layer_param(net, l, i), host, l->param[i].n * sizeof(float), GF_COPY_H2D);
+	return net->be->ops->copy(net->be, layer_param(net, l, i), host, l->param[i].n * sizeof(float), GF_COPY_H2D);
 }
 
-int gf_layer_init_fan_in(gf_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in)
+int gf_layer_init_fan_in(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in)
 {
 	/* PyTorch: kaiming_uniform(a = sqrt 5) = U(+-1/sqrt(fan_in)), the bias likewise */
 	size_t nw = l->param[0].n, nb = l->nparam > 1 ? l->param[1].n : 0;
@@ -240,7 +240,24 @@ int gf_layer_init_fan_in(gf_net *net, struct layer *l, gf_rng *rng, float *host,
 	if (rc || !nb)
 		return rc;
 	if (l->init == INIT_DCGAN)
-		return OPS(net)->fill(BE(net), layer_param(net, l, 1), nb, 0.0f);
+		return net->be->ops->fill(net->be, layer_param(net, l, 1), nb, 0.0f);
 	gf_rng_uniform(rng, host, nb, -bound, bound);
 	return gf_layer_upload(net, l, 1, host);
+}
+
+/* ---- backward across nodes ---- */
+
+float *gf_layer_grad_dst(gf_layer_net *net, int id)
+{
+	struct node *n = &net->nodes[id];
+	return n->written ? net->acc : n->grad;
+}
+
+int gf_layer_grad_done(gf_layer_net *net, int id, int B)
+{
+	struct node *n = &net->nodes[id];
+	if (n->written)
+		return net->be->ops->axpy(net->be, n->grad, net->acc, (size_t)B * n->numel, 1.0f);
+	n->written = 1;
+	return 0;
 }

@@ -11,10 +11,17 @@
  * never names a kind. docs/nn.md "Adding a layer" walks through one kind
  * end to end.
  *
- * The helpers below are what a kind may call: argument readers and layer
- * errors (layer_kind.c), declarations, initialisation, and the node and
- * parameter accessors. Not installed: kinds are part of libganflow, not
- * plugins. */
+ * This header is the whole interface between the engine and a kind: the
+ * layer record a kind fills (struct layer, its nodes and declared
+ * tensors), what it sees of its network (gf_layer_net: the backend, the
+ * nodes, the three blocks, the generator), the table it fills
+ * (gf_layer_kind), and the helpers it may call: argument readers and layer
+ * errors, declarations, initialisation, gradients across nodes
+ * (layer_kind.c), and the node and parameter accessors. The kinds include
+ * nothing else of the engine; the engine (net_internal.h: gf_net, which
+ * begins with its gf_layer_net) stands on them, so calls go one way:
+ * net.c -> net_build.c -> layers/registry.c -> a kind -> layer_kind.c.
+ * Not installed: kinds are part of libganflow, not plugins. */
 #ifndef GF_NN_LAYER_KIND_H
 #define GF_NN_LAYER_KIND_H
 
@@ -22,8 +29,104 @@
 #include <stdint.h>
 
 #include <ganflow/err.h>
+#include <ganflow/nn.h>
 
-#include "net_internal.h"
+typedef struct gf_layer_kind gf_layer_kind;
+
+enum { INIT_TORCH = 0, INIT_DCGAN };
+
+#define MAX_SDIMS (GF_MAX_DIMS - 1)   /* per-sample dimensions */
+#define LAYER_MAX_TENSORS 8           /* parameters, buffers, saved tensors: each per layer (cbn: 4, 6, 4) */
+#define LAYER_MAX_SN 4                /* spectral norms per layer (attention: 4) */
+#define LAYER_CFG_BYTES 160           /* room for a kind's own configuration */
+
+/* A value flowing between layers: the net input "x", the labels, or the
+ * output of a layer. Shapes are per sample; buffers hold max_batch. */
+struct node {
+	int ndim;
+	int64_t shape[MAX_SDIMS];
+	size_t numel;        /* per sample */
+	int is_label;        /* i32 labels, no gradient */
+	int consumers;       /* layers reading it */
+	int producer;        /* layer index, -1 for net inputs */
+	float *data;         /* (max_batch, shape), NULL when not materialised */
+	float *grad;         /* same size */
+	int written;         /* backward: grad holds a value */
+	int needs;           /* backward: a gradient is wanted here */
+};
+
+/* A parameter or buffer a layer declares: its view is "<key>.<name>". */
+struct ltensor {
+	const char *name;    /* "weight", "bias", "running_mean"... (static) */
+	int ndim;
+	int64_t shape[GF_MAX_DIMS];
+	size_t n;
+	long off;            /* floats into the params (or buffers) block */
+	float fill;          /* buffers: value at create and gf_net_init */
+};
+
+struct gf_sn;   /* layers/sn.h */
+
+struct layer {
+	const gf_layer_kind *kind;
+	const char *type;    /* canonical type name */
+	int index;           /* 0-based table position */
+	char key[64];        /* view prefix: the name, or the index */
+	char name[48];       /* user name ("" when none) */
+	int in, with, out;   /* node ids; with = -1 unless the kind reads a second input */
+	int init;            /* INIT_*: the entry's init key, else the network's */
+
+	/* declared by the kind's shapes (gf_layer_param, _buffer, _save) and
+	 * laid out by net_build.c (offsets) and net.c (saved workspace) */
+	struct ltensor param[LAYER_MAX_TENSORS];   /* params block, in this order */
+	int nparam;
+	struct ltensor buf[LAYER_MAX_TENSORS];     /* buffers block */
+	int nbuf;
+	size_t save_n[LAYER_MAX_TENSORS];          /* floats saved for backward (max_batch) */
+	void *save[LAYER_MAX_TENSORS];             /* their place in the workspace */
+	int nsave;
+
+	/* its spectral norms (sn.c registers them from the kind's shapes; the
+	 * structs live in cfg below), for gf_net_sn_iterate */
+	const struct gf_sn *sn[LAYER_MAX_SN];
+	int nsn;
+
+	/* what the layer is, for a neighbour's fusion (set by its kind's parse) */
+	gf_act as_act;       /* a pointwise activation act(x; as_act_param) */
+	float as_act_param;
+	int as_upsample;     /* a nearest upsample by this factor */
+
+	/* fusion */
+	int skip;            /* absorbed into another layer, not run */
+	const struct layer *absorber;   /* the layer that absorbed it */
+
+	/* the kind's own configuration (LAYER_CFG in layer_kind.h) */
+	union {
+		unsigned char bytes[LAYER_CFG_BYTES];
+		double d_;
+		int64_t i_;
+		void *p_;
+	} cfg;
+};
+
+/* What a layer kind sees of its network: the first member of gf_net
+ * (net_internal.h, the engine's), handed to every function of the kind's
+ * table. The engine fills it; a kind reads it, writes only the nodes and
+ * layer records it owns, and runs its ops through be->ops. */
+typedef struct gf_layer_net {
+	gf_backend *be;
+	int max_batch;
+	int classes;
+	unsigned mode;       /* of the last forward */
+	gf_rng rng;          /* the network's generator (dropout, init) */
+	struct layer *layers;
+	int nlayers;
+	struct node *nodes;
+	int nnodes;
+	int x_node, label_node;
+	float *params, *grads, *buffers;   /* the three blocks */
+	float *acc;          /* (max node) scratch for gradient accumulation */
+} gf_layer_net;
 
 /* Flags of gf_layer_kind. */
 enum {
@@ -44,7 +147,7 @@ typedef struct gf_layer_grad {
 	float *dx;   /* write (overwrite) the gradient w.r.t. the input here; NULL: not wanted.
 	              * The engine adds it into the input's gradient after backward returns;
 	              * a kind that handles a second input (concat) folds dx in itself first
-	              * (gf_net_grad_done) and sets dx to NULL. */
+	              * (gf_layer_grad_done) and sets dx to NULL. */
 	int dw;      /* compute the parameter gradients (into layer_grad) */
 	int acc;     /* add them to the grads block instead of overwriting it */
 } gf_layer_grad;
@@ -61,30 +164,30 @@ struct gf_layer_kind {
 	/* Reads the entry's arguments into the layer's configuration
 	 * (LAYER_CFG) and what neighbours see (as_act, as_upsample). Errors
 	 * through gf_layer_err. NULL: nothing to read. */
-	int (*parse)(gf_net *net, struct layer *l, const gf_layer_args *a);
+	int (*parse)(gf_layer_net *net, struct layer *l, const gf_layer_args *a);
 	/* Checks the input node(s), sets the output node's shape
 	 * (gf_layer_set_shape) and declares parameters, buffers and saved
 	 * state (gf_layer_param, gf_layer_buffer, gf_layer_save). The engine
 	 * has already refused the labels as input unless GF_LK_LABELS. */
-	int (*shapes)(gf_net *net, struct layer *l);
+	int (*shapes)(gf_layer_net *net, struct layer *l);
 	/* Initialises the parameters from rng (host: scratch as large as the
 	 * largest parameter), drawing in the same order every time: checkpoints
 	 * and references depend on it. Called only when the layer has
 	 * parameters; NULL: none to initialise. */
-	int (*init)(gf_net *net, struct layer *l, gf_rng *rng, float *host);
+	int (*init)(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host);
 	/* y = f(x) for a batch of B into the output node, through backend ops.
 	 * mode: GF_TRAIN, GF_FREEZE_STATS. A failing op's rc is returned as is
 	 * (the engine names the layer). */
-	int (*forward)(gf_net *net, struct layer *l, int B, unsigned mode);
+	int (*forward)(gf_layer_net *net, struct layer *l, int B, unsigned mode);
 	/* Gradients of the last forward from the output node's grad (see
 	 * gf_layer_grad): the input's and the parameters' separately, so a G
 	 * step can go through D without D's weight gradients. */
-	int (*backward)(gf_net *net, struct layer *l, int B, gf_layer_grad *g);
+	int (*backward)(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g);
 
 	/* ---- optional ---- */
 	/* FLOPs of one forward at batch B (exec: as this engine runs it after
 	 * fusions). NULL: 0 (only convolutions and GEMMs are counted). */
-	double (*flops)(const gf_net *net, const struct layer *l, int B, int exec);
+	double (*flops)(const gf_layer_net *net, const struct layer *l, int B, int exec);
 	/* gf_net_summary's note for the layer ("  + lrelu"), or NULL. */
 	const char *(*note)(const struct layer *l);
 	/* Fusions (net_build.c "fusions"): the engine offers each unnamed layer
@@ -95,8 +198,8 @@ struct gf_layer_kind {
 	 * Return 1 after recording in l's configuration how to run both, 0 to
 	 * leave the pair alone. absorbed_note: the summary note of a layer this
 	 * kind absorbed. */
-	int (*absorb_input)(const gf_net *net, struct layer *l, const struct layer *prev);
-	int (*absorb_output)(const gf_net *net, struct layer *l, const struct layer *next);
+	int (*absorb_input)(const gf_layer_net *net, struct layer *l, const struct layer *prev);
+	int (*absorb_output)(const gf_layer_net *net, struct layer *l, const struct layer *next);
 	const char *absorbed_note;
 };
 
@@ -144,7 +247,7 @@ int gf_layer_arg_bool(const gf_layer_args *a, const char *key, int def, int *out
 
 /* The node an `input` / `with` value names: "x", "label", the name of an
  * earlier layer or its 1-based table position. Errors name the key. */
-int gf_layer_source(gf_net *net, struct layer *l, const char *key, const gf_value *v, int *node);
+int gf_layer_source(gf_layer_net *net, struct layer *l, const char *key, const gf_value *v, int *node);
 
 /* ---- shapes and declarations (layer_kind.c) ---- */
 
@@ -165,42 +268,43 @@ int gf_layer_save(struct layer *l, size_t n);
 /* Weight (param 0) and bias (param 1, when declared) of a linear or
  * convolution: PyTorch's default, U(+-1/sqrt(fan_in)) for both, or with
  * init = "dcgan" N(0, 0.02) and a zero bias. */
-int gf_layer_init_fan_in(gf_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in);
+int gf_layer_init_fan_in(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in);
 /* Copies host (param i's size) into parameter i. */
-int gf_layer_upload(gf_net *net, const struct layer *l, int i, const float *host);
+int gf_layer_upload(gf_layer_net *net, const struct layer *l, int i, const float *host);
 
-/* ---- backward across nodes (net.c) ---- */
+/* ---- backward across nodes (layer_kind.c) ---- */
 
 /* Where to write the gradient for node id (its grad the first time in a
  * backward, the accumulation scratch after), and the call that makes it
- * count once written. For a kind with a second input. */
-float *gf_net_grad_dst(gf_net *net, int id);
-int gf_net_grad_done(gf_net *net, int id, int B);
+ * count once written. The engine uses them for every layer's input; a kind
+ * with a second input uses them for that one. */
+float *gf_layer_grad_dst(gf_layer_net *net, int id);
+int gf_layer_grad_done(gf_layer_net *net, int id, int B);
 
 /* ---- accessors ---- */
 
-static inline struct node *layer_in(const gf_net *net, const struct layer *l)
+static inline struct node *layer_in(const gf_layer_net *net, const struct layer *l)
 {
 	return &net->nodes[l->in];
 }
 
-static inline struct node *layer_out(const gf_net *net, const struct layer *l)
+static inline struct node *layer_out(const gf_layer_net *net, const struct layer *l)
 {
 	return &net->nodes[l->out];
 }
 
 /* Parameter i of l, its gradient, buffer i: NULL when not declared. */
-static inline float *layer_param(const gf_net *net, const struct layer *l, int i)
+static inline float *layer_param(const gf_layer_net *net, const struct layer *l, int i)
 {
 	return i < l->nparam ? net->params + l->param[i].off : NULL;
 }
 
-static inline float *layer_grad(const gf_net *net, const struct layer *l, int i)
+static inline float *layer_grad(const gf_layer_net *net, const struct layer *l, int i)
 {
 	return i < l->nparam ? net->grads + l->param[i].off : NULL;
 }
 
-static inline float *layer_buffer(const gf_net *net, const struct layer *l, int i)
+static inline float *layer_buffer(const gf_layer_net *net, const struct layer *l, int i)
 {
 	return i < l->nbuf ? net->buffers + l->buf[i].off : NULL;
 }

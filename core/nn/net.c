@@ -1,4 +1,12 @@
-/* Networks: memory, forward, backward, flat blocks and views.
+/* core/nn, tensors in networks: the backends behind one vtable
+ * (backend.c; cpu/, and cuda/ which builds backend_cuda.so), the layer
+ * kinds (layers/, through layer_kind.h), networks (net_build.c, this file,
+ * net_ckpt.c), losses, optimisers, orthogonal regularisation, the
+ * counter-based generator and safetensors. It uses only core/base; the
+ * training, evaluation and distributed layers use it through
+ * <ganflow/nn.h> and <ganflow/backend.h>.
+ *
+ * Networks: memory, forward, backward, flat blocks and views.
  * See <ganflow/nn.h>; net_build.c turns the table into layers and nodes,
  * and each layer kind (layers/, layer_kind.h) computes its own forward and
  * backward: this file walks the layers, never naming a kind.
@@ -14,7 +22,8 @@
 
 #include <ganflow/err.h>
 
-#include "layer_kind.h"
+#include "layers/sn.h"
+#include "net_internal.h"
 
 /* Prefixes the current detail message with the layer that failed. */
 static int layer_fail(const struct layer *l, int rc)
@@ -59,8 +68,8 @@ static int add_view(gf_view **v, size_t *n, const char *key, const char *what, s
 
 static int build_views(gf_net *net)
 {
-	for (int i = 0; i < net->nlayers; i++) {
-		const struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
 		int rc = 0;
 		for (int j = 0; j < l->nparam && !rc; j++)
 			rc = add_view(&net->pviews, &net->npviews, l->key, l->param[j].name, (size_t)l->param[j].off,
@@ -78,10 +87,10 @@ static int build_views(gf_net *net)
 static int reset_buffers(gf_net *net)
 {
 	int rc = 0;
-	for (int i = 0; i < net->nlayers && !rc; i++) {
-		const struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers && !rc; i++) {
+		const struct layer *l = &net->k.layers[i];
 		for (int j = 0; j < l->nbuf && !rc; j++)
-			rc = OPS(net)->fill(BE(net), layer_buffer(net, l, j), l->buf[j].n, l->buf[j].fill);
+			rc = OPS(net)->fill(BE(net), layer_buffer(&net->k, l, j), l->buf[j].n, l->buf[j].fill);
 	}
 	return rc;
 }
@@ -90,18 +99,18 @@ static int reset_buffers(gf_net *net)
 
 static int materialised(const gf_net *net, int id)
 {
-	const struct node *n = &net->nodes[id];
-	if (id == net->x_node)
+	const struct node *n = &net->k.nodes[id];
+	if (id == net->k.x_node)
 		return 1;
-	if (id == net->label_node)
+	if (id == net->k.label_node)
 		return n->consumers > 0;
-	return n->producer >= 0 && !net->layers[n->producer].skip;
+	return n->producer >= 0 && !net->k.layers[n->producer].skip;
 }
 
 /* Lays out the workspace (sizes first, then pointers into one allocation). */
 static int plan_workspace(gf_net *net)
 {
-	size_t B = (size_t)net->max_batch, total = 0, acc = 0;
+	size_t B = (size_t)net->k.max_batch, total = 0, acc = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		char *base = net->work;
 		size_t off = 0;
@@ -111,8 +120,8 @@ static int plan_workspace(gf_net *net)
 			(ptr) = (type *)(void *)(base + off * sizeof(float));  \
 		off += align16(count);                                         \
 	} while (0)
-		for (int i = 0; i < net->nnodes; i++) {
-			struct node *n = &net->nodes[i];
+		for (int i = 0; i < net->k.nnodes; i++) {
+			struct node *n = &net->k.nodes[i];
 			if (!materialised(net, i))
 				continue;
 			TAKE(n->data, float, B * n->numel);   /* labels: i32, same size */
@@ -122,12 +131,12 @@ static int plan_workspace(gf_net *net)
 					acc = B * n->numel;
 			}
 		}
-		for (int i = 0; i < net->nlayers; i++) {
-			struct layer *l = &net->layers[i];
+		for (int i = 0; i < net->k.nlayers; i++) {
+			struct layer *l = &net->k.layers[i];
 			for (int j = 0; j < l->nsave && !l->skip; j++)
 				TAKE(l->save[j], void, l->save_n[j]);   /* sized for max_batch by the kind */
 		}
-		TAKE(net->acc, float, acc);
+		TAKE(net->k.acc, float, acc);
 #undef TAKE
 		if (!pass) {
 			total = off;
@@ -150,10 +159,10 @@ int gf_net_create(gf_net **out, gf_backend *be, const gf_value *table, const gf_
 	gf_net *net = calloc(1, sizeof(*net));
 	if (!net)
 		return gf_seterr(-ENOMEM, "network: out of memory");
-	net->be = be;
-	net->max_batch = opts->max_batch;
+	net->k.be = be;
+	net->k.max_batch = opts->max_batch;
 	net->flags = opts->flags;
-	gf_rng_init(&net->rng, 0, 0);
+	gf_rng_init(&net->k.rng, 0, 0);
 	int rc = gf_net_parse(net, table, opts);
 	if (rc)
 		goto fail;
@@ -162,17 +171,17 @@ int gf_net_create(gf_net **out, gf_backend *be, const gf_value *table, const gf_
 	void *p;
 	if ((rc = OPS(net)->alloc(be, &p, (net->nparams ? net->nparams : 1) * sizeof(float))))
 		goto fail;
-	net->params = p;
+	net->k.params = p;
 	if ((rc = OPS(net)->alloc(be, &p, (net->nparams ? net->nparams : 1) * sizeof(float))))
 		goto fail;
-	net->grads = p;
+	net->k.grads = p;
 	if ((rc = OPS(net)->alloc(be, &p, (net->nbuffers ? net->nbuffers : 1) * sizeof(float))))
 		goto fail;
-	net->buffers = p;
+	net->k.buffers = p;
 	if ((rc = plan_workspace(net)))
 		goto fail;
-	if ((rc = OPS(net)->fill(be, net->params, net->nparams, 0.0f)) ||
-	    (rc = OPS(net)->fill(be, net->grads, net->nparams, 0.0f)) || (rc = reset_buffers(net)))
+	if ((rc = OPS(net)->fill(be, net->k.params, net->nparams, 0.0f)) ||
+	    (rc = OPS(net)->fill(be, net->k.grads, net->nparams, 0.0f)) || (rc = reset_buffers(net)))
 		goto fail;
 	*out = net;
 	return 0;
@@ -185,12 +194,12 @@ void gf_net_destroy(gf_net *net)
 {
 	if (!net)
 		return;
-	if (net->params)
-		OPS(net)->free(BE(net), net->params);
-	if (net->grads)
-		OPS(net)->free(BE(net), net->grads);
-	if (net->buffers)
-		OPS(net)->free(BE(net), net->buffers);
+	if (net->k.params)
+		OPS(net)->free(BE(net), net->k.params);
+	if (net->k.grads)
+		OPS(net)->free(BE(net), net->k.grads);
+	if (net->k.buffers)
+		OPS(net)->free(BE(net), net->k.buffers);
 	if (net->work)
 		OPS(net)->free(BE(net), net->work);
 	if (net->ortho_ws)
@@ -201,8 +210,8 @@ void gf_net_destroy(gf_net *net)
 		free((char *)net->bviews[i].name);
 	free(net->pviews);
 	free(net->bviews);
-	free(net->layers);
-	free(net->nodes);
+	free(net->k.layers);
+	free(net->k.nodes);
 	free(net);
 }
 
@@ -211,20 +220,20 @@ void gf_net_destroy(gf_net *net)
 int gf_net_init(gf_net *net, gf_rng *rng)
 {
 	size_t maxn = 1;
-	for (int i = 0; i < net->nlayers; i++)
-		for (int j = 0; j < net->layers[i].nparam; j++)
-			if (net->layers[i].param[j].n > maxn)
-				maxn = net->layers[i].param[j].n;
+	for (int i = 0; i < net->k.nlayers; i++)
+		for (int j = 0; j < net->k.layers[i].nparam; j++)
+			if (net->k.layers[i].param[j].n > maxn)
+				maxn = net->k.layers[i].param[j].n;
 	float *host = malloc(maxn * sizeof(float));
 	if (!host)
 		return gf_seterr(-ENOMEM, "network init: out of memory");
 	/* buffers first: a kind may draw some of its own (sn's u and v) */
 	int rc = reset_buffers(net);
 	/* table order: the draws of each layer follow the previous layer's */
-	for (int i = 0; i < net->nlayers && !rc; i++) {
-		struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers && !rc; i++) {
+		struct layer *l = &net->k.layers[i];
 		if (l->nparam && l->kind->init)
-			rc = l->kind->init(net, l, rng, host);
+			rc = l->kind->init(&net->k, l, rng, host);
 	}
 	free(host);
 	return rc;
@@ -232,50 +241,50 @@ int gf_net_init(gf_net *net, gf_rng *rng)
 
 gf_rng *gf_net_rng(gf_net *net)
 {
-	return &net->rng;
+	return &net->k.rng;
 }
 
 void gf_net_shapes(const gf_net *net, gf_tensor *input, gf_tensor *output)
 {
-	const struct node *nodes[2] = { &net->nodes[net->x_node], &net->nodes[net->out_node] };
+	const struct node *nodes[2] = { &net->k.nodes[net->k.x_node], &net->k.nodes[net->out_node] };
 	gf_tensor *t[2] = { input, output };
 	for (int k = 0; k < 2; k++) {
 		if (!t[k])
 			continue;
 		int64_t sh[GF_MAX_DIMS];
-		sh[0] = net->max_batch;
+		sh[0] = net->k.max_batch;
 		for (int i = 0; i < nodes[k]->ndim; i++)
 			sh[i + 1] = nodes[k]->shape[i];
 		*t[k] = gf_tensor_make(NULL, GF_F32, nodes[k]->ndim + 1, sh);
-		t[k]->device = net->be->device;
-		t[k]->device_index = net->be->device_index;
+		t[k]->device = net->k.be->device;
+		t[k]->device_index = net->k.be->device_index;
 	}
 }
 
 int gf_net_classes(const gf_net *net)
 {
-	return net->nodes[net->label_node].consumers > 0 ? net->classes : 0;
+	return net->k.nodes[net->k.label_node].consumers > 0 ? net->k.classes : 0;
 }
 
 /* ---- forward ---- */
 
 static int check_input(const gf_net *net, const gf_tensor *x, const gf_tensor *labels, int *batch)
 {
-	const struct node *xn = &net->nodes[net->x_node];
+	const struct node *xn = &net->k.nodes[net->k.x_node];
 	char a[96], b[96];
 	if (!x || !x->data)
 		return gf_seterr(GF_EPARAM, "network forward: no input");
 	if (x->dtype != GF_F32 || x->ndim != xn->ndim + 1 ||
-	    (x->device != net->be->device && x->device != GF_CPU))
+	    (x->device != net->k.be->device && x->device != GF_CPU))
 		goto shape;
 	for (int i = 0; i < xn->ndim; i++)
 		if (x->shape[i + 1] != xn->shape[i])
 			goto shape;
-	if (x->shape[0] < 1 || x->shape[0] > net->max_batch)
+	if (x->shape[0] < 1 || x->shape[0] > net->k.max_batch)
 		return gf_seterr(GF_ESHAPE, "network forward: batch %lld not in 1..%d (max_batch)",
-		                 (long long)x->shape[0], net->max_batch);
+		                 (long long)x->shape[0], net->k.max_batch);
 	*batch = (int)x->shape[0];
-	if (net->nodes[net->label_node].consumers > 0) {
+	if (net->k.nodes[net->k.label_node].consumers > 0) {
 		if (!labels || !labels->data || labels->dtype != GF_I32 || labels->ndim != 1 ||
 		    labels->shape[0] != x->shape[0])
 			return gf_seterr(GF_EPARAM, "network forward: the network takes labels, (%lld) i32", (long long)x->shape[0]);
@@ -286,7 +295,7 @@ shape:;
 	gf_net_shapes(net, &want, NULL);
 	want.shape[0] = x->shape[0];
 	return gf_seterr(GF_ESHAPE, "network forward: input is %s%s, expected %s", gf_tensor_shape_str(x, a, sizeof(a)),
-	                 x->device != net->be->device && x->device != GF_CPU ? " on another device" : "",
+	                 x->device != net->k.be->device && x->device != GF_CPU ? " on another device" : "",
 	                 gf_tensor_shape_str(&want, b, sizeof(b)));
 }
 
@@ -295,30 +304,30 @@ int gf_net_forward(gf_net *net, const gf_tensor *x, const gf_tensor *labels, uns
 	int B, rc = check_input(net, x, labels, &B);
 	if (rc)
 		return rc;
-	struct node *xn = &net->nodes[net->x_node];
-	gf_copy_kind kx = x->device == net->be->device ? GF_COPY_D2D : GF_COPY_H2D;
+	struct node *xn = &net->k.nodes[net->k.x_node];
+	gf_copy_kind kx = x->device == net->k.be->device ? GF_COPY_D2D : GF_COPY_H2D;
 	if ((rc = OPS(net)->copy(BE(net), xn->data, x->data, (size_t)B * xn->numel * sizeof(float), kx)))
 		return rc;
-	if (net->nodes[net->label_node].consumers > 0) {
-		gf_copy_kind kl = labels->device == net->be->device ? GF_COPY_D2D : GF_COPY_H2D;
-		if ((rc = OPS(net)->copy(BE(net), net->nodes[net->label_node].data, labels->data,
+	if (net->k.nodes[net->k.label_node].consumers > 0) {
+		gf_copy_kind kl = labels->device == net->k.be->device ? GF_COPY_D2D : GF_COPY_H2D;
+		if ((rc = OPS(net)->copy(BE(net), net->k.nodes[net->k.label_node].data, labels->data,
 		                         (size_t)B * sizeof(int32_t), kl)))
 			return rc;
 	}
 	net->batch = 0;
-	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
-		if (!l->skip && (rc = l->kind->forward(net, l, B, mode)))
+	for (int i = 0; i < net->k.nlayers; i++) {
+		struct layer *l = &net->k.layers[i];
+		if (!l->skip && (rc = l->kind->forward(&net->k, l, B, mode)))
 			return layer_fail(l, rc);
 	}
 	net->batch = B;
-	net->mode = mode;
+	net->k.mode = mode;
 	return 0;
 }
 
 static int node_tensor(const gf_net *net, int id, float *data, gf_tensor *out)
 {
-	const struct node *n = &net->nodes[id];
+	const struct node *n = &net->k.nodes[id];
 	if (!net->batch)
 		return gf_seterr(GF_EPARAM, "network: no forward has run yet");
 	int64_t sh[GF_MAX_DIMS];
@@ -326,22 +335,22 @@ static int node_tensor(const gf_net *net, int id, float *data, gf_tensor *out)
 	for (int i = 0; i < n->ndim; i++)
 		sh[i + 1] = n->shape[i];
 	*out = gf_tensor_make(data, GF_F32, n->ndim + 1, sh);
-	out->device = net->be->device;
-	out->device_index = net->be->device_index;
+	out->device = net->k.be->device;
+	out->device_index = net->k.be->device_index;
 	return 0;
 }
 
 int gf_net_output(const gf_net *net, gf_tensor *out)
 {
-	return node_tensor(net, net->out_node, net->nodes[net->out_node].data, out);
+	return node_tensor(net, net->out_node, net->k.nodes[net->out_node].data, out);
 }
 
 int gf_net_node(const gf_net *net, const char *name, gf_tensor *out)
 {
-	for (int i = 0; i < net->nlayers; i++) {
-		const struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
 		if (strcmp(l->name, name) == 0)
-			return node_tensor(net, l->out, net->nodes[l->out].data, out);
+			return node_tensor(net, l->out, net->k.nodes[l->out].data, out);
 	}
 	return gf_seterr(GF_ENOTFOUND, "network: no layer named '%s'", name);
 }
@@ -351,21 +360,6 @@ int gf_net_node(const gf_net *net, const char *name, gf_tensor *out)
 /* Where a layer writes the gradient for node id: the node's own buffer the
  * first time in this backward, the accumulation scratch after that (then
  * grad_done adds it in). */
-float *gf_net_grad_dst(gf_net *net, int id)
-{
-	struct node *n = &net->nodes[id];
-	return n->written ? net->acc : n->grad;
-}
-
-int gf_net_grad_done(gf_net *net, int id, int B)
-{
-	struct node *n = &net->nodes[id];
-	if (n->written)
-		return OPS(net)->axpy(BE(net), n->grad, net->acc, (size_t)B * n->numel, 1.0f);
-	n->written = 1;
-	return 0;
-}
-
 static int has_params(const struct layer *l)
 {
 	return l->nparam > 0;
@@ -375,31 +369,31 @@ static int has_params(const struct layer *l)
  * every layer that has parameters (GF_NEED_DW) or feeds one that does. */
 static void mark_needs(gf_net *net, unsigned flags)
 {
-	for (int i = 0; i < net->nnodes; i++) {
-		net->nodes[i].needs = 0;
-		net->nodes[i].written = 0;
+	for (int i = 0; i < net->k.nnodes; i++) {
+		net->k.nodes[i].needs = 0;
+		net->k.nodes[i].written = 0;
 	}
-	net->nodes[net->x_node].needs = (flags & GF_NEED_DX) != 0;
-	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
+	net->k.nodes[net->k.x_node].needs = (flags & GF_NEED_DX) != 0;
+	for (int i = 0; i < net->k.nlayers; i++) {
+		struct layer *l = &net->k.layers[i];
 		if (l->skip)
 			continue;
-		int need = ((flags & GF_NEED_DW) && has_params(l)) || net->nodes[l->in].needs ||
-		           (l->with >= 0 && net->nodes[l->with].needs);
-		net->nodes[l->out].needs |= need;
+		int need = ((flags & GF_NEED_DW) && has_params(l)) || net->k.nodes[l->in].needs ||
+		           (l->with >= 0 && net->k.nodes[l->with].needs);
+		net->k.nodes[l->out].needs |= need;
 	}
 }
 
 static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 {
-	const struct node *in = &net->nodes[l->in];
+	const struct node *in = &net->k.nodes[l->in];
 	gf_layer_grad g;
 	g.dw = (flags & GF_NEED_DW) && has_params(l);
 	g.acc = (flags & GF_ACCUMULATE) != 0;
-	g.dx = in->needs && !in->is_label ? gf_net_grad_dst(net, l->in) : NULL;
-	int rc = l->kind->backward(net, l, B, &g);
+	g.dx = in->needs && !in->is_label ? gf_layer_grad_dst(&net->k, l->in) : NULL;
+	int rc = l->kind->backward(&net->k, l, B, &g);
 	if (!rc && g.dx)
-		rc = gf_net_grad_done(net, l->in, B);
+		rc = gf_layer_grad_done(&net->k, l->in, B);
 	return rc ? layer_fail(l, rc) : 0;
 }
 
@@ -424,25 +418,25 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 	int B = net->batch, rc;
 	if (!B)
 		return gf_seterr(GF_EPARAM, "network backward: no forward to go back through");
-	if (!(net->mode & GF_TRAIN) && net->has_stateful)
+	if (!(net->k.mode & GF_TRAIN) && net->has_stateful)
 		return gf_seterr(GF_EPARAM, "network backward: the last forward ran in eval mode (batchnorm/dropout)");
 	if (!dy)
 		return gf_seterr(GF_EPARAM, "network backward: no output gradient");
 	mark_needs(net, flags);
 	int hook = (flags & GF_NEED_DW) && net->hook;
-	struct node *out = &net->nodes[net->out_node];
+	struct node *out = &net->k.nodes[net->out_node];
 	if ((rc = OPS(net)->copy(BE(net), out->grad, dy, (size_t)B * out->numel * sizeof(float), GF_COPY_D2D)))
 		return rc;
 	out->written = 1;
-	for (int i = net->nlayers - 1; i >= 0; i--) {
-		struct layer *l = &net->layers[i];
-		if (l->skip || !net->nodes[l->out].needs)
+	for (int i = net->k.nlayers - 1; i >= 0; i--) {
+		struct layer *l = &net->k.layers[i];
+		if (l->skip || !net->k.nodes[l->out].needs)
 			continue;
-		if (!net->nodes[l->out].written) {
+		if (!net->k.nodes[l->out].written) {
 			/* a branch nothing downstream used: its gradient is zero */
 			if ((flags & GF_NEED_DW) && !(flags & GF_ACCUMULATE))
 				for (int j = 0; j < l->nparam; j++)
-					if ((rc = OPS(net)->fill(BE(net), layer_grad(net, l, j), l->param[j].n, 0.0f)))
+					if ((rc = OPS(net)->fill(BE(net), layer_grad(&net->k, l, j), l->param[j].n, 0.0f)))
 						return rc;
 			if (hook && has_params(l) && (rc = grads_ready(net, l)))
 				return rc;
@@ -453,7 +447,7 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 		if (hook && has_params(l) && (rc = grads_ready(net, l)))
 			return rc;
 	}
-	struct node *x = &net->nodes[net->x_node];
+	struct node *x = &net->k.nodes[net->k.x_node];
 	if ((flags & GF_NEED_DX) && !x->written &&
 	    (rc = OPS(net)->fill(BE(net), x->grad, (size_t)B * x->numel, 0.0f)))
 		return rc;
@@ -462,7 +456,7 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 
 int gf_net_dx(const gf_net *net, gf_tensor *dx)
 {
-	return node_tensor(net, net->x_node, net->nodes[net->x_node].grad, dx);
+	return node_tensor(net, net->k.x_node, net->k.nodes[net->k.x_node].grad, dx);
 }
 
 /* ---- blocks ---- */
@@ -471,7 +465,7 @@ float *gf_net_block(gf_net *net, gf_block b, size_t *n)
 {
 	if (n)
 		*n = b == GF_BUFFERS ? net->nbuffers : net->nparams;
-	return b == GF_PARAMS ? net->params : b == GF_GRADS ? net->grads : net->buffers;
+	return b == GF_PARAMS ? net->k.params : b == GF_GRADS ? net->k.grads : net->k.buffers;
 }
 
 const gf_view *gf_net_views(const gf_net *net, gf_block b, size_t *n)
@@ -504,7 +498,7 @@ int gf_net_copy(gf_net *dst, const gf_net *src, gf_block b)
 	float *d = gf_net_block(dst, b, &nd);
 	float *s = gf_net_block((gf_net *)src, b, &ns);
 	const gf_view *a = gf_net_views(dst, b, &vd), *c = gf_net_views(src, b, &vs);
-	if (dst->be != src->be && dst->be->device != src->be->device)
+	if (dst->k.be != src->k.be && dst->k.be->device != src->k.be->device)
 		return gf_seterr(GF_EUNSUPPORTED, "network copy: networks on different devices");
 	if (nd != ns || vd != vs)
 		return gf_seterr(GF_ESHAPE, "network copy: blocks of %zu and %zu values differ", nd, ns);
@@ -516,33 +510,33 @@ int gf_net_copy(gf_net *dst, const gf_net *src, gf_block b)
 
 int gf_net_zero_grad(gf_net *net)
 {
-	return OPS(net)->fill(BE(net), net->grads, net->nparams, 0.0f);
+	return OPS(net)->fill(BE(net), net->k.grads, net->nparams, 0.0f);
 }
 
 /* ---- FLOPs and summary ---- */
 
 static double layer_flops(const gf_net *net, const struct layer *l, int B, int exec)
 {
-	return l->kind->flops ? l->kind->flops(net, l, B, exec) : 0;
+	return l->kind->flops ? l->kind->flops(&net->k, l, B, exec) : 0;
 }
 
 void gf_net_flops(const gf_net *net, int batch, unsigned flags, double *model, double *exec)
 {
 	double m = 0, e = 0;
 	/* a layer's input gradient is needed when something upstream wants it */
-	char *needs = calloc((size_t)net->nnodes, 1);
+	char *needs = calloc((size_t)net->k.nnodes, 1);
 	if (needs) {
-		needs[net->x_node] = (flags & GF_NEED_DX) != 0;
-		for (int i = 0; i < net->nlayers; i++) {
-			const struct layer *l = &net->layers[i];
+		needs[net->k.x_node] = (flags & GF_NEED_DX) != 0;
+		for (int i = 0; i < net->k.nlayers; i++) {
+			const struct layer *l = &net->k.layers[i];
 			if (l->skip)
 				continue;
 			needs[l->out] |= ((flags & GF_NEED_DW) && has_params(l)) || needs[l->in] ||
 			                 (l->with >= 0 && needs[l->with]);
 		}
 	}
-	for (int i = 0; i < net->nlayers; i++) {
-		const struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
 		if (l->skip)
 			continue;
 		double fm = layer_flops(net, l, batch, 0), fe = layer_flops(net, l, batch, 1);
@@ -554,7 +548,7 @@ void gf_net_flops(const gf_net *net, int batch, unsigned flags, double *model, d
 		int k = 0;
 		if ((flags & GF_NEED_DW) && has_params(l))
 			k++;
-		if (needs && needs[l->in] && !net->nodes[l->in].is_label)
+		if (needs && needs[l->in] && !net->k.nodes[l->in].is_label)
 			k++;
 		m += k * fm;
 		e += k * fe;
@@ -571,9 +565,9 @@ int gf_net_summary(const gf_net *net, char *buf, size_t size)
 	size_t len = 0;
 	if (size)
 		buf[0] = '\0';
-	for (int i = 0; i < net->nlayers; i++) {
-		const struct layer *l = &net->layers[i];
-		const struct node *out = &net->nodes[l->out];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
+		const struct node *out = &net->k.nodes[l->out];
 		char sh[96];
 		size_t k = (size_t)snprintf(sh, sizeof(sh), "(");
 		for (int d = 0; d < out->ndim && k < sizeof(sh); d++)
@@ -587,4 +581,9 @@ int gf_net_summary(const gf_net *net, char *buf, size_t size)
 			len += (size_t)n;
 	}
 	return (int)len;
+}
+
+int gf_net_sn_iterate(gf_net *net)
+{
+	return gf_sn_iterate(&net->k);
 }

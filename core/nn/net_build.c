@@ -18,7 +18,7 @@
 
 #include <ganflow/err.h>
 
-#include "layer_kind.h"
+#include "net_internal.h"
 
 /* ---- keys every layer takes ---- */
 
@@ -76,7 +76,7 @@ static int parse_name(gf_net *net, struct layer *l, const gf_value *v)
 	if (strcmp(name->u.s, "x") == 0 || strcmp(name->u.s, "label") == 0 || strchr(name->u.s, '.'))
 		return gf_layer_err(GF_EPARAM, l, "name \"%s\" is reserved or contains a dot", name->u.s);
 	for (int i = 0; i < l->index; i++)
-		if (strcmp(net->layers[i].name, name->u.s) == 0)
+		if (strcmp(net->k.layers[i].name, name->u.s) == 0)
 			return gf_layer_err(GF_EPARAM, l, "name \"%s\" already used by layer %d", name->u.s, i + 1);
 	snprintf(l->name, sizeof(l->name), "%s", name->u.s);
 	snprintf(l->key, sizeof(l->key), "%s", name->u.s);
@@ -114,34 +114,34 @@ static int parse_layer(gf_net *net, struct layer *l, const gf_value *v)
 	/* sources: a kind that reads the labels reads them unless told otherwise */
 	const gf_value *src = gf_value_get(v, "input");
 	if (src) {
-		if ((rc = gf_layer_source(net, l, "input", src, &l->in)))
+		if ((rc = gf_layer_source(&net->k, l, "input", src, &l->in)))
 			return rc;
 	} else if (k->flags & GF_LK_LABELS) {
-		l->in = net->label_node;
+		l->in = net->k.label_node;
 	} else {
-		l->in = l->index ? net->layers[l->index - 1].out : net->x_node;
+		l->in = l->index ? net->k.layers[l->index - 1].out : net->k.x_node;
 	}
 	l->with = -1;
 	l->out = 2 + l->index;
-	net->nodes[l->out].producer = l->index;
+	net->k.nodes[l->out].producer = l->index;
 
 	l->init = net->init;
 	const gf_value *init = gf_value_get(v, "init");
 	if (init && parse_init(init, net->init, &l->init))
 		return gf_layer_err(GF_EPARAM, l, "init must be \"torch\" or \"dcgan\"");
-	if (k->parse && (rc = k->parse(net, l, &a)))
+	if (k->parse && (rc = k->parse(&net->k, l, &a)))
 		return rc;
 
-	if (net->nodes[l->in].is_label && !(k->flags & GF_LK_LABELS))
+	if (net->k.nodes[l->in].is_label && !(k->flags & GF_LK_LABELS))
 		return gf_layer_err(GF_ESHAPE, l, "cannot take the labels as input (use an embedding)");
-	if ((rc = k->shapes(net, l)))
+	if ((rc = k->shapes(&net->k, l)))
 		return rc;
 	if (l->nparam > LAYER_MAX_TENSORS || l->nbuf > LAYER_MAX_TENSORS || l->nsave > LAYER_MAX_TENSORS)
 		return gf_layer_err(GF_EUNSUPPORTED, l, "declares more than %d tensors of one sort (LAYER_MAX_TENSORS)",
 		                    LAYER_MAX_TENSORS);
-	net->nodes[l->in].consumers++;
+	net->k.nodes[l->in].consumers++;
 	if (l->with >= 0)
-		net->nodes[l->with].consumers++;
+		net->k.nodes[l->with].consumers++;
 	return 0;
 }
 
@@ -157,8 +157,8 @@ static int parse_layer(gf_net *net, struct layer *l, const gf_value *v)
 
 static void replace_node(gf_net *net, int from, int to)
 {
-	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		struct layer *l = &net->k.layers[i];
 		if (l->skip)
 			continue;
 		if (l->in == from)
@@ -172,22 +172,22 @@ static void replace_node(gf_net *net, int from, int to)
 
 static void fuse(gf_net *net)
 {
-	for (int i = 0; i + 1 < net->nlayers; i++) {
-		struct layer *a = &net->layers[i];
+	for (int i = 0; i + 1 < net->k.nlayers; i++) {
+		struct layer *a = &net->k.layers[i];
 		if (a->skip || a->name[0])
 			continue;
-		struct node *ao = &net->nodes[a->out];
+		struct node *ao = &net->k.nodes[a->out];
 		if (ao->consumers != 1 || net->out_node == a->out)
 			continue;
 		/* the single consumer */
 		struct layer *b = NULL;
-		for (int j = i + 1; j < net->nlayers; j++)
-			if (!net->layers[j].skip && (net->layers[j].in == a->out || net->layers[j].with == a->out))
-				b = &net->layers[j];
+		for (int j = i + 1; j < net->k.nlayers; j++)
+			if (!net->k.layers[j].skip && (net->k.layers[j].in == a->out || net->k.layers[j].with == a->out))
+				b = &net->k.layers[j];
 		if (!b || b->with == a->out)
 			continue;
 		/* b takes over a: b reads a's input */
-		if (b->kind->absorb_input && b->kind->absorb_input(net, b, a)) {
+		if (b->kind->absorb_input && b->kind->absorb_input(&net->k, b, a)) {
 			a->skip = 1;
 			a->absorber = b;
 			b->in = a->in;
@@ -195,16 +195,16 @@ static void fuse(gf_net *net)
 			continue;
 		}
 		/* a takes over b: b's readers read a's output */
-		if (a->kind->absorb_output && a->kind->absorb_output(net, a, b)) {
+		if (a->kind->absorb_output && a->kind->absorb_output(&net->k, a, b)) {
 			b->skip = 1;
 			b->absorber = a;
-			net->nodes[b->out].consumers = 0;
+			net->k.nodes[b->out].consumers = 0;
 			int old = b->out;
 			b->out = a->out;
 			ao->consumers = 0;
 			replace_node(net, old, a->out);
-			for (int j = 0; j < net->nlayers; j++) {
-				struct layer *l = &net->layers[j];
+			for (int j = 0; j < net->k.nlayers; j++) {
+				struct layer *l = &net->k.layers[j];
 				if (l->skip)
 					continue;
 				ao->consumers += (l->in == a->out) + (l->with == a->out);
@@ -241,23 +241,23 @@ int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 	if (parse_init(gf_value_get(table, "init"), INIT_TORCH, &net->init))
 		return gf_seterr(GF_EPARAM, "network: init must be \"torch\" or \"dcgan\"");
 	int ok;
-	net->classes = (int)gf_value_as_int(gf_value_get(table, "classes"), 0, &ok);
-	if (!ok || net->classes < 0)
+	net->k.classes = (int)gf_value_as_int(gf_value_get(table, "classes"), 0, &ok);
+	if (!ok || net->k.classes < 0)
 		return gf_seterr(GF_EPARAM, "network: classes must be a non-negative integer");
 
-	net->nlayers = (int)n;
-	net->nnodes = 2 + (int)n;
-	net->layers = calloc(n, sizeof(*net->layers));
-	net->nodes = calloc((size_t)net->nnodes, sizeof(*net->nodes));
-	if (!net->layers || !net->nodes)
+	net->k.nlayers = (int)n;
+	net->k.nnodes = 2 + (int)n;
+	net->k.layers = calloc(n, sizeof(*net->k.layers));
+	net->k.nodes = calloc((size_t)net->k.nnodes, sizeof(*net->k.nodes));
+	if (!net->k.layers || !net->k.nodes)
 		return gf_seterr(-ENOMEM, "network: out of memory");
-	net->x_node = 0;
-	net->label_node = 1;
-	for (int i = 0; i < net->nnodes; i++)
-		net->nodes[i].producer = -1;
+	net->k.x_node = 0;
+	net->k.label_node = 1;
+	for (int i = 0; i < net->k.nnodes; i++)
+		net->k.nodes[i].producer = -1;
 
 	/* input shape: the options, else the table's input_shape */
-	struct node *x = &net->nodes[0];
+	struct node *x = &net->k.nodes[0];
 	if (opts->input_ndim > 0) {
 		if (opts->input_ndim > MAX_SDIMS)
 			return gf_seterr(GF_EPARAM, "network: input has more than %d dimensions", MAX_SDIMS);
@@ -278,19 +278,19 @@ int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 	for (int i = 0; i < x->ndim; i++)
 		if (x->shape[i] < 1)
 			return gf_seterr(GF_EPARAM, "network: input dimension %d is %lld", i, (long long)x->shape[i]);
-	struct node *lab = &net->nodes[1];
+	struct node *lab = &net->k.nodes[1];
 	lab->is_label = 1;
 	lab->ndim = 0;
 	lab->numel = 1;
 
-	for (int i = 0; i < net->nlayers; i++) {
-		net->layers[i].index = i;
-		int rc = parse_layer(net, &net->layers[i], gf_value_arg(table, (size_t)i));
+	for (int i = 0; i < net->k.nlayers; i++) {
+		net->k.layers[i].index = i;
+		int rc = parse_layer(net, &net->k.layers[i], gf_value_arg(table, (size_t)i));
 		if (rc)
 			return rc;
 	}
-	net->out_node = net->layers[net->nlayers - 1].out;
-	if (net->nodes[net->out_node].is_label)
+	net->out_node = net->k.layers[net->k.nlayers - 1].out;
+	if (net->k.nodes[net->out_node].is_label)
 		return gf_seterr(GF_EPARAM, "network: the output cannot be the labels");
 	if (!(opts->flags & GF_NET_NOFUSE))
 		fuse(net);
@@ -298,8 +298,8 @@ int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 	/* parameter and buffer layout, in table order then declaration order:
 	 * each layer's parameters are contiguous (the gradient hook's ranges) */
 	size_t p = 0, b = 0;
-	for (int i = 0; i < net->nlayers; i++) {
-		struct layer *l = &net->layers[i];
+	for (int i = 0; i < net->k.nlayers; i++) {
+		struct layer *l = &net->k.layers[i];
 		for (int j = 0; j < l->nparam; j++) {
 			l->param[j].off = (long)p;
 			p += l->param[j].n;

@@ -1,6 +1,7 @@
 # nn engine sources of libganflow (tensors ops, layers, losses, optimisers, CPU backend).
 set(GF_NN_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(GF_NN_CPU_SOURCES
+  ${GF_NN_DIR}/cpu/device_cpu.c
   ${GF_NN_DIR}/cpu/backend_cpu.c
   ${GF_NN_DIR}/cpu/team.c
   ${GF_NN_DIR}/cpu/ops_cpu.c

@@ -141,13 +141,13 @@ static int optim_alloc(gf_optim **out, gf_net *net, const gf_optim_conf *c, size
 	o->count = count;
 	o->nstate = (size_t)o->slots * count;
 	void *p;
-	int rc = net->be->ops->alloc(net->be, &p, (o->nstate ? o->nstate : 1) * sizeof(float));
+	int rc = net->k.be->ops->alloc(net->k.be, &p, (o->nstate ? o->nstate : 1) * sizeof(float));
 	if (rc) {
 		free(o);
 		return rc;
 	}
 	o->state = p;
-	if ((rc = net->be->ops->fill(net->be, o->state, o->nstate, 0.0f))) {
+	if ((rc = net->k.be->ops->fill(net->k.be, o->state, o->nstate, 0.0f))) {
 		gf_optim_destroy(o);
 		return rc;
 	}
@@ -219,7 +219,7 @@ void gf_optim_destroy(gf_optim *o)
 	if (!o)
 		return;
 	if (o->state)
-		o->net->be->ops->free(o->net->be, o->state);
+		o->net->k.be->ops->free(o->net->k.be, o->state);
 	for (size_t i = 0; i < o->nviews; i++)
 		free((char *)o->views[i].name);
 	free(o->views);
@@ -253,7 +253,7 @@ int gf_optim_step(gf_optim *o)
 	double bc2 = 1.0 - pow((double)c->beta2, (double)a.step);
 	a.step_size = (float)((double)c->lr / bc1);
 	a.bc2_sqrt = (float)sqrt(bc2);
-	int rc = np ? net->be->ops->optim_step(net->be, p, g, o->state, np, &a) : 0;
+	int rc = np ? net->k.be->ops->optim_step(net->k.be, p, g, o->state, np, &a) : 0;
 	if (rc)
 		return rc;
 	o->steps++;
@@ -300,7 +300,7 @@ int gf_net_clip_grad_norm(gf_net *net, float max_norm, float *norm)
 	size_t n;
 	float *g = gf_net_block(net, GF_GRADS, &n);
 	double ss = 0;
-	int rc = n ? net->be->ops->sumsq(net->be, &ss, g, n) : 0;
+	int rc = n ? net->k.be->ops->sumsq(net->k.be, &ss, g, n) : 0;
 	if (rc)
 		return rc;
 	double total = sqrt(ss);
@@ -311,7 +311,7 @@ int gf_net_clip_grad_norm(gf_net *net, float max_norm, float *norm)
 	if (max_norm > 0) {
 		double coef = (double)max_norm / (total + 1e-6);
 		if (coef < 1.0)
-			return net->be->ops->scale(net->be, g, n, (float)coef);
+			return net->k.be->ops->scale(net->k.be, g, n, (float)coef);
 	}
 	return 0;
 }

@@ -84,7 +84,7 @@ int gf_net_ortho_grad(gf_net *net, float beta, const char *skip)
 {
 	if (beta == 0.0f)
 		return 0;
-	gf_backend *be = net->be;
+	gf_backend *be = net->k.be;
 	size_t nv, np;
 	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
 	float *p = gf_net_block(net, GF_PARAMS, &np);

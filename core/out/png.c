@@ -1,4 +1,9 @@
-/* PNG writing and reading through libpng, and sample-grid tiling.
+/* core/out, what runs write for people: PNG images and sample grids
+ * (this file), plots (plot.c) and TensorBoard event files (tfevents.c).
+ * It uses only core/base; the output stages, core/eval and the command
+ * use it.
+ *
+ * PNG writing and reading through libpng, and sample-grid tiling.
  * See <ganflow/image.h>. */
 #include <errno.h>
 #include <math.h>

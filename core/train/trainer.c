@@ -1,4 +1,11 @@
-/* The trainer: the one skeleton under every step stage (g_step, d_step,
+/* core/train, the training skeleton the step stages share: the trainer
+ * (this file), backends, networks and messages of a step (train.c),
+ * checkpoints and resume (ckpt.c), the exchange client of data-parallel
+ * runs (exchange_client.c), labels, the fake cache and LeCam. It uses
+ * core/base, core/runtime (the stage API), core/data, core/nn and
+ * core/dist; core/eval, core/lua (resume) and the stages use it.
+ *
+ * The trainer: the one skeleton under every step stage (g_step, d_step,
  * classifier_step). It owns a network, its backend and optimiser, the
  * update step (warm-up, clipping, the exchange hand-off of data-parallel
  * runs), the stage's part of checkpoints and its resume, so that a step

@@ -1,5 +1,5 @@
 """Unpickles a PyTorch state dict (.pth) into a plain safetensors file, for
-`ganflow weights import` (core/cmd_weights.c), which does every check and
+`ganflow weights import` (core/cli/cmd_weights.c), which does every check and
 the mapping onto a ganflow network itself: this module only turns pickle
 into bytes a C program can read.
 

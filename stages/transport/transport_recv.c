@@ -2,7 +2,7 @@
  *
  * The Lua runner puts it on the consumer's rank when gf.connect joins
  * stages placed on different ranks; it feeds the consumer through an
- * ordinary ring, the one whose adaptive depth (core/depth.c) watches the
+ * ordinary ring, the one whose adaptive depth (core/runtime/depth.c) watches the
  * inter-arrival jitter of what the network delivers. The stage grants the
  * sender credit for "the ring's active depth" messages beyond those it
  * has pushed, so when the controller deepens the ring (the consumer

@@ -19,7 +19,7 @@
  * buffers takes its place.
  *
  * Over MPI each edge has three tags (header, payload, credit) on the edge
- * communicator of core/dist.c; over TCP the sender connects to the
+ * communicator of core/dist/dist.c; over TCP the sender connects to the
  * receiver's address and credits come back on the same connection.
  */
 #ifndef GF_TRANSPORT_WIRE_H

@@ -1,4 +1,4 @@
-/* libFuzzer target: the Lua pipeline loader (core/lua.c, with the
+/* libFuzzer target: the Lua pipeline loader (core/lua/lua.c, with the
  * placement, parameter and graph checks behind it): what `ganflow run
  * SCRIPT` does with a script up to the point where the graph would run.
  * Every gf.stage / gf.connect / gf.run call checks its input, and a bad

@@ -1,10 +1,10 @@
 /* ganflow graphs: stage instances joined by rings, run one thread each.
  *
- * This is the C face of what a Lua pipeline describes; core/placement.c
- * builds a rank's graph through it for core/lua.c, and tests and
- * benchmarks use it directly. The implementation: core/graph.c (building,
- * validating), core/graph_run.c (running, stopping), core/stage_api.c (what
- * stages call, <ganflow/stage.h>), core/graph_stats.c (statistics).
+ * This is the C face of what a Lua pipeline describes; core/dist/placement.c
+ * builds a rank's graph through it for core/lua/lua.c, and tests and
+ * benchmarks use it directly. The implementation: core/runtime/graph.c (building,
+ * validating), core/runtime/graph_run.c (running, stopping), core/runtime/stage_api.c (what
+ * stages call, <ganflow/stage.h>), core/runtime/graph_stats.c (statistics).
  *
  *	gf_graph *g;
  *	int src, sink;
@@ -180,6 +180,42 @@ int gf_graph_value(gf_graph *g, const char *name, double *out);
 
 /* Prints the end-of-run table of every edge (gf_log, info level). */
 void gf_graph_print_edges(gf_graph *g);
+
+/* ---- the stop every rank of a distributed run agrees on ----
+ *
+ * A graceful stop requested on one rank (Ctrl-C) must end every rank
+ * after the same step, or collectives stay half-matched. The graph runtime
+ * does its part (freezing the stage threads that report steps, ending the
+ * run after a given step) and reaches the ranks through the table below,
+ * which the distributed layer (core/dist, <ganflow/dist.h>) registers when
+ * it starts MPI: the runtime never calls MPI itself. docs/dist.md#faults. */
+
+/* The distributed layer's side of an agreed stop. */
+typedef struct gf_graph_peers {
+	/* A run of a graph with info.world > 1 starts (g) or ends (NULL):
+	 * between the two, the layer may call gf_graph_hold and
+	 * gf_graph_stop_at on g from its own thread. */
+	void (*attach)(gf_graph *g);
+	/* A graceful stop was requested on this rank: ask the ranks to agree
+	 * on a last step (their answer comes back as gf_graph_stop_at).
+	 * Returns 0, or an error code with gf_errmsg() set when there is no
+	 * world to ask (the rank then stops on its own). */
+	int (*stop_request)(void);
+} gf_graph_peers;
+
+/* Registers the table (NULL: none, stops stay local to the process); p
+ * must outlive its registration. Call it with no graph running. */
+void gf_graph_set_peers(const gf_graph_peers *p);
+
+/* Freezes the stage threads that report steps (each blocks in its next
+ * gf_report_step) and returns the highest step any of them can still
+ * reach: the highest step reported + 1, or -1 when none reported a step
+ * yet. Marks the run as stopped by a request. Thread-safe. */
+int64_t gf_graph_hold(gf_graph *g);
+
+/* Ends the run after step s (lowers the step target; s <= 0: stop now)
+ * and releases the threads frozen by gf_graph_hold. Thread-safe. */
+void gf_graph_stop_at(gf_graph *g, int64_t s);
 
 #ifdef __cplusplus
 }

@@ -258,6 +258,13 @@ void gf_info(gf_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2,
  * point. Cheap: one relaxed atomic load. */
 int gf_should_stop(gf_ctx *ctx);
 
+/* 1 once the hard stop is in effect (a stage failed, a second SIGINT, the
+ * grace period ran out): every runtime wait returns GF_ESTOP. A stage
+ * waiting on something else (a network request) polls it to give up;
+ * gf_dist_should_abort is this test. A thread that sees 1 also sees the
+ * failure message recorded before the stop. */
+int gf_ctx_hard_stop(gf_ctx *ctx);
+
 /* Reports progress: the step just completed and the items (images) it
  * processed. Drives the progress line (step, items/s, ETA) and the step
  * target. The run's step is the LOWEST step among the stage instances that

@@ -1,6 +1,6 @@
 /* ganflow values: the checked, Lua-free form of configuration.
  *
- * The Lua layer (core/lua.c) turns the tables of a pipeline script into
+ * The Lua layer (core/lua/lua.c) turns the tables of a pipeline script into
  * trees of gf_value: stage parameters, backbone layer tables, optimiser
  * settings. Stages and the nn engine read these trees and never see Lua.
  *
@@ -119,7 +119,7 @@ const char *gf_value_as_str(const gf_value *v, const char *def, int *ok);
  * value), never keep the cut text. */
 int gf_value_format(const gf_value *v, char *buf, size_t size);
 
-/* ---- JSON (core/value_json.c) ---- */
+/* ---- JSON (core/base/value_json.c) ---- */
 
 /* Writes v as JSON into *out (malloc'd, NUL-terminated; free() it): nil as
  * null, integers without a fraction, numbers always with one ("1.0"), so

@@ -1,7 +1,10 @@
 /* The CPU backend: host memory, OpenBLAS for GEMMs, a small thread team
  * for everything else. Fills the gf_backend_ops vtable (<ganflow/backend.h>)
- * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). */
+ * from the op files of this folder (ops_cpu.c, conv_cpu.c, bn_cpu.c). The
+ * top of the folder: the op files stand on device_cpu.c (scratch) and
+ * team.c, never on this file. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,56 +20,13 @@
  * another CBLAS header still compiles). */
 void openblas_set_num_threads(int num_threads);
 
-/* ---- memory ---- */
-
-int gf_cpu_alloc_plain(gf_backend *be, void **ptr, size_t bytes)
-{
-	(void)be;
-	*ptr = NULL;
-	if (posix_memalign(ptr, 64, bytes ? (bytes + 63) / 64 * 64 : 64))
-		return gf_seterr(-ENOMEM, "cpu backend: out of memory allocating %zu bytes", bytes);
-	return 0;
-}
-
-void gf_cpu_free_plain(gf_backend *be, void *ptr)
-{
-	(void)be;
-	free(ptr);
-}
-
-int gf_cpu_copy_plain(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind)
-{
-	(void)be;
-	(void)kind;   /* all kinds are host copies here */
-	if (bytes && dst != src)
-		memmove(dst, src, bytes);
-	return 0;
-}
-
 static int cpu_sync(gf_backend *be)
 {
 	(void)be;
 	return 0;
 }
 
-float *gf_cpu_scratch(gf_cpu *c, size_t n)
-{
-	if (n <= c->scratch_size)
-		return c->scratch;
-	free(c->scratch);
-	c->scratch = NULL;
-	c->scratch_size = 0;
-	void *p = NULL;
-	if (posix_memalign(&p, 64, n * sizeof(float))) {
-		gf_seterr(-ENOMEM, "cpu backend: out of memory for %zu floats of scratch", n);
-		return NULL;
-	}
-	c->scratch = p;
-	c->scratch_size = n;
-	return c->scratch;
-}
-
-void gf_cpu_destroy(gf_backend *be)
+static void cpu_destroy(gf_backend *be)
 {
 	gf_cpu *c = gf_cpu_of(be);
 	gf_cpu_check_detach(c);
@@ -81,7 +41,7 @@ static const gf_backend_ops cpu_ops = {
 	.abi = GF_BACKEND_ABI,
 	.size = sizeof(gf_backend_ops),
 	.name = "cpu",
-	.destroy = gf_cpu_destroy,
+	.destroy = cpu_destroy,
 	.alloc = gf_cpu_alloc_plain,
 	.free = gf_cpu_free_plain,
 	.copy = gf_cpu_copy_plain,
@@ -128,6 +88,17 @@ static const gf_backend_ops cpu_ops = {
 	.reduce_dev = gf_cpu_reduce_dev,
 };
 
+/* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with
+ * graph_cpu.c's checked ops over it, made once. */
+static gf_backend_ops check_ops;
+static pthread_once_t check_once = PTHREAD_ONCE_INIT;
+
+static void make_check_ops(void)
+{
+	check_ops = cpu_ops;
+	gf_cpu_check_ops(&check_ops);
+}
+
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 {
@@ -136,7 +107,7 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 	if (opts && opts->precision != GF_PREC_FP32 && opts->precision != GF_PREC_TF32)
 		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 and tf32, which "
 		                                  "computes fp32 here; bf16/fp16 need backend = \"cuda\")",
-		                 gf_precision_name(opts->precision));
+		                 opts->precision == GF_PREC_BF16 ? "bf16" : "fp16");
 	int threads = opts ? opts->threads : 0;
 	if (threads <= 0) {
 		const char *env = getenv("GANFLOW_THREADS");
@@ -165,7 +136,8 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 			free(c);
 			return rc;
 		}
-		c->be.ops = gf_cpu_check_ops();
+		pthread_once(&check_once, make_check_ops);
+		c->be.ops = &check_ops;
 	}
 	c->be.device = GF_CPU;
 	c->be.device_index = 0;

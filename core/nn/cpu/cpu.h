@@ -43,6 +43,8 @@ static inline gf_cpu *gf_cpu_of(gf_backend *be)
 	return (gf_cpu *)be;
 }
 
+/* ---- device_cpu.c ---- */
+
 /* Scratch of at least n floats (64-byte aligned), or NULL (error set).
  * Valid until the next call; ops carve their buffers out of one call. */
 float *gf_cpu_scratch(gf_cpu *c, size_t n);
@@ -137,18 +139,22 @@ int gf_cpu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, 
                         const float *x, const float *gamma, const float *mean, const float *rstd,
                         const gf_bn_desc *d);
 
-/* ---- graph_cpu.c: the CPU backend as a checked device ----
- * With GANFLOW_CPU_DEVICE_CHECK=1 an instance takes the ops table
- * gf_cpu_check_ops(): every op of the CPU backend plus the device ops
- * (graphs, events, pinned and device memory, asynchronous copies, stats),
- * run eagerly on the host while the CUDA backend's rules are enforced. */
-int gf_cpu_check_wanted(void);
-int gf_cpu_check_attach(gf_cpu *c);
-void gf_cpu_check_detach(gf_cpu *c);
-const gf_backend_ops *gf_cpu_check_ops(void);
+/* ---- device_cpu.c: memory and copies (host memory) ---- */
 int gf_cpu_alloc_plain(gf_backend *be, void **ptr, size_t bytes);
 void gf_cpu_free_plain(gf_backend *be, void *ptr);
 int gf_cpu_copy_plain(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind);
-void gf_cpu_destroy(gf_backend *be);
+
+/* ---- graph_cpu.c: the CPU backend as a checked device ----
+ * With GANFLOW_CPU_DEVICE_CHECK=1 an instance gets the ops table that
+ * gf_cpu_check_ops makes of the plain one: every op of the CPU backend
+ * checked, plus the device ops (graphs, events, pinned and device memory,
+ * asynchronous copies, stats), run eagerly on the host while the CUDA
+ * backend's rules are enforced. */
+int gf_cpu_check_wanted(void);
+int gf_cpu_check_attach(gf_cpu *c);
+void gf_cpu_check_detach(gf_cpu *c);
+/* Replaces the entries of ops (a copy of the plain table) by checked ones
+ * and adds the device ops; destroy stays the plain one. */
+void gf_cpu_check_ops(gf_backend_ops *ops);
 
 #endif

@@ -2,8 +2,9 @@
  * step stages run, and be tested, on a machine without a GPU.
  *
  * With GANFLOW_CPU_DEVICE_CHECK=1 in the environment, every CPU backend
- * instance opened afterwards takes the ops table below: the CPU backend's
- * ops, plus the ops only a device backend has (graph_begin / graph_end,
+ * instance opened afterwards takes the ops table gf_cpu_check_ops makes
+ * (backend_cpu.c asks for it): the CPU backend's ops, checked, plus the
+ * ops only a device backend has (graph_begin / graph_end,
  * events, pinned and device memory, asynchronous copies, timing, stats).
  * Everything still runs eagerly on the host, so results are the CPU
  * backend's bit for bit, but the CUDA backend's rules (graph_cuda.c,
@@ -794,74 +795,66 @@ static int k_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, f
 	                           batch);
 }
 
-static const gf_backend_ops check_ops = {
-	.abi = GF_BACKEND_ABI,
-	.size = sizeof(gf_backend_ops),
-	.name = "cpu",
-	.destroy = gf_cpu_destroy,
-	.alloc = k_alloc,
-	.free = k_free,
-	.copy = k_copy,
-	.fill = k_fill,
-	.sync = k_sync,
-	.gemm = k_gemm,
-	.bias_add = k_bias_add,
-	.bias_grad = k_bias_grad,
-	.axpy = k_axpy,
-	.scale = k_scale,
-	.copy2d = k_copy2d,
-	.conv2d_forward = k_conv_fwd,
-	.conv2d_backward = k_conv_bwd,
-	.bn_forward_train = k_bn_train,
-	.bn_forward_eval = k_bn_eval,
-	.bn_backward = k_bn_bwd,
-	.act_forward = k_act_fwd,
-	.act_backward = k_act_bwd,
-	.upsample_forward = k_up_fwd,
-	.upsample_backward = k_up_bwd,
-	.dropout_forward = k_drop_fwd,
-	.dropout_backward = k_drop_bwd,
-	.pooling_forward = k_pool_fwd,
-	.pooling_backward = k_pool_bwd,
-	.softmax_forward = k_softmax_fwd,
-	.softmax_backward = k_softmax_bwd,
-	.embedding_forward = k_emb_fwd,
-	.embedding_backward = k_emb_bwd,
-	.loss = k_loss,
-	.optim_step = k_optim,
-	.sumsq = k_sumsq,
-	.rng_uniform = k_rng_uniform,
-	.rng_normal = k_rng_normal,
-	.stats = k_stats,
-	.copy_async = k_copy_async,
-	.pinned_alloc = k_pinned_alloc,
-	.pinned_free = k_pinned_free,
-	.event_create = k_event_create,
-	.event_destroy = k_event_destroy,
-	.event_record = k_event_record,
-	.event_wait = k_event_wait,
-	.event_sync = k_event_sync,
-	.loss_dev = k_loss_dev,
-	.graph_begin = k_graph_begin,
-	.graph_end = k_graph_end,
-	.graph_destroy = k_graph_destroy,
-	.sn_forward = k_sn_fwd,
-	.sn_backward = k_sn_bwd,
-	.row_dot = k_row_dot,
-	.row_scale = k_row_scale,
-	.cbn_forward = k_cbn_fwd,
-	.cbn_backward = k_cbn_bwd,
-	.augment_forward = k_aug_fwd,
-	.augment_backward = k_aug_bwd,
-	.gemm_batched = k_gemm_batched,
-	.reduce_dev = k_reduce,
-	.device_alloc = k_device_alloc,
-	.device_free = k_device_free,
-	.event_create_timed = k_event_create_timed,
-	.event_elapsed = k_event_elapsed,
-};
-
-const gf_backend_ops *gf_cpu_check_ops(void)
+void gf_cpu_check_ops(gf_backend_ops *ops)
 {
-	return &check_ops;
+	ops->alloc = k_alloc;
+	ops->free = k_free;
+	ops->copy = k_copy;
+	ops->fill = k_fill;
+	ops->sync = k_sync;
+	ops->gemm = k_gemm;
+	ops->bias_add = k_bias_add;
+	ops->bias_grad = k_bias_grad;
+	ops->axpy = k_axpy;
+	ops->scale = k_scale;
+	ops->copy2d = k_copy2d;
+	ops->conv2d_forward = k_conv_fwd;
+	ops->conv2d_backward = k_conv_bwd;
+	ops->bn_forward_train = k_bn_train;
+	ops->bn_forward_eval = k_bn_eval;
+	ops->bn_backward = k_bn_bwd;
+	ops->act_forward = k_act_fwd;
+	ops->act_backward = k_act_bwd;
+	ops->upsample_forward = k_up_fwd;
+	ops->upsample_backward = k_up_bwd;
+	ops->dropout_forward = k_drop_fwd;
+	ops->dropout_backward = k_drop_bwd;
+	ops->pooling_forward = k_pool_fwd;
+	ops->pooling_backward = k_pool_bwd;
+	ops->softmax_forward = k_softmax_fwd;
+	ops->softmax_backward = k_softmax_bwd;
+	ops->embedding_forward = k_emb_fwd;
+	ops->embedding_backward = k_emb_bwd;
+	ops->loss = k_loss;
+	ops->optim_step = k_optim;
+	ops->sumsq = k_sumsq;
+	ops->rng_uniform = k_rng_uniform;
+	ops->rng_normal = k_rng_normal;
+	ops->stats = k_stats;
+	ops->copy_async = k_copy_async;
+	ops->pinned_alloc = k_pinned_alloc;
+	ops->pinned_free = k_pinned_free;
+	ops->event_create = k_event_create;
+	ops->event_destroy = k_event_destroy;
+	ops->event_record = k_event_record;
+	ops->event_wait = k_event_wait;
+	ops->event_sync = k_event_sync;
+	ops->loss_dev = k_loss_dev;
+	ops->graph_begin = k_graph_begin;
+	ops->graph_end = k_graph_end;
+	ops->graph_destroy = k_graph_destroy;
+	ops->sn_forward = k_sn_fwd;
+	ops->sn_backward = k_sn_bwd;
+	ops->row_dot = k_row_dot;
+	ops->row_scale = k_row_scale;
+	ops->cbn_forward = k_cbn_fwd;
+	ops->cbn_backward = k_cbn_bwd;
+	ops->augment_forward = k_aug_fwd;
+	ops->augment_backward = k_aug_bwd;
+	ops->gemm_batched = k_gemm_batched;
+	ops->reduce_dev = k_reduce;
+	ops->device_alloc = k_device_alloc;
+	ops->device_free = k_device_free;
+	ops->event_create_timed = k_event_create_timed;
+	ops->event_elapsed = k_event_elapsed;
 }

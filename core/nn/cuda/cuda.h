@@ -1,5 +1,5 @@
 /* The CUDA backend's shared state, and the launchers its kernel files
- * provide. Included by the host files (C11: backend_cuda.c, graph_cuda.c,
+ * provide. Included by the host files (C11: device_cuda.c, backend_cuda.c, graph_cuda.c,
  * ops_cuda.c, conv_cuda.c, bn_cuda.c), which fill the vtable and drive
  * cuDNN and cuBLAS, and by the kernel files (CUDA C++: ops.cu, bn.cu,
  * conv.cu), which hold the kernels and their launchers. Nothing outside
@@ -153,7 +153,7 @@ static inline gf_cuda *gf_cu(gf_backend *be)
 	return (gf_cuda *)be;
 }
 
-/* ---- errors (backend_cuda.c) ----
+/* ---- errors (device_cuda.c) ----
  * Each returns a ganflow code (-ENOMEM, GF_EUNSUPPORTED, -EIO) with a
  * message naming the call, set through gf_seterr. */
 int gf_cu_fail(cudaError_t e, const char *what, const char *file, int line);
@@ -187,7 +187,12 @@ int gf_cu_fail_blas(cublasStatus_t s, const char *what, const char *file, int li
 			return rc_;       \
 	} while (0)
 
-/* ---- instance helpers (backend_cuda.c) ---- */
+/* ---- instance helpers (device_cuda.c) ---- */
+
+/* cudaMalloc of n bytes (256 when n is 0) that also works while the
+ * stream captures a graph (cudaMalloc is not a stream operation: the
+ * capturing thread switches to relaxed mode around it). */
+cudaError_t gf_cu_malloc(gf_cuda *c, void **p, size_t n);
 
 /* Makes the instance's device current on the calling thread (stages may
  * create a backend on one thread and use it on another). */

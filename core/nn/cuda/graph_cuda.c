@@ -24,7 +24,7 @@
  * sync): those ops return GF_EUNSUPPORTED between the brackets.
  * Allocations made while capturing (scratch growth) are legal through the
  * relaxed capture mode, and any scratch a graph may use is never freed
- * while the graph exists (backend_cuda.c). */
+ * while the graph exists (device_cuda.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

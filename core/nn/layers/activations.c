@@ -10,32 +10,32 @@
  * also what a batchnorm before a relu or lrelu reads to absorb it (bn.c). */
 #include "../layer_kind.h"
 
-static int act_shapes(gf_net *net, struct layer *l)
+static int act_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct node *in = layer_in(net, l);
 	gf_layer_set_shape(layer_out(net, l), in->ndim, in->shape);
 	return 0;
 }
 
-static int act_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int act_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l);
-	return OPS(net)->act_forward(BE(net), layer_out(net, l)->data, in->data, (size_t)B * in->numel, l->as_act,
-	                             l->as_act_param);
+	return net->be->ops->act_forward(net->be, layer_out(net, l)->data, in->data, (size_t)B * in->numel, l->as_act,
+	                                 l->as_act_param);
 }
 
-static int act_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int act_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *out = layer_out(net, l);
 	if (!g->dx)
 		return 0;
-	return OPS(net)->act_backward(BE(net), g->dx, out->grad, out->data, (size_t)B * layer_in(net, l)->numel,
-	                              l->as_act, l->as_act_param);
+	return net->be->ops->act_backward(net->be, g->dx, out->grad, out->data, (size_t)B * layer_in(net, l)->numel,
+	                                  l->as_act, l->as_act_param);
 }
 
 /* Which activation the layer is (the kind's variant), and its slope. */
-static int act_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int act_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	l->as_act = (gf_act)l->kind->variant;

@@ -8,7 +8,7 @@
  * first folded in before the second is written, as concat does. */
 #include "../layer_kind.h"
 
-static int add_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int add_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	const gf_value *with = gf_value_get(a->v, "with");
 	if (!with)
@@ -16,7 +16,7 @@ static int add_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return gf_layer_source(net, l, "with", with, &l->with);
 }
 
-static int add_shapes(gf_net *net, struct layer *l)
+static int add_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct node *in = layer_in(net, l), *b = &net->nodes[l->with];
 	char s[96], s2[96];
@@ -33,18 +33,18 @@ static int add_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int add_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int add_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with], *out = layer_out(net, l);
 	size_t n = (size_t)B * in->numel;
-	int rc = OPS(net)->copy(BE(net), out->data, in->data, n * sizeof(float), GF_COPY_D2D);
+	int rc = net->be->ops->copy(net->be, out->data, in->data, n * sizeof(float), GF_COPY_D2D);
 	if (!rc)
-		rc = OPS(net)->copy2d(BE(net), out->data, n, w->data, n, 1, n, 1);
+		rc = net->be->ops->copy2d(net->be, out->data, n, w->data, n, 1, n, 1);
 	return rc;
 }
 
-static int add_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int add_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with], *out = layer_out(net, l);
 	size_t bytes = (size_t)B * in->numel * sizeof(float);
@@ -52,14 +52,14 @@ static int add_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	/* both inputs may need the accumulation scratch (with may even be the
 	 * input): fold the first in before writing the second */
 	if (g->dx) {
-		if ((rc = OPS(net)->copy(BE(net), g->dx, out->grad, bytes, GF_COPY_D2D)) ||
-		    (rc = gf_net_grad_done(net, l->in, B)))
+		if ((rc = net->be->ops->copy(net->be, g->dx, out->grad, bytes, GF_COPY_D2D)) ||
+		    (rc = gf_layer_grad_done(net, l->in, B)))
 			return rc;
 		g->dx = NULL;
 	}
 	if (w->needs) {
-		if ((rc = OPS(net)->copy(BE(net), gf_net_grad_dst(net, l->with), out->grad, bytes, GF_COPY_D2D)) ||
-		    (rc = gf_net_grad_done(net, l->with, B)))
+		if ((rc = net->be->ops->copy(net->be, gf_layer_grad_dst(net, l->with), out->grad, bytes, GF_COPY_D2D)) ||
+		    (rc = gf_layer_grad_done(net, l->with, B)))
 			return rc;
 	}
 	return 0;

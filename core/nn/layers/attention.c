@@ -56,7 +56,7 @@ struct dims {
 	int h, w, n, p;      /* n = H*W positions, p = n/4 pooled */
 };
 
-static struct dims dims_of(const gf_net *net, const struct layer *l)
+static struct dims dims_of(const gf_layer_net *net, const struct layer *l)
 {
 	const struct node *in = layer_in(net, l);
 	struct dims d;
@@ -140,7 +140,7 @@ static size_t bwd_layout(const struct dims *d, size_t B, float *base, struct bwd
 
 /* ---- table, shapes, init ---- */
 
-static int attn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int attn_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct attn_cfg *c = LAYER_CFG(struct attn_cfg, l);
@@ -155,7 +155,7 @@ static int attn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int attn_shapes(gf_net *net, struct layer *l)
+static int attn_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct attn_cfg *c = LAYER_CFG(struct attn_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -166,8 +166,8 @@ static int attn_shapes(gf_net *net, struct layer *l)
 	if (in->shape[1] % 2 || in->shape[2] % 2)
 		return gf_layer_err(GF_ESHAPE, l, "input %s: height and width must be even (2x2 max-pool)",
 		                    gf_layer_shape_str(in, s, sizeof(s)));
-	if (!GF_BACKEND_HAS(BE(net), gemm_batched))
-		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no gemm_batched op", OPS(net)->name);
+	if (!GF_BACKEND_HAS(net->be, gemm_batched))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no gemm_batched op", net->be->ops->name);
 	struct dims d = dims_of(net, l);
 	gf_layer_set_shape(layer_out(net, l), 3, in->shape);
 	const int64_t cout[NCONV] = { d.c8, d.c8, d.c2, d.c }, cin[NCONV] = { d.c, d.c, d.c, d.c2 };
@@ -183,7 +183,7 @@ static int attn_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int attn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int attn_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct attn_cfg *c = LAYER_CCFG(struct attn_cfg, l);
 	int rc;
@@ -199,7 +199,7 @@ static int attn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 		if ((rc = gf_layer_upload(net, l, i, host)))
 			return rc;
 	}
-	if ((rc = OPS(net)->fill(BE(net), layer_param(net, l, NCONV), 1, c->gamma0)))
+	if ((rc = net->be->ops->fill(net->be, layer_param(net, l, NCONV), 1, c->gamma0)))
 		return rc;
 	for (int i = 0; i < NCONV; i++)
 		if ((rc = gf_sn_init(net, l, &c->sn[i], rng, host)))
@@ -209,9 +209,9 @@ static int attn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 
 /* ---- forward ---- */
 
-#define BGEMM(...) OPS(net)->gemm_batched(BE(net), __VA_ARGS__)
+#define BGEMM(...) net->be->ops->gemm_batched(net->be, __VA_ARGS__)
 
-static int attn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int attn_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct attn_cfg *c = LAYER_CCFG(struct attn_cfg, l);
 	struct dims d = dims_of(net, l);
@@ -235,15 +235,15 @@ static int attn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 		size_t off = 0;
 		for (int i = TH; i <= GG; i++) {
 			size_t n = l->param[i].n;
-			if ((rc = OPS(net)->copy(BE(net), f.wq + off, w[i], n * sizeof(float), GF_COPY_D2D)))
+			if ((rc = net->be->ops->copy(net->be, f.wq + off, w[i], n * sizeof(float), GF_COPY_D2D)))
 				return rc;
 			off += n;
 		}
 		wq = f.wq;
 	}
 	/* w' = gamma * w_o: (1 x 1) times (1 x C*C/2) */
-	if ((rc = OPS(net)->gemm(BE(net), 0, 0, 1, d.c * d.c2, 1, 1.0f, layer_param(net, l, NCONV), 1, w[OO],
-	                         d.c * d.c2, 0.0f, f.wo, d.c * d.c2)))
+	if ((rc = net->be->ops->gemm(net->be, 0, 0, 1, d.c * d.c2, 1, 1.0f, layer_param(net, l, NCONV), 1, w[OO],
+	                             d.c * d.c2, 0.0f, f.wo, d.c * d.c2)))
 		return rc;
 
 	/* qkv (3C/4, B, N): qkv_b = wq x_b */
@@ -251,26 +251,26 @@ static int attn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 		return rc;
 	/* phi and g: (5C/8)*B planes of (H, W), 2x2 max-pooled */
 	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1, 0 };
-	if ((rc = OPS(net)->pooling_forward(BE(net), f.pool, f.idx, f.qkv + (size_t)d.c8 * bn, &pd)))
+	if ((rc = net->be->ops->pooling_forward(net->be, f.pool, f.idx, f.qkv + (size_t)d.c8 * bn, &pd)))
 		return rc;
 	const float *phi = f.pool, *g = f.pool + (size_t)d.c8 * bp;
 	/* beta_b = softmax(theta_b^T phi_b) (N, P); the logits in the backward's scratch */
 	float *logits = b.dbeta;
 	if ((rc = BGEMM(1, 0, d.n, d.p, d.c8, 1.0f, f.qkv, (int)bn, d.n, phi, (int)bp, d.p, 0.0f, logits, d.p, np, B)) ||
-	    (rc = OPS(net)->softmax_forward(BE(net), f.beta, logits, B * d.n, d.p)))
+	    (rc = net->be->ops->softmax_forward(net->be, f.beta, logits, B * d.n, d.p)))
 		return rc;
 	/* o_b = g_b beta_b^T (C/2, N) */
 	if ((rc = BGEMM(0, 1, d.c2, d.n, d.p, 1.0f, g, (int)bp, d.p, f.beta, d.p, np, 0.0f, f.o, (int)bn, d.n, B)))
 		return rc;
 	/* y_b = x_b + w' o_b */
-	if ((rc = OPS(net)->copy(BE(net), y, x, (size_t)B * cn * sizeof(float), GF_COPY_D2D)))
+	if ((rc = net->be->ops->copy(net->be, y, x, (size_t)B * cn * sizeof(float), GF_COPY_D2D)))
 		return rc;
 	return BGEMM(0, 0, d.c, d.n, d.c2, 1.0f, f.wo, d.c2, 0, f.o, (int)bn, d.n, 1.0f, y, d.n, cn, B);
 }
 
 /* ---- backward ---- */
 
-static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
+static int attn_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *gr)
 {
 	const struct attn_cfg *c = LAYER_CCFG(struct attn_cfg, l);
 	if (!gr->dx && !gr->dw)
@@ -295,9 +295,9 @@ static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 		int k = d.c * d.c2, acc;
 		float *dwo = gf_sn_dweight(net, l, &c->sn[OO], gr, &acc);
 		if ((rc = BGEMM(0, 1, d.c, d.c2, d.n, 1.0f, dy, d.n, cn, f.o, (int)bn, d.n, 0.0f, b.dwo, d.c2, 0, B)) ||
-		    (rc = OPS(net)->gemm(BE(net), 0, 1, 1, 1, k, 1.0f, b.dwo, k, wo, k, gr->acc ? 1.0f : 0.0f,
-		                         layer_grad(net, l, NCONV), 1)) ||
-		    (rc = OPS(net)->gemm(BE(net), 0, 0, 1, k, 1, 1.0f, gamma, 1, b.dwo, k, acc ? 1.0f : 0.0f, dwo, k)) ||
+		    (rc = net->be->ops->gemm(net->be, 0, 1, 1, 1, k, 1.0f, b.dwo, k, wo, k, gr->acc ? 1.0f : 0.0f,
+		                             layer_grad(net, l, NCONV), 1)) ||
+		    (rc = net->be->ops->gemm(net->be, 0, 0, 1, k, 1, 1.0f, gamma, 1, b.dwo, k, acc ? 1.0f : 0.0f, dwo, k)) ||
 		    (rc = gf_sn_backward(net, l, &c->sn[OO], gr)))
 			return rc;
 	}
@@ -306,18 +306,18 @@ static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 	/* o_b = g_b beta_b^T: dg_b = do_b beta_b, dbeta_b = do_b^T g_b */
 	if ((rc = BGEMM(0, 0, d.c2, d.p, d.n, 1.0f, b.d_o, (int)bn, d.n, f.beta, d.p, np, 0.0f, dg, (int)bp, d.p, B)) ||
 	    (rc = BGEMM(1, 0, d.n, d.p, d.c2, 1.0f, b.d_o, (int)bn, d.n, g, (int)bp, d.p, 0.0f, b.dbeta, d.p, np, B)) ||
-	    (rc = OPS(net)->softmax_backward(BE(net), b.ds, b.dbeta, f.beta, B * d.n, d.p)))
+	    (rc = net->be->ops->softmax_backward(net->be, b.ds, b.dbeta, f.beta, B * d.n, d.p)))
 		return rc;
 	/* s_b = theta_b^T phi_b: dphi_b = theta_b ds_b, dtheta_b = phi_b ds_b^T */
 	if ((rc = BGEMM(0, 0, d.c8, d.p, d.n, 1.0f, f.qkv, (int)bn, d.n, b.ds, d.p, np, 0.0f, dphi, (int)bp, d.p, B)) ||
 	    (rc = BGEMM(0, 1, d.c8, d.n, d.p, 1.0f, phi, (int)bp, d.p, b.ds, d.p, np, 0.0f, b.dqkv, (int)bn, d.n, B)))
 		return rc;
 	gf_pooling_desc pd = { (d.cq - d.c8) * B, 1, d.h, d.w, d.h / 2, d.w / 2, 2, 2, 2, 2, 0, 0, 1, 0 };
-	if ((rc = OPS(net)->pooling_backward(BE(net), b.dqkv + (size_t)d.c8 * bn, b.dpool, f.idx, &pd)))
+	if ((rc = net->be->ops->pooling_backward(net->be, b.dqkv + (size_t)d.c8 * bn, b.dpool, f.idx, &pd)))
 		return rc;
 	/* the input convs: dx_b = dy_b + wq^T dqkv_b; dwq = sum_b dqkv_b x_b^T */
 	if (gr->dx &&
-	    ((rc = OPS(net)->copy(BE(net), gr->dx, dy, (size_t)B * cn * sizeof(float), GF_COPY_D2D)) ||
+	    ((rc = net->be->ops->copy(net->be, gr->dx, dy, (size_t)B * cn * sizeof(float), GF_COPY_D2D)) ||
 	     (rc = BGEMM(1, 0, d.c, d.n, d.cq, 1.0f, wq, d.c, 0, b.dqkv, (int)bn, d.n, 1.0f, gr->dx, d.n, cn, B))))
 		return rc;
 	if (!gr->dw)
@@ -332,7 +332,7 @@ static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 		int acc;
 		size_t n = l->param[i].n;
 		float *dw = gf_sn_dweight(net, l, &c->sn[i], gr, &acc);   /* sn: scratch, overwritten */
-		if ((rc = OPS(net)->copy(BE(net), dw, b.dwq + off, n * sizeof(float), GF_COPY_D2D)) ||
+		if ((rc = net->be->ops->copy(net->be, dw, b.dwq + off, n * sizeof(float), GF_COPY_D2D)) ||
 		    (rc = gf_sn_backward(net, l, &c->sn[i], gr)))
 			return rc;
 		off += n;
@@ -340,7 +340,7 @@ static int attn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *gr)
 	return 0;
 }
 
-static double attn_flops(const gf_net *net, const struct layer *l, int B, int exec)
+static double attn_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)exec;
 	struct dims d = dims_of(net, l);

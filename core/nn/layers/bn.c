@@ -24,7 +24,7 @@ struct bn_cfg {
 };
 LAYER_CFG_FITS(struct bn_cfg);
 
-static int bn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int bn_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct bn_cfg *c = LAYER_CFG(struct bn_cfg, l);
@@ -38,7 +38,7 @@ static int bn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int bn_shapes(gf_net *net, struct layer *l)
+static int bn_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct bn_cfg *c = LAYER_CFG(struct bn_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -60,7 +60,7 @@ static int bn_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int bn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int bn_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	size_t n = l->param[0].n;
 	int rc;
@@ -68,14 +68,14 @@ static int bn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 		gf_rng_normal(rng, host, n, 1.0f, 0.02f);
 		rc = gf_layer_upload(net, l, 0, host);
 	} else {
-		rc = OPS(net)->fill(BE(net), layer_param(net, l, 0), n, 1.0f);
+		rc = net->be->ops->fill(net->be, layer_param(net, l, 0), n, 1.0f);
 	}
 	if (!rc)
-		rc = OPS(net)->fill(BE(net), layer_param(net, l, 1), l->param[1].n, 0.0f);
+		rc = net->be->ops->fill(net->be, layer_param(net, l, 1), l->param[1].n, 0.0f);
 	return rc;
 }
 
-static gf_bn_desc bn_desc(const gf_net *net, const struct layer *l, int B)
+static gf_bn_desc bn_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct bn_cfg *c = LAYER_CCFG(struct bn_cfg, l);
 	gf_bn_desc d;
@@ -92,7 +92,7 @@ static gf_bn_desc bn_desc(const gf_net *net, const struct layer *l, int B)
 	return d;
 }
 
-static int bn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int bn_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct bn_cfg *c = LAYER_CCFG(struct bn_cfg, l);
 	gf_bn_desc d = bn_desc(net, l, B);
@@ -100,20 +100,20 @@ static int bn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 	float *g = layer_param(net, l, 0), *b = layer_param(net, l, 1);
 	float *rm = layer_buffer(net, l, 0), *rv = layer_buffer(net, l, 1);
 	if (!(mode & GF_TRAIN))
-		return OPS(net)->bn_forward_eval(BE(net), y, x, g, b, rm, rv, &d);
+		return net->be->ops->bn_forward_eval(net->be, y, x, g, b, rm, rv, &d);
 	int freeze = (mode & GF_FREEZE_STATS) != 0;
-	return OPS(net)->bn_forward_train(BE(net), y, l->save[c->mean], l->save[c->rstd], freeze ? NULL : rm,
-	                                  freeze ? NULL : rv, x, g, b, &d);
+	return net->be->ops->bn_forward_train(net->be, y, l->save[c->mean], l->save[c->rstd], freeze ? NULL : rm,
+	                                      freeze ? NULL : rv, x, g, b, &d);
 }
 
-static int bn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int bn_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct bn_cfg *c = LAYER_CCFG(struct bn_cfg, l);
 	gf_bn_desc d = bn_desc(net, l, B);
 	const struct node *out = layer_out(net, l);
-	return OPS(net)->bn_backward(BE(net), g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
-	                             g->dw ? layer_grad(net, l, 1) : NULL, out->grad, out->data, layer_in(net, l)->data,
-	                             layer_param(net, l, 0), l->save[c->mean], l->save[c->rstd], &d, g->acc);
+	return net->be->ops->bn_backward(net->be, g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
+	                                 g->dw ? layer_grad(net, l, 1) : NULL, out->grad, out->data, layer_in(net, l)->data,
+	                                 layer_param(net, l, 0), l->save[c->mean], l->save[c->rstd], &d, g->acc);
 }
 
 static const char *bn_note(const struct layer *l)
@@ -123,7 +123,7 @@ static const char *bn_note(const struct layer *l)
 }
 
 /* batchnorm -> relu/lrelu: the activation inside the normalisation */
-static int bn_absorb_output(const gf_net *net, struct layer *l, const struct layer *next)
+static int bn_absorb_output(const gf_layer_net *net, struct layer *l, const struct layer *next)
 {
 	(void)net;
 	struct bn_cfg *c = LAYER_CFG(struct bn_cfg, l);

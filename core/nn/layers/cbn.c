@@ -52,7 +52,7 @@ struct cbn_cfg {
 };
 LAYER_CFG_FITS(struct cbn_cfg);
 
-static int cbn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int cbn_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	struct cbn_cfg *c = LAYER_CFG(struct cbn_cfg, l);
 	int rc;
@@ -73,14 +73,14 @@ static int cbn_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return cond ? gf_layer_source(net, l, "cond", cond, &l->with) : 0;
 }
 
-static int cbn_shapes(gf_net *net, struct layer *l)
+static int cbn_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct cbn_cfg *c = LAYER_CFG(struct cbn_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
 	int rc;
-	if (!GF_BACKEND_HAS(BE(net), cbn_forward) || !GF_BACKEND_HAS(BE(net), cbn_backward))
-		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no conditional batchnorm ops", OPS(net)->name);
+	if (!GF_BACKEND_HAS(net->be, cbn_forward) || !GF_BACKEND_HAS(net->be, cbn_backward))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no conditional batchnorm ops", net->be->ops->name);
 	if (in->ndim < 1 || in->ndim > 3)
 		return gf_layer_err(GF_ESHAPE, l, "expects (C), (C, L) or (C, H, W) input, got %s",
 		                    gf_layer_shape_str(in, s, sizeof(s)));
@@ -121,7 +121,7 @@ static int cbn_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes_at(net, l, &c->sn[1], c->bias ? 2 : 1, "bias.weight_u", "bias.weight_v", 1, m, k);
 }
 
-static int cbn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int cbn_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct cbn_cfg *c = LAYER_CCFG(struct cbn_cfg, l);
 	int rc = 0;
@@ -133,7 +133,7 @@ static int cbn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 				gf_rng_normal(rng, host, n, 0.0f, 0.02f);
 				rc = gf_layer_upload(net, l, p, host);
 			} else {
-				rc = OPS(net)->fill(BE(net), layer_param(net, l, p), n, 0.0f);
+				rc = net->be->ops->fill(net->be, layer_param(net, l, p), n, 0.0f);
 			}
 		} else {
 			float bound = (float)(1.0 / sqrt((double)c->dim));
@@ -145,7 +145,7 @@ static int cbn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 			if (!rc && c->bias) {
 				size_t nb = l->param[p + 1].n;
 				if (l->init == INIT_DCGAN) {
-					rc = OPS(net)->fill(BE(net), layer_param(net, l, p + 1), nb, 0.0f);
+					rc = net->be->ops->fill(net->be, layer_param(net, l, p + 1), nb, 0.0f);
 				} else {
 					gf_rng_uniform(rng, host, nb, -bound, bound);
 					rc = gf_layer_upload(net, l, p + 1, host);
@@ -159,7 +159,7 @@ static int cbn_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 }
 
 /* Workspace i of the (B, C) slot: 0 g, 1 b, 2 dg, 3 db. */
-static float *aff(const gf_net *net, const struct layer *l, int i)
+static float *aff(const gf_layer_net *net, const struct layer *l, int i)
 {
 	const struct cbn_cfg *c = LAYER_CCFG(struct cbn_cfg, l);
 	return (float *)l->save[c->aff] + (size_t)i * (size_t)net->max_batch * (size_t)c->c;
@@ -171,12 +171,12 @@ static float *stat(const struct layer *l, int i)
 	return (float *)l->save[c->stats] + (size_t)i * (size_t)c->c;
 }
 
-static const int32_t *labels(const gf_net *net)
+static const int32_t *labels(const gf_layer_net *net)
 {
 	return (const int32_t *)(const void *)net->nodes[net->label_node].data;
 }
 
-static gf_bn_desc cbn_desc(const gf_net *net, const struct layer *l, int B)
+static gf_bn_desc cbn_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct cbn_cfg *c = LAYER_CCFG(struct cbn_cfg, l);
 	gf_bn_desc d;
@@ -194,7 +194,7 @@ static gf_bn_desc cbn_desc(const gf_net *net, const struct layer *l, int B)
 }
 
 /* g = 1 + gain(cond), b = bias(cond) into the (B, C) workspace. */
-static int cbn_affine(gf_net *net, struct layer *l, int B, unsigned mode)
+static int cbn_affine(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct cbn_cfg *c = LAYER_CCFG(struct cbn_cfg, l);
 	size_t n = (size_t)B * (size_t)c->c;
@@ -202,25 +202,25 @@ static int cbn_affine(gf_net *net, struct layer *l, int B, unsigned mode)
 	const float *wg, *wb;
 	int rc;
 	if ((rc = gf_sn_weight(net, l, &c->sn[0], mode, &wg)) || (rc = gf_sn_weight(net, l, &c->sn[1], mode, &wb)) ||
-	    (rc = OPS(net)->fill(BE(net), g, n, 1.0f)))
+	    (rc = net->be->ops->fill(net->be, g, n, 1.0f)))
 		return rc;
 	if (c->classes) {
-		if ((rc = OPS(net)->embedding_forward(BE(net), t, wg, labels(net), B, c->c, c->classes)) ||
-		    (rc = OPS(net)->axpy(BE(net), g, t, n, 1.0f)))
+		if ((rc = net->be->ops->embedding_forward(net->be, t, wg, labels(net), B, c->c, c->classes)) ||
+		    (rc = net->be->ops->axpy(net->be, g, t, n, 1.0f)))
 			return rc;
-		return OPS(net)->embedding_forward(BE(net), b, wb, labels(net), B, c->c, c->classes);
+		return net->be->ops->embedding_forward(net->be, b, wb, labels(net), B, c->c, c->classes);
 	}
 	const float *x = net->nodes[l->with].data;
-	if ((rc = OPS(net)->gemm(BE(net), 0, 1, B, c->c, c->dim, 1.0f, x, c->dim, wg, c->dim, 1.0f, g, c->c)) ||
-	    (rc = OPS(net)->gemm(BE(net), 0, 1, B, c->c, c->dim, 1.0f, x, c->dim, wb, c->dim, 0.0f, b, c->c)))
+	if ((rc = net->be->ops->gemm(net->be, 0, 1, B, c->c, c->dim, 1.0f, x, c->dim, wg, c->dim, 1.0f, g, c->c)) ||
+	    (rc = net->be->ops->gemm(net->be, 0, 1, B, c->c, c->dim, 1.0f, x, c->dim, wb, c->dim, 0.0f, b, c->c)))
 		return rc;
-	if (c->bias && ((rc = OPS(net)->bias_add(BE(net), g, layer_param(net, l, 1), B, c->c, 1)) ||
-	                (rc = OPS(net)->bias_add(BE(net), b, layer_param(net, l, 3), B, c->c, 1))))
+	if (c->bias && ((rc = net->be->ops->bias_add(net->be, g, layer_param(net, l, 1), B, c->c, 1)) ||
+	                (rc = net->be->ops->bias_add(net->be, b, layer_param(net, l, 3), B, c->c, 1))))
 		return rc;
 	return 0;
 }
 
-static int cbn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int cbn_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	gf_bn_desc d = cbn_desc(net, l, B);
 	float *rm = layer_buffer(net, l, 0), *rv = layer_buffer(net, l, 1);
@@ -228,12 +228,12 @@ static int cbn_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 	if (rc)
 		return rc;
 	int train = (mode & GF_TRAIN) != 0, freeze = (mode & GF_FREEZE_STATS) != 0;
-	return OPS(net)->cbn_forward(BE(net), layer_out(net, l)->data, stat(l, 0), stat(l, 1),
-	                             train && freeze ? NULL : rm, train && freeze ? NULL : rv, layer_in(net, l)->data,
-	                             aff(net, l, 0), aff(net, l, 1), &d, train);
+	return net->be->ops->cbn_forward(net->be, layer_out(net, l)->data, stat(l, 0), stat(l, 1),
+	                                 train && freeze ? NULL : rm, train && freeze ? NULL : rv, layer_in(net, l)->data,
+	                                 aff(net, l, 0), aff(net, l, 1), &d, train);
 }
 
-static int cbn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int cbn_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct cbn_cfg *c = LAYER_CCFG(struct cbn_cfg, l);
 	gf_bn_desc d = cbn_desc(net, l, B);
@@ -241,13 +241,13 @@ static int cbn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	const struct node *cn = c->classes ? NULL : &net->nodes[l->with];
 	float *dg = aff(net, l, 2), *db = aff(net, l, 3);
 	int rc, acc;
-	if ((rc = OPS(net)->cbn_backward(BE(net), g->dx, dg, db, out->grad, out->data, layer_in(net, l)->data,
-	                                 aff(net, l, 0), stat(l, 0), stat(l, 1), &d)))
+	if ((rc = net->be->ops->cbn_backward(net->be, g->dx, dg, db, out->grad, out->data, layer_in(net, l)->data,
+	                                     aff(net, l, 0), stat(l, 0), stat(l, 1), &d)))
 		return rc;
 	/* the input and cond may share the accumulation scratch: fold the
 	 * first in before writing the second */
 	if (g->dx && cn && cn->needs) {
-		if ((rc = gf_net_grad_done(net, l->in, B)))
+		if ((rc = gf_layer_grad_done(net, l->in, B)))
 			return rc;
 		g->dx = NULL;
 	}
@@ -256,29 +256,29 @@ static int cbn_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 			const float *dgb = j ? db : dg;
 			float *dw = gf_sn_dweight(net, l, &c->sn[j], g, &acc);
 			if (c->classes)
-				rc = OPS(net)->embedding_backward(BE(net), dw, dgb, labels(net), B, c->c, c->classes, acc);
+				rc = net->be->ops->embedding_backward(net->be, dw, dgb, labels(net), B, c->c, c->classes, acc);
 			else
-				rc = OPS(net)->gemm(BE(net), 1, 0, c->c, c->dim, B, 1.0f, dgb, c->c, cn->data, c->dim,
-				                    acc ? 1.0f : 0.0f, dw, c->dim);
+				rc = net->be->ops->gemm(net->be, 1, 0, c->c, c->dim, B, 1.0f, dgb, c->c, cn->data, c->dim,
+				                        acc ? 1.0f : 0.0f, dw, c->dim);
 			if (!rc && c->bias)
-				rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, c->sn[j].param + 1), dgb, B, c->c, 1, g->acc);
+				rc = net->be->ops->bias_grad(net->be, layer_grad(net, l, c->sn[j].param + 1), dgb, B, c->c, 1, g->acc);
 			if (rc || (rc = gf_sn_backward(net, l, &c->sn[j], g)))
 				return rc;
 		}
 	}
 	if (cn && cn->needs) {
-		float *dc = gf_net_grad_dst(net, l->with);
-		if ((rc = OPS(net)->gemm(BE(net), 0, 0, B, c->dim, c->c, 1.0f, dg, c->c, gf_sn_used(net, l, &c->sn[0]),
-		                         c->dim, 0.0f, dc, c->dim)) ||
-		    (rc = OPS(net)->gemm(BE(net), 0, 0, B, c->dim, c->c, 1.0f, db, c->c, gf_sn_used(net, l, &c->sn[1]),
-		                         c->dim, 1.0f, dc, c->dim)))
+		float *dc = gf_layer_grad_dst(net, l->with);
+		if ((rc = net->be->ops->gemm(net->be, 0, 0, B, c->dim, c->c, 1.0f, dg, c->c, gf_sn_used(net, l, &c->sn[0]),
+		                             c->dim, 0.0f, dc, c->dim)) ||
+		    (rc = net->be->ops->gemm(net->be, 0, 0, B, c->dim, c->c, 1.0f, db, c->c, gf_sn_used(net, l, &c->sn[1]),
+		                             c->dim, 1.0f, dc, c->dim)))
 			return rc;
-		return gf_net_grad_done(net, l->with, B);
+		return gf_layer_grad_done(net, l->with, B);
 	}
 	return 0;
 }
 
-static double cbn_flops(const gf_net *net, const struct layer *l, int B, int exec)
+static double cbn_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)net;
 	(void)exec;
@@ -293,7 +293,7 @@ static const char *cbn_note(const struct layer *l)
 }
 
 /* cbn -> relu/lrelu: the activation inside the normalisation pass */
-static int cbn_absorb_output(const gf_net *net, struct layer *l, const struct layer *next)
+static int cbn_absorb_output(const gf_layer_net *net, struct layer *l, const struct layer *next)
 {
 	(void)net;
 	struct cbn_cfg *c = LAYER_CFG(struct cbn_cfg, l);

@@ -9,7 +9,7 @@
 
 #include "../layer_kind.h"
 
-static int concat_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int concat_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	const gf_value *with = gf_value_get(a->v, "with");
 	if (!with)
@@ -17,7 +17,7 @@ static int concat_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return gf_layer_source(net, l, "with", with, &l->with);
 }
 
-static int concat_shapes(gf_net *net, struct layer *l)
+static int concat_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct node *in = layer_in(net, l), *b = &net->nodes[l->with];
 	char s[96], s2[96];
@@ -37,32 +37,32 @@ static int concat_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int concat_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int concat_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with], *out = layer_out(net, l);
-	int rc = OPS(net)->copy2d(BE(net), out->data, out->numel, in->data, in->numel, (size_t)B, in->numel, 0);
+	int rc = net->be->ops->copy2d(net->be, out->data, out->numel, in->data, in->numel, (size_t)B, in->numel, 0);
 	if (!rc)
-		rc = OPS(net)->copy2d(BE(net), out->data + in->numel, out->numel, w->data, w->numel, (size_t)B, w->numel, 0);
+		rc = net->be->ops->copy2d(net->be, out->data + in->numel, out->numel, w->data, w->numel, (size_t)B, w->numel, 0);
 	return rc;
 }
 
-static int concat_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int concat_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with], *out = layer_out(net, l);
 	int rc;
 	/* both inputs may need the accumulation scratch: fold the first in
 	 * before writing the second */
 	if (g->dx) {
-		if ((rc = OPS(net)->copy2d(BE(net), g->dx, in->numel, out->grad, out->numel, (size_t)B, in->numel, 0)) ||
-		    (rc = gf_net_grad_done(net, l->in, B)))
+		if ((rc = net->be->ops->copy2d(net->be, g->dx, in->numel, out->grad, out->numel, (size_t)B, in->numel, 0)) ||
+		    (rc = gf_layer_grad_done(net, l->in, B)))
 			return rc;
 		g->dx = NULL;
 	}
 	if (w->needs && !w->is_label) {
-		float *dwith = gf_net_grad_dst(net, l->with);
-		if ((rc = OPS(net)->copy2d(BE(net), dwith, w->numel, out->grad + in->numel, out->numel, (size_t)B, w->numel, 0)) ||
-		    (rc = gf_net_grad_done(net, l->with, B)))
+		float *dwith = gf_layer_grad_dst(net, l->with);
+		if ((rc = net->be->ops->copy2d(net->be, dwith, w->numel, out->grad + in->numel, out->numel, (size_t)B, w->numel, 0)) ||
+		    (rc = gf_layer_grad_done(net, l->with, B)))
 			return rc;
 	}
 	return 0;

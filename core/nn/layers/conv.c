@@ -25,7 +25,7 @@ struct conv_cfg {
 };
 LAYER_CFG_FITS(struct conv_cfg);
 
-static int conv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int conv_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
@@ -41,7 +41,7 @@ static int conv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int conv_shapes(gf_net *net, struct layer *l)
+static int conv_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -65,14 +65,14 @@ static int conv_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->kh * c->kw);
 }
 
-static int conv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int conv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->kh * c->kw));
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
-static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
+static gf_conv_desc conv_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	gf_conv_desc d = gf_layer_conv_desc(layer_in(net, l), layer_out(net, l), c->kh, c->stride, c->ph, B);
@@ -82,39 +82,39 @@ static gf_conv_desc conv_desc(const gf_net *net, const struct layer *l, int B)
 	return d;
 }
 
-static int conv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int conv_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	gf_conv_desc d = conv_desc(net, l, B);
 	const float *w;
 	int rc = gf_sn_weight(net, l, &LAYER_CCFG(struct conv_cfg, l)->sn, mode, &w);
 	return rc ? rc
-	          : OPS(net)->conv2d_forward(BE(net), layer_out(net, l)->data, layer_in(net, l)->data, w,
-	                                     layer_param(net, l, 1), &d);
+	          : net->be->ops->conv2d_forward(net->be, layer_out(net, l)->data, layer_in(net, l)->data, w,
+	                                         layer_param(net, l, 1), &d);
 }
 
-static int conv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int conv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	const struct node *out = layer_out(net, l);
 	gf_conv_desc d = conv_desc(net, l, B);
 	if (!c->sn.on)
-		return OPS(net)->conv2d_backward(BE(net), g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
-		                                 g->dw ? layer_grad(net, l, 1) : NULL, out->grad, layer_in(net, l)->data,
-		                                 layer_param(net, l, 0), &d, g->acc);
+		return net->be->ops->conv2d_backward(net->be, g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
+		                                     g->dw ? layer_grad(net, l, 1) : NULL, out->grad, layer_in(net, l)->data,
+		                                     layer_param(net, l, 0), &d, g->acc);
 	/* sn: the weight gradient of w / sigma into scratch, then through sigma */
 	int acc, rc;
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
-	if ((rc = OPS(net)->conv2d_backward(BE(net), g->dx, dw, NULL, out->grad, layer_in(net, l)->data,
-	                                    gf_sn_used(net, l, &c->sn), &d, acc)) ||
+	if ((rc = net->be->ops->conv2d_backward(net->be, g->dx, dw, NULL, out->grad, layer_in(net, l)->data,
+	                                        gf_sn_used(net, l, &c->sn), &d, acc)) ||
 	    (rc = gf_sn_backward(net, l, &c->sn, g)))
 		return rc;
 	if (g->dw && c->bias)
-		return OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), out->grad, B, c->cout,
-		                           (int)(out->numel / (size_t)c->cout), g->acc);
+		return net->be->ops->bias_grad(net->be, layer_grad(net, l, 1), out->grad, B, c->cout,
+		                               (int)(out->numel / (size_t)c->cout), g->acc);
 	return 0;
 }
 
-static double conv_flops(const gf_net *net, const struct layer *l, int B, int exec)
+static double conv_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	double taps = (exec && c->up == 2) ? 4.0 : (double)c->kh * c->kw;
@@ -127,7 +127,7 @@ static const char *conv_note(const struct layer *l)
 }
 
 /* nearest upsample x2 -> 3x3/1/1 conv: the sub-pixel conv */
-static int conv_absorb_input(const gf_net *net, struct layer *l, const struct layer *prev)
+static int conv_absorb_input(const gf_layer_net *net, struct layer *l, const struct layer *prev)
 {
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
 	if (prev->as_upsample != 2 || c->kh != 3 || c->kw != 3 || c->stride != 1 || c->ph != 1 || c->pw != 1 || c->up != 1 ||

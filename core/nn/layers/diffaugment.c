@@ -23,7 +23,7 @@ struct aug_cfg {
 };
 LAYER_CFG_FITS(struct aug_cfg);
 
-static int aug_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int aug_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct aug_cfg *c = LAYER_CFG(struct aug_cfg, l);
@@ -58,37 +58,37 @@ static int aug_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int aug_shapes(gf_net *net, struct layer *l)
+static int aug_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct aug_cfg *c = LAYER_CFG(struct aug_cfg, l);
 	const struct node *in = layer_in(net, l);
 	int rc = gf_layer_expect_image(l, in, 0);
 	if (rc)
 		return rc;
-	if (!GF_BACKEND_HAS(BE(net), augment_backward))
+	if (!GF_BACKEND_HAS(net->be, augment_backward))
 		return gf_layer_err(GF_EUNSUPPORTED, l, "the backend has no augment ops");
 	gf_layer_set_shape(layer_out(net, l), 3, in->shape);
 	c->u = gf_layer_save(l, (size_t)net->max_batch * 7);
 	return 0;
 }
 
-static int aug_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int aug_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct aug_cfg *c = LAYER_CCFG(struct aug_cfg, l);
 	const struct node *in = layer_in(net, l);
 	float *y = layer_out(net, l)->data;
 	if (!(mode & GF_TRAIN))
-		return OPS(net)->copy(BE(net), y, in->data, (size_t)B * in->numel * sizeof(float), GF_COPY_D2D);
+		return net->be->ops->copy(net->be, y, in->data, (size_t)B * in->numel * sizeof(float), GF_COPY_D2D);
 	size_t nu = (size_t)B * 7;
-	int rc = OPS(net)->rng_uniform(BE(net), l->save[c->u], nu, 0.0f, 1.0f, &net->rng);
+	int rc = net->be->ops->rng_uniform(net->be, l->save[c->u], nu, 0.0f, 1.0f, &net->rng);
 	if (rc)
 		return rc;
 	net->rng.offset += gf_rng_blocks(nu);
-	return OPS(net)->augment_forward(BE(net), y, in->data, l->save[c->u], B, (int)in->shape[0], (int)in->shape[1],
-	                                 (int)in->shape[2], c->what);
+	return net->be->ops->augment_forward(net->be, y, in->data, l->save[c->u], B, (int)in->shape[0], (int)in->shape[1],
+	                                     (int)in->shape[2], c->what);
 }
 
-static int aug_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int aug_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct aug_cfg *c = LAYER_CCFG(struct aug_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -96,9 +96,9 @@ static int aug_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	if (!g->dx)
 		return 0;
 	if (!(net->mode & GF_TRAIN))
-		return OPS(net)->copy(BE(net), g->dx, dy, (size_t)B * in->numel * sizeof(float), GF_COPY_D2D);
-	return OPS(net)->augment_backward(BE(net), g->dx, dy, l->save[c->u], B, (int)in->shape[0], (int)in->shape[1],
-	                                  (int)in->shape[2], c->what);
+		return net->be->ops->copy(net->be, g->dx, dy, (size_t)B * in->numel * sizeof(float), GF_COPY_D2D);
+	return net->be->ops->augment_backward(net->be, g->dx, dy, l->save[c->u], B, (int)in->shape[0], (int)in->shape[1],
+	                                      (int)in->shape[2], c->what);
 }
 
 const gf_layer_kind gf_layer_diffaugment = {

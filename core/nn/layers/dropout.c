@@ -18,7 +18,7 @@ struct dropout_cfg {
 };
 LAYER_CFG_FITS(struct dropout_cfg);
 
-static int dropout_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int dropout_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct dropout_cfg *c = LAYER_CFG(struct dropout_cfg, l);
@@ -31,7 +31,7 @@ static int dropout_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int dropout_shapes(gf_net *net, struct layer *l)
+static int dropout_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct dropout_cfg *c = LAYER_CFG(struct dropout_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -49,21 +49,21 @@ static size_t groups(const struct dropout_cfg *c, const struct node *in, int B)
 	return c->channels ? (size_t)B * (size_t)in->shape[0] : (size_t)B * in->numel;
 }
 
-static int dropout_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int dropout_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct dropout_cfg *c = LAYER_CCFG(struct dropout_cfg, l);
 	const struct node *in = layer_in(net, l);
 	float *y = layer_out(net, l)->data;
 	size_t n = (size_t)B * in->numel, ng = groups(c, in, B);
 	if (!(mode & GF_TRAIN) || c->p == 0.0f)
-		return OPS(net)->copy(BE(net), y, in->data, n * sizeof(float), GF_COPY_D2D);
-	int rc = OPS(net)->dropout_forward(BE(net), y, l->save[c->mask], in->data, ng, n / ng, c->p, &net->rng);
+		return net->be->ops->copy(net->be, y, in->data, n * sizeof(float), GF_COPY_D2D);
+	int rc = net->be->ops->dropout_forward(net->be, y, l->save[c->mask], in->data, ng, n / ng, c->p, &net->rng);
 	if (!rc)
 		net->rng.offset += gf_rng_blocks(ng);
 	return rc;
 }
 
-static int dropout_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int dropout_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct dropout_cfg *c = LAYER_CCFG(struct dropout_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -72,8 +72,8 @@ static int dropout_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *
 	if (!g->dx)
 		return 0;
 	if (!(net->mode & GF_TRAIN) || c->p == 0.0f)
-		return OPS(net)->copy(BE(net), g->dx, dy, n * sizeof(float), GF_COPY_D2D);
-	return OPS(net)->dropout_backward(BE(net), g->dx, dy, l->save[c->mask], ng, n / ng);
+		return net->be->ops->copy(net->be, g->dx, dy, n * sizeof(float), GF_COPY_D2D);
+	return net->be->ops->dropout_backward(net->be, g->dx, dy, l->save[c->mask], ng, n / ng);
 }
 
 const gf_layer_kind gf_layer_dropout = {

@@ -16,7 +16,7 @@ struct embedding_cfg {
 };
 LAYER_CFG_FITS(struct embedding_cfg);
 
-static int embedding_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int embedding_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct embedding_cfg *c = LAYER_CFG(struct embedding_cfg, l);
@@ -27,7 +27,7 @@ static int embedding_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int embedding_shapes(gf_net *net, struct layer *l)
+static int embedding_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct embedding_cfg *c = LAYER_CFG(struct embedding_cfg, l);
 	if (!layer_in(net, l)->is_label)
@@ -40,33 +40,33 @@ static int embedding_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes(net, l, &c->sn, 1, c->classes, c->dim);
 }
 
-static int embedding_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int embedding_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	gf_rng_normal(rng, host, l->param[0].n, 0.0f, 1.0f);
 	int rc = gf_layer_upload(net, l, 0, host);
 	return rc ? rc : gf_sn_init(net, l, &LAYER_CCFG(struct embedding_cfg, l)->sn, rng, host);
 }
 
-static int embedding_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int embedding_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
 	const float *w;
 	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
 	return rc ? rc
-	          : OPS(net)->embedding_forward(BE(net), layer_out(net, l)->data, w,
-	                                        (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes);
+	          : net->be->ops->embedding_forward(net->be, layer_out(net, l)->data, w,
+	                                            (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes);
 }
 
-static int embedding_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int embedding_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
 	if (!g->dw)
 		return 0;
 	int acc, rc;
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
-	if ((rc = OPS(net)->embedding_backward(BE(net), dw, layer_out(net, l)->grad,
-	                                       (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes,
-	                                       acc)))
+	if ((rc = net->be->ops->embedding_backward(net->be, dw, layer_out(net, l)->grad,
+	                                           (const int32_t *)(void *)layer_in(net, l)->data, B, c->dim, c->classes,
+	                                           acc)))
 		return rc;
 	return gf_sn_backward(net, l, &c->sn, g);
 }

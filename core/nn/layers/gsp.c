@@ -10,7 +10,7 @@
  * zeroed input gradient. */
 #include "../layer_kind.h"
 
-static int gsp_shapes(gf_net *net, struct layer *l)
+static int gsp_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct node *in = layer_in(net, l);
 	int rc = gf_layer_expect_image(l, in, 0);
@@ -20,24 +20,24 @@ static int gsp_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int gsp_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int gsp_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l);
 	int planes = B * (int)in->shape[0], hw = (int)(in->shape[1] * in->shape[2]);
-	return OPS(net)->bias_grad(BE(net), layer_out(net, l)->data, in->data, 1, planes, hw, 0);
+	return net->be->ops->bias_grad(net->be, layer_out(net, l)->data, in->data, 1, planes, hw, 0);
 }
 
-static int gsp_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int gsp_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *in = layer_in(net, l);
 	int planes = B * (int)in->shape[0], hw = (int)(in->shape[1] * in->shape[2]);
 	int rc;
 	if (!g->dx)
 		return 0;
-	if ((rc = OPS(net)->fill(BE(net), g->dx, (size_t)planes * hw, 0.0f)))
+	if ((rc = net->be->ops->fill(net->be, g->dx, (size_t)planes * hw, 0.0f)))
 		return rc;
-	return OPS(net)->bias_add(BE(net), g->dx, layer_out(net, l)->grad, 1, planes, hw);
+	return net->be->ops->bias_add(net->be, g->dx, layer_out(net, l)->grad, 1, planes, hw);
 }
 
 const gf_layer_kind gf_layer_gsp = {

@@ -22,7 +22,7 @@ struct instancenorm_cfg {
 };
 LAYER_CFG_FITS(struct instancenorm_cfg);
 
-static int instancenorm_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int instancenorm_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct instancenorm_cfg *c = LAYER_CFG(struct instancenorm_cfg, l);
@@ -35,7 +35,7 @@ static int instancenorm_parse(gf_net *net, struct layer *l, const gf_layer_args 
 	return 0;
 }
 
-static int instancenorm_shapes(gf_net *net, struct layer *l)
+static int instancenorm_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct instancenorm_cfg *c = LAYER_CFG(struct instancenorm_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -58,23 +58,23 @@ static int instancenorm_shapes(gf_net *net, struct layer *l)
 }
 
 /* PyTorch's: gamma 1, beta 0 */
-static int instancenorm_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int instancenorm_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	(void)rng;
 	(void)host;
-	int rc = OPS(net)->fill(BE(net), layer_param(net, l, 0), l->param[0].n, 1.0f);
+	int rc = net->be->ops->fill(net->be, layer_param(net, l, 0), l->param[0].n, 1.0f);
 	if (!rc)
-		rc = OPS(net)->fill(BE(net), layer_param(net, l, 1), l->param[1].n, 0.0f);
+		rc = net->be->ops->fill(net->be, layer_param(net, l, 1), l->param[1].n, 0.0f);
 	return rc;
 }
 
 /* Workspace i of a save slot (B*C floats each at max_batch). */
-static float *ws(const gf_net *net, const struct layer *l, int slot, int i)
+static float *ws(const gf_layer_net *net, const struct layer *l, int slot, int i)
 {
 	return (float *)l->save[slot] + (size_t)i * (size_t)net->max_batch * (size_t)LAYER_CCFG(struct instancenorm_cfg, l)->c;
 }
 
-static gf_bn_desc instancenorm_desc(const gf_net *net, const struct layer *l, int B)
+static gf_bn_desc instancenorm_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct instancenorm_cfg *c = LAYER_CCFG(struct instancenorm_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -83,7 +83,7 @@ static gf_bn_desc instancenorm_desc(const gf_net *net, const struct layer *l, in
 	return d;
 }
 
-static int instancenorm_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int instancenorm_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;   /* no running statistics: the same in training and eval */
 	const struct instancenorm_cfg *c = LAYER_CCFG(struct instancenorm_cfg, l);
@@ -94,16 +94,16 @@ static int instancenorm_forward(gf_net *net, struct layer *l, int B, unsigned mo
 		gamma = ws(net, l, c->aff, 0);
 		beta = ws(net, l, c->aff, 1);
 		size_t n = (size_t)B * (size_t)c->c;
-		if ((rc = OPS(net)->fill(BE(net), gamma, 2 * n, 0.0f)) ||
-		    (rc = OPS(net)->bias_add(BE(net), gamma, layer_param(net, l, 0), B, c->c, 1)) ||
-		    (rc = OPS(net)->bias_add(BE(net), beta, layer_param(net, l, 1), B, c->c, 1)))
+		if ((rc = net->be->ops->fill(net->be, gamma, 2 * n, 0.0f)) ||
+		    (rc = net->be->ops->bias_add(net->be, gamma, layer_param(net, l, 0), B, c->c, 1)) ||
+		    (rc = net->be->ops->bias_add(net->be, beta, layer_param(net, l, 1), B, c->c, 1)))
 			return rc;
 	}
-	return OPS(net)->bn_forward_train(BE(net), layer_out(net, l)->data, ws(net, l, c->stats, 0), ws(net, l, c->stats, 1), NULL,
-	                                  NULL, layer_in(net, l)->data, gamma, beta, &d);
+	return net->be->ops->bn_forward_train(net->be, layer_out(net, l)->data, ws(net, l, c->stats, 0), ws(net, l, c->stats, 1), NULL,
+	                                      NULL, layer_in(net, l)->data, gamma, beta, &d);
 }
 
-static int instancenorm_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int instancenorm_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct instancenorm_cfg *c = LAYER_CCFG(struct instancenorm_cfg, l);
 	gf_bn_desc d = instancenorm_desc(net, l, B);
@@ -112,14 +112,14 @@ static int instancenorm_backward(gf_net *net, struct layer *l, int B, gf_layer_g
 	int rc;
 	if (!g->dx && !dw)
 		return 0;
-	rc = OPS(net)->bn_backward(BE(net), g->dx, dw ? ws(net, l, c->aff, 2) : NULL, dw ? ws(net, l, c->aff, 3) : NULL,
-	                           out->grad, out->data, layer_in(net, l)->data, c->affine ? ws(net, l, c->aff, 0) : NULL,
-	                           ws(net, l, c->stats, 0), ws(net, l, c->stats, 1), &d, 0);
+	rc = net->be->ops->bn_backward(net->be, g->dx, dw ? ws(net, l, c->aff, 2) : NULL, dw ? ws(net, l, c->aff, 3) : NULL,
+	                               out->grad, out->data, layer_in(net, l)->data, c->affine ? ws(net, l, c->aff, 0) : NULL,
+	                               ws(net, l, c->stats, 0), ws(net, l, c->stats, 1), &d, 0);
 	if (rc || !dw)
 		return rc;
-	if ((rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 0), ws(net, l, c->aff, 2), B, c->c, 1, g->acc)))
+	if ((rc = net->be->ops->bias_grad(net->be, layer_grad(net, l, 0), ws(net, l, c->aff, 2), B, c->c, 1, g->acc)))
 		return rc;
-	return OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), ws(net, l, c->aff, 3), B, c->c, 1, g->acc);
+	return net->be->ops->bias_grad(net->be, layer_grad(net, l, 1), ws(net, l, c->aff, 3), B, c->c, 1, g->acc);
 }
 
 const gf_layer_kind gf_layer_instancenorm = {

@@ -13,7 +13,7 @@ struct linear_cfg {
 };
 LAYER_CFG_FITS(struct linear_cfg);
 
-static int linear_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int linear_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
@@ -24,7 +24,7 @@ static int linear_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int linear_shapes(gf_net *net, struct layer *l)
+static int linear_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -41,49 +41,49 @@ static int linear_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes(net, l, &c->sn, 1, c->fout, c->fin);
 }
 
-static int linear_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int linear_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->fin);
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
-static int linear_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int linear_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	float *y = layer_out(net, l)->data, *b = layer_param(net, l, 1);
 	const float *w;
 	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
 	if (!rc)
-		rc = OPS(net)->gemm(BE(net), 0, 1, B, c->fout, c->fin, 1.0f, layer_in(net, l)->data, c->fin, w, c->fin, 0.0f,
-		                    y, c->fout);
+		rc = net->be->ops->gemm(net->be, 0, 1, B, c->fout, c->fin, 1.0f, layer_in(net, l)->data, c->fin, w, c->fin, 0.0f,
+		                        y, c->fout);
 	if (!rc && b)
-		rc = OPS(net)->bias_add(BE(net), y, b, B, c->fout, 1);
+		rc = net->be->ops->bias_add(net->be, y, b, B, c->fout, 1);
 	return rc;
 }
 
-static int linear_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int linear_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	const float *dy = layer_out(net, l)->grad;
 	int rc, acc;
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
 	if (g->dw) {
-		if ((rc = OPS(net)->gemm(BE(net), 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, layer_in(net, l)->data,
-		                         c->fin, acc ? 1.0f : 0.0f, dw, c->fin)) ||
+		if ((rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, layer_in(net, l)->data,
+		                             c->fin, acc ? 1.0f : 0.0f, dw, c->fin)) ||
 		    (rc = gf_sn_backward(net, l, &c->sn, g)))
 			return rc;
-		if (c->bias && (rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), dy, B, c->fout, 1, g->acc)))
+		if (c->bias && (rc = net->be->ops->bias_grad(net->be, layer_grad(net, l, 1), dy, B, c->fout, 1, g->acc)))
 			return rc;
 	}
 	if (g->dx) {
-		return OPS(net)->gemm(BE(net), 0, 0, B, c->fin, c->fout, 1.0f, dy, c->fout, gf_sn_used(net, l, &c->sn), c->fin,
-		                      0.0f, g->dx, c->fin);
+		return net->be->ops->gemm(net->be, 0, 0, B, c->fin, c->fout, 1.0f, dy, c->fout, gf_sn_used(net, l, &c->sn), c->fin,
+		                          0.0f, g->dx, c->fin);
 	}
 	return 0;
 }
 
-static double linear_flops(const gf_net *net, const struct layer *l, int B, int exec)
+static double linear_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)net;
 	(void)exec;

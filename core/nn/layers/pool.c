@@ -20,7 +20,7 @@ struct pool_cfg {
 };
 LAYER_CFG_FITS(struct pool_cfg);
 
-static int pool_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int pool_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct pool_cfg *c = LAYER_CFG(struct pool_cfg, l);
@@ -34,7 +34,7 @@ static int pool_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int pool_shapes(gf_net *net, struct layer *l)
+static int pool_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct pool_cfg *c = LAYER_CFG(struct pool_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -57,7 +57,7 @@ static int pool_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static gf_pooling_desc pool_desc(const gf_net *net, const struct layer *l, int B)
+static gf_pooling_desc pool_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct pool_cfg *c = LAYER_CCFG(struct pool_cfg, l);
 	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
@@ -73,19 +73,19 @@ static int32_t *argmax(const struct layer *l)
 	return c->max ? l->save[c->idx] : NULL;
 }
 
-static int pool_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int pool_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	gf_pooling_desc d = pool_desc(net, l, B);
-	return OPS(net)->pooling_forward(BE(net), layer_out(net, l)->data, argmax(l), layer_in(net, l)->data, &d);
+	return net->be->ops->pooling_forward(net->be, layer_out(net, l)->data, argmax(l), layer_in(net, l)->data, &d);
 }
 
-static int pool_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int pool_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	if (!g->dx)
 		return 0;
 	gf_pooling_desc d = pool_desc(net, l, B);
-	return OPS(net)->pooling_backward(BE(net), g->dx, layer_out(net, l)->grad, argmax(l), &d);
+	return net->be->ops->pooling_backward(net->be, g->dx, layer_out(net, l)->grad, argmax(l), &d);
 }
 
 const gf_layer_kind gf_layer_maxpool = {

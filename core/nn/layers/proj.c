@@ -26,7 +26,7 @@ struct proj_cfg {
 };
 LAYER_CFG_FITS(struct proj_cfg);
 
-static int proj_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int proj_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	struct proj_cfg *c = LAYER_CFG(struct proj_cfg, l);
 	int rc;
@@ -41,13 +41,13 @@ static int proj_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return gf_layer_source(net, l, "with", with, &l->with);
 }
 
-static int proj_shapes(gf_net *net, struct layer *l)
+static int proj_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct proj_cfg *c = LAYER_CFG(struct proj_cfg, l);
 	const struct node *in = layer_in(net, l), *h = &net->nodes[l->with];
 	char s[96];
-	if (!GF_BACKEND_HAS(BE(net), row_dot) || !GF_BACKEND_HAS(BE(net), row_scale))
-		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no row_dot/row_scale ops", OPS(net)->name);
+	if (!GF_BACKEND_HAS(net->be, row_dot) || !GF_BACKEND_HAS(net->be, row_scale))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no row_dot/row_scale ops", net->be->ops->name);
 	if (in->ndim != 1 || in->shape[0] != 1)
 		return gf_layer_err(GF_ESHAPE, l, "expects the unconditional output (1) as input, got %s",
 		                    gf_layer_shape_str(in, s, sizeof(s)));
@@ -66,38 +66,38 @@ static int proj_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes(net, l, &c->sn, 1, c->classes, c->dim);
 }
 
-static int proj_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int proj_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	gf_rng_normal(rng, host, l->param[0].n, 0.0f, 1.0f);
 	int rc = gf_layer_upload(net, l, 0, host);
 	return rc ? rc : gf_sn_init(net, l, &LAYER_CCFG(struct proj_cfg, l)->sn, rng, host);
 }
 
-static float *rows(const gf_net *net, const struct layer *l, int which)
+static float *rows(const gf_layer_net *net, const struct layer *l, int which)
 {
 	const struct proj_cfg *c = LAYER_CCFG(struct proj_cfg, l);
 	return (float *)l->save[c->rows] + (size_t)which * (size_t)net->max_batch * (size_t)c->dim;
 }
 
-static const int32_t *labels(const gf_net *net)
+static const int32_t *labels(const gf_layer_net *net)
 {
 	return (const int32_t *)(const void *)net->nodes[net->label_node].data;
 }
 
-static int proj_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int proj_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct proj_cfg *c = LAYER_CCFG(struct proj_cfg, l);
 	float *e = rows(net, l, 0), *y = layer_out(net, l)->data;
 	const float *w;
 	int rc;
 	if ((rc = gf_sn_weight(net, l, &c->sn, mode, &w)) ||
-	    (rc = OPS(net)->embedding_forward(BE(net), e, w, labels(net), B, c->dim, c->classes)) ||
-	    (rc = OPS(net)->copy(BE(net), y, layer_in(net, l)->data, (size_t)B * sizeof(float), GF_COPY_D2D)))
+	    (rc = net->be->ops->embedding_forward(net->be, e, w, labels(net), B, c->dim, c->classes)) ||
+	    (rc = net->be->ops->copy(net->be, y, layer_in(net, l)->data, (size_t)B * sizeof(float), GF_COPY_D2D)))
 		return rc;
-	return OPS(net)->row_dot(BE(net), y, e, net->nodes[l->with].data, B, c->dim, 1);
+	return net->be->ops->row_dot(net->be, y, e, net->nodes[l->with].data, B, c->dim, 1);
 }
 
-static int proj_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int proj_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct proj_cfg *c = LAYER_CCFG(struct proj_cfg, l);
 	const float *dy = layer_out(net, l)->grad;
@@ -106,21 +106,21 @@ static int proj_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	/* the input and h may share the accumulation scratch: fold the first
 	 * in before writing the second */
 	if (g->dx) {
-		if ((rc = OPS(net)->copy(BE(net), g->dx, dy, (size_t)B * sizeof(float), GF_COPY_D2D)) ||
-		    (rc = gf_net_grad_done(net, l->in, B)))
+		if ((rc = net->be->ops->copy(net->be, g->dx, dy, (size_t)B * sizeof(float), GF_COPY_D2D)) ||
+		    (rc = gf_layer_grad_done(net, l->in, B)))
 			return rc;
 		g->dx = NULL;
 	}
 	if (h->needs) {
-		if ((rc = OPS(net)->row_scale(BE(net), gf_net_grad_dst(net, l->with), dy, rows(net, l, 0), B, c->dim, 0)) ||
-		    (rc = gf_net_grad_done(net, l->with, B)))
+		if ((rc = net->be->ops->row_scale(net->be, gf_layer_grad_dst(net, l->with), dy, rows(net, l, 0), B, c->dim, 0)) ||
+		    (rc = gf_layer_grad_done(net, l->with, B)))
 			return rc;
 	}
 	if (!g->dw)
 		return 0;
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc), *t = rows(net, l, 1);
-	if ((rc = OPS(net)->row_scale(BE(net), t, dy, h->data, B, c->dim, 0)) ||
-	    (rc = OPS(net)->embedding_backward(BE(net), dw, t, labels(net), B, c->dim, c->classes, acc)))
+	if ((rc = net->be->ops->row_scale(net->be, t, dy, h->data, B, c->dim, 0)) ||
+	    (rc = net->be->ops->embedding_backward(net->be, dw, t, labels(net), B, c->dim, c->classes, acc)))
 		return rc;
 	return gf_sn_backward(net, l, &c->sn, g);
 }

@@ -15,7 +15,7 @@ struct reshape_cfg {
 };
 LAYER_CFG_FITS(struct reshape_cfg);
 
-static int reshape_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int reshape_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct reshape_cfg *c = LAYER_CFG(struct reshape_cfg, l);
@@ -30,7 +30,7 @@ static int reshape_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int reshape_shapes(gf_net *net, struct layer *l)
+static int reshape_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct reshape_cfg *c = LAYER_CCFG(struct reshape_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -57,26 +57,26 @@ static int reshape_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int flatten_shapes(gf_net *net, struct layer *l)
+static int flatten_shapes(gf_layer_net *net, struct layer *l)
 {
 	gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ (int64_t)layer_in(net, l)->numel });
 	return 0;
 }
 
-static int reshape_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int reshape_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l);
-	return OPS(net)->copy(BE(net), layer_out(net, l)->data, in->data, (size_t)B * in->numel * sizeof(float),
-	                      GF_COPY_D2D);
+	return net->be->ops->copy(net->be, layer_out(net, l)->data, in->data, (size_t)B * in->numel * sizeof(float),
+	                          GF_COPY_D2D);
 }
 
-static int reshape_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int reshape_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	if (!g->dx)
 		return 0;
-	return OPS(net)->copy(BE(net), g->dx, layer_out(net, l)->grad, (size_t)B * layer_in(net, l)->numel * sizeof(float),
-	                      GF_COPY_D2D);
+	return net->be->ops->copy(net->be, g->dx, layer_out(net, l)->grad, (size_t)B * layer_in(net, l)->numel * sizeof(float),
+	                          GF_COPY_D2D);
 }
 
 const gf_layer_kind gf_layer_reshape = {

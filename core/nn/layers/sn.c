@@ -35,20 +35,20 @@ const char *gf_sn_weight_name(const struct gf_sn *sn)
 	return sn->on ? "weight_orig" : "weight";
 }
 
-int gf_sn_shapes(gf_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k)
+int gf_sn_shapes(gf_layer_net *net, struct layer *l, struct gf_sn *sn, int a, int m, int k)
 {
 	return gf_sn_shapes_at(net, l, sn, 0, "weight_u", "weight_v", a, m, k);
 }
 
-int gf_sn_shapes_at(gf_net *net, struct layer *l, struct gf_sn *sn, int param, const char *u_name, const char *v_name,
+int gf_sn_shapes_at(gf_layer_net *net, struct layer *l, struct gf_sn *sn, int param, const char *u_name, const char *v_name,
                     int a, int m, int k)
 {
 	sn->param = param;
 	if (!sn->on)
 		return 0;
-	if (!GF_BACKEND_HAS(BE(net), sn_forward) || !GF_BACKEND_HAS(BE(net), sn_backward))
+	if (!GF_BACKEND_HAS(net->be, sn_forward) || !GF_BACKEND_HAS(net->be, sn_backward))
 		return gf_layer_err(GF_EUNSUPPORTED, l, "sn: the %s backend has no spectral normalisation ops",
-		                    OPS(net)->name);
+		                    net->be->ops->name);
 	sn->a = a;
 	sn->m = m;
 	sn->k = k;
@@ -80,7 +80,7 @@ static void normalize(float *x, size_t n)
 		x[i] /= d;
 }
 
-int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng, float *host)
+int gf_sn_init(gf_layer_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng, float *host)
 {
 	if (!sn->on)
 		return 0;
@@ -89,7 +89,7 @@ int gf_sn_init(gf_net *net, struct layer *l, const struct gf_sn *sn, gf_rng *rng
 		size_t n = l->buf[j].n;
 		gf_rng_normal(rng, host, n, 0.0f, 1.0f);
 		normalize(host, n);
-		int rc = OPS(net)->copy(BE(net), layer_buffer(net, l, j), host, n * sizeof(float), GF_COPY_H2D);
+		int rc = net->be->ops->copy(net->be, layer_buffer(net, l, j), host, n * sizeof(float), GF_COPY_H2D);
 		if (rc)
 			return rc;
 	}
@@ -107,7 +107,7 @@ static float *sn_work(const struct layer *l, const struct gf_sn *sn, int which)
 	return which == 3 ? base : base + align16((size_t)sn->m);
 }
 
-int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w)
+int gf_sn_weight(gf_layer_net *net, struct layer *l, const struct gf_sn *sn, unsigned mode, const float **w)
 {
 	*w = layer_param(net, l, sn->param);
 	if (!sn->on)
@@ -122,25 +122,25 @@ int gf_sn_weight(gf_net *net, struct layer *l, const struct gf_sn *sn, unsigned 
 	float *w_sn = sn_work(l, sn, 0), *u = sn_work(l, sn, 3), *v = sn_work(l, sn, 4);
 	float *bu = layer_buffer(net, l, sn->buf), *bv = layer_buffer(net, l, sn->buf + 1);
 	size_t nu = (size_t)sn->m * sizeof(float), nv = (size_t)sn->a * (size_t)sn->k * sizeof(float);
-	int rc = OPS(net)->copy(BE(net), u, bu, nu, GF_COPY_D2D);
+	int rc = net->be->ops->copy(net->be, u, bu, nu, GF_COPY_D2D);
 	if (!rc)
-		rc = OPS(net)->copy(BE(net), v, bv, nv, GF_COPY_D2D);
+		rc = net->be->ops->copy(net->be, v, bv, nv, GF_COPY_D2D);
 	if (!rc)
-		rc = OPS(net)->sn_forward(BE(net), w_sn, sn_work(l, sn, 2), u, v, *w, sn->a, sn->m, sn->k, SN_EPS, train);
+		rc = net->be->ops->sn_forward(net->be, w_sn, sn_work(l, sn, 2), u, v, *w, sn->a, sn->m, sn->k, SN_EPS, train);
 	if (!rc && keep)
-		rc = OPS(net)->copy(BE(net), bu, u, nu, GF_COPY_D2D);
+		rc = net->be->ops->copy(net->be, bu, u, nu, GF_COPY_D2D);
 	if (!rc && keep)
-		rc = OPS(net)->copy(BE(net), bv, v, nv, GF_COPY_D2D);
+		rc = net->be->ops->copy(net->be, bv, v, nv, GF_COPY_D2D);
 	*w = w_sn;
 	return rc;
 }
 
-const float *gf_sn_used(const gf_net *net, const struct layer *l, const struct gf_sn *sn)
+const float *gf_sn_used(const gf_layer_net *net, const struct layer *l, const struct gf_sn *sn)
 {
 	return sn->on ? sn_work(l, sn, 0) : layer_param(net, l, sn->param);
 }
 
-float *gf_sn_dweight(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g,
+float *gf_sn_dweight(gf_layer_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g,
                      int *accumulate)
 {
 	if (!g->dw) {
@@ -151,16 +151,16 @@ float *gf_sn_dweight(gf_net *net, const struct layer *l, const struct gf_sn *sn,
 	return sn->on ? sn_work(l, sn, 1) : layer_grad(net, l, sn->param);
 }
 
-int gf_sn_backward(gf_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g)
+int gf_sn_backward(gf_layer_net *net, const struct layer *l, const struct gf_sn *sn, const gf_layer_grad *g)
 {
 	if (!sn->on || !g->dw)
 		return 0;
-	return OPS(net)->sn_backward(BE(net), layer_grad(net, l, sn->param), sn_work(l, sn, 1),
-	                             layer_param(net, l, sn->param), sn_work(l, sn, 2), sn_work(l, sn, 3),
-	                             sn_work(l, sn, 4), sn->a, sn->m, sn->k, g->acc);
+	return net->be->ops->sn_backward(net->be, layer_grad(net, l, sn->param), sn_work(l, sn, 1),
+	                                 layer_param(net, l, sn->param), sn_work(l, sn, 2), sn_work(l, sn, 3),
+	                                 sn_work(l, sn, 4), sn->a, sn->m, sn->k, g->acc);
 }
 
-int gf_net_sn_iterate(gf_net *net)
+int gf_sn_iterate(gf_layer_net *net)
 {
 	for (int i = 0; i < net->nlayers; i++) {
 		struct layer *l = &net->layers[i];
@@ -168,9 +168,9 @@ int gf_net_sn_iterate(gf_net *net)
 			const struct gf_sn *sn = l->sn[j];
 			/* sigma and w / sigma go to the forward's workspace, which the
 			 * next forward overwrites */
-			int rc = OPS(net)->sn_forward(BE(net), sn_work(l, sn, 0), sn_work(l, sn, 2),
-			                              layer_buffer(net, l, sn->buf), layer_buffer(net, l, sn->buf + 1),
-			                              layer_param(net, l, sn->param), sn->a, sn->m, sn->k, SN_EPS, 1);
+			int rc = net->be->ops->sn_forward(net->be, sn_work(l, sn, 0), sn_work(l, sn, 2),
+			                                  layer_buffer(net, l, sn->buf), layer_buffer(net, l, sn->buf + 1),
+			                                  layer_param(net, l, sn->param), sn->a, sn->m, sn->k, SN_EPS, 1);
 			if (rc)
 				return gf_layer_err(rc, l, "sn: power iteration: %s", gf_errmsg());
 		}

@@ -7,7 +7,7 @@
  * through this kind from the Lua key to its kernels and tests. */
 #include "../layer_kind.h"
 
-static int softmax_shapes(gf_net *net, struct layer *l)
+static int softmax_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct node *in = layer_in(net, l);
 	char s[96];
@@ -17,19 +17,19 @@ static int softmax_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int softmax_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int softmax_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;   /* the same in training and eval */
 	const struct node *in = layer_in(net, l);
-	return OPS(net)->softmax_forward(BE(net), layer_out(net, l)->data, in->data, B, (int)in->numel);
+	return net->be->ops->softmax_forward(net->be, layer_out(net, l)->data, in->data, B, (int)in->numel);
 }
 
-static int softmax_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int softmax_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *out = layer_out(net, l);
 	if (!g->dx)
 		return 0;
-	return OPS(net)->softmax_backward(BE(net), g->dx, out->grad, out->data, B, (int)layer_in(net, l)->numel);
+	return net->be->ops->softmax_backward(net->be, g->dx, out->grad, out->data, B, (int)layer_in(net, l)->numel);
 }
 
 const gf_layer_kind gf_layer_softmax = {

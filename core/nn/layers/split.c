@@ -15,7 +15,7 @@ struct split_cfg {
 };
 LAYER_CFG_FITS(struct split_cfg);
 
-static int split_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int split_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct split_cfg *c = LAYER_CFG(struct split_cfg, l);
@@ -29,7 +29,7 @@ static int split_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int split_shapes(gf_net *net, struct layer *l)
+static int split_shapes(gf_layer_net *net, struct layer *l)
 {
 	const struct split_cfg *c = LAYER_CCFG(struct split_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -44,16 +44,16 @@ static int split_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int split_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int split_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct split_cfg *c = LAYER_CCFG(struct split_cfg, l);
 	const struct node *in = layer_in(net, l);
 	size_t w = (size_t)(c->to - c->from);
-	return OPS(net)->copy2d(BE(net), layer_out(net, l)->data, w, in->data + c->from, in->numel, (size_t)B, w, 0);
+	return net->be->ops->copy2d(net->be, layer_out(net, l)->data, w, in->data + c->from, in->numel, (size_t)B, w, 0);
 }
 
-static int split_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int split_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct split_cfg *c = LAYER_CCFG(struct split_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -61,9 +61,9 @@ static int split_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	int rc;
 	if (!g->dx)
 		return 0;
-	if ((rc = OPS(net)->fill(BE(net), g->dx, (size_t)B * in->numel, 0.0f)))
+	if ((rc = net->be->ops->fill(net->be, g->dx, (size_t)B * in->numel, 0.0f)))
 		return rc;
-	return OPS(net)->copy2d(BE(net), g->dx + c->from, in->numel, layer_out(net, l)->grad, w, (size_t)B, w, 0);
+	return net->be->ops->copy2d(net->be, g->dx + c->from, in->numel, layer_out(net, l)->grad, w, (size_t)B, w, 0);
 }
 
 const gf_layer_kind gf_layer_split = {

@@ -19,7 +19,7 @@ struct tconv_cfg {
 };
 LAYER_CFG_FITS(struct tconv_cfg);
 
-static int tconv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int tconv_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct tconv_cfg *c = LAYER_CFG(struct tconv_cfg, l);
@@ -32,7 +32,7 @@ static int tconv_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int tconv_shapes(gf_net *net, struct layer *l)
+static int tconv_shapes(gf_layer_net *net, struct layer *l)
 {
 	struct tconv_cfg *c = LAYER_CFG(struct tconv_cfg, l);
 	const struct node *in = layer_in(net, l);
@@ -54,7 +54,7 @@ static int tconv_shapes(gf_net *net, struct layer *l)
 	return gf_sn_shapes(net, l, &c->sn, c->cin, c->cout, c->k * c->k);
 }
 
-static int tconv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
+static int tconv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	/* PyTorch's fan_in is weight.size(1) * k * k: the output channels */
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
@@ -63,13 +63,13 @@ static int tconv_init(gf_net *net, struct layer *l, gf_rng *rng, float *host)
 }
 
 /* The conv whose data gradient this layer is: from the output to the input. */
-static gf_conv_desc tconv_desc(const gf_net *net, const struct layer *l, int B)
+static gf_conv_desc tconv_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
 	return gf_layer_conv_desc(layer_out(net, l), layer_in(net, l), c->k, c->stride, c->pad, B);
 }
 
-static int tconv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int tconv_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
 	struct node *out = layer_out(net, l);
@@ -78,13 +78,13 @@ static int tconv_forward(gf_net *net, struct layer *l, int B, unsigned mode)
 	const float *w;
 	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
 	if (!rc)
-		rc = OPS(net)->conv2d_backward(BE(net), out->data, NULL, NULL, layer_in(net, l)->data, NULL, w, &d, 0);
+		rc = net->be->ops->conv2d_backward(net->be, out->data, NULL, NULL, layer_in(net, l)->data, NULL, w, &d, 0);
 	if (!rc && b)
-		rc = OPS(net)->bias_add(BE(net), out->data, b, B, c->cout, (int)(out->numel / (size_t)c->cout));
+		rc = net->be->ops->bias_add(net->be, out->data, b, B, c->cout, (int)(out->numel / (size_t)c->cout));
 	return rc;
 }
 
-static int tconv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int tconv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
 	const struct node *out = layer_out(net, l);
@@ -93,20 +93,20 @@ static int tconv_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
 	int rc, acc;
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
 	if (g->dw) {
-		if ((rc = OPS(net)->conv2d_backward(BE(net), NULL, dw, NULL, layer_in(net, l)->data, out->grad, w, &d,
-		                                    acc)) ||
+		if ((rc = net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, layer_in(net, l)->data, out->grad, w, &d,
+		                                        acc)) ||
 		    (rc = gf_sn_backward(net, l, &c->sn, g)))
 			return rc;
-		if (c->bias && (rc = OPS(net)->bias_grad(BE(net), layer_grad(net, l, 1), out->grad, B, c->cout,
-		                                         (int)(out->numel / (size_t)c->cout), g->acc)))
+		if (c->bias && (rc = net->be->ops->bias_grad(net->be, layer_grad(net, l, 1), out->grad, B, c->cout,
+		                                             (int)(out->numel / (size_t)c->cout), g->acc)))
 			return rc;
 	}
 	if (g->dx)
-		return OPS(net)->conv2d_forward(BE(net), g->dx, out->grad, w, NULL, &d);
+		return net->be->ops->conv2d_forward(net->be, g->dx, out->grad, w, NULL, &d);
 	return 0;
 }
 
-static double tconv_flops(const gf_net *net, const struct layer *l, int B, int exec)
+static double tconv_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)exec;
 	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);

@@ -15,7 +15,7 @@ struct upsample_cfg {
 };
 LAYER_CFG_FITS(struct upsample_cfg);
 
-static int upsample_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
+static int upsample_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
 	(void)net;
 	struct upsample_cfg *c = LAYER_CFG(struct upsample_cfg, l);
@@ -29,7 +29,7 @@ static int upsample_parse(gf_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-static int upsample_shapes(gf_net *net, struct layer *l)
+static int upsample_shapes(gf_layer_net *net, struct layer *l)
 {
 	int s = LAYER_CCFG(struct upsample_cfg, l)->scale;
 	const struct node *in = layer_in(net, l);
@@ -40,22 +40,22 @@ static int upsample_shapes(gf_net *net, struct layer *l)
 	return 0;
 }
 
-static int upsample_forward(gf_net *net, struct layer *l, int B, unsigned mode)
+static int upsample_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
 	const struct node *in = layer_in(net, l);
-	return OPS(net)->upsample_forward(BE(net), layer_out(net, l)->data, in->data, B * (int)in->shape[0],
-	                                  (int)in->shape[1], (int)in->shape[2], LAYER_CCFG(struct upsample_cfg, l)->scale);
+	return net->be->ops->upsample_forward(net->be, layer_out(net, l)->data, in->data, B * (int)in->shape[0],
+	                                      (int)in->shape[1], (int)in->shape[2], LAYER_CCFG(struct upsample_cfg, l)->scale);
 }
 
-static int upsample_backward(gf_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int upsample_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct node *in = layer_in(net, l);
 	if (!g->dx)
 		return 0;
-	return OPS(net)->upsample_backward(BE(net), g->dx, layer_out(net, l)->grad, B * (int)in->shape[0],
-	                                   (int)in->shape[1], (int)in->shape[2],
-	                                   LAYER_CCFG(struct upsample_cfg, l)->scale);
+	return net->be->ops->upsample_backward(net->be, g->dx, layer_out(net, l)->grad, B * (int)in->shape[0],
+	                                       (int)in->shape[1], (int)in->shape[2],
+	                                       LAYER_CCFG(struct upsample_cfg, l)->scale);
 }
 
 const gf_layer_kind gf_layer_upsample = {

@@ -1,0 +1,270 @@
+/* Internal: the graph's own structures, shared by the files of the graph
+ * runtime:
+ *
+ *	graph.c        building and validating (gf_graph_add, gf_graph_connect, ...)
+ *	graph_stop.c   stop reasons, the graceful and the hard stop, failures, requests
+ *	graph_agree.c  the stop every rank agrees on (the runtime's side)
+ *	graph_stats.c  edge statistics, the stall limits, the progress line, the end-of-run table
+ *	stage_api.c    what stages call (<ganflow/stage.h>: gf_pop, gf_push, gf_fail, ...)
+ *	graph_run.c    setting up the run, one thread per instance, the monitor, draining
+ *
+ * in that order from the bottom: each calls only the ones above it in this
+ * list (graph_run.c, the top, calls them all).
+ *
+ * Vocabulary: a *node* is a stage as the pipeline declared it; it has one
+ * *instance* (gf_ctx) per worker. A *link* is one gf_graph_connect; it
+ * becomes one *edge* (a ring with its depth controller) per worker of the
+ * side that has several workers: an upstream stage deals messages
+ * round-robin over the rings of a multi-worker stage, and the consumer of
+ * a multi-worker stage pops its rings in the same round-robin order, so
+ * order is kept without any extra thread.
+ *
+ * Stopping: `stop` (graceful: gf_should_stop) and `hard` (every wait
+ * returns GF_ESTOP) only ever go from 0 to 1. External requests (signal
+ * handlers) only set bits in `req` and wake the monitor, the calling thread
+ * of gf_graph_run, which turns them into stops.
+ */
+#ifndef GF_GRAPH_INTERNAL_H
+#define GF_GRAPH_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <ganflow/depth.h>
+#include <ganflow/graph.h>
+#include <ganflow/msg.h>
+#include <ganflow/ring.h>
+#include <ganflow/stage.h>
+
+#include "../base/atomics.h"
+
+#define NAME_MAX_LEN 64
+#define MAX_VALUES 16
+
+enum { REQ_GRACEFUL = 1, REQ_HARD = 2 };
+enum { IN_NONE = 0, IN_SINGLE, IN_MERGE, IN_ANY };
+enum { WAIT_NONE = 0, WAIT_POP, WAIT_PUSH, WAIT_GET };
+
+struct link;
+
+struct edge {
+	gf_ring *ring;
+	gf_depth *depth;
+	struct link *link;
+	gf_ctx *prod, *cons;
+	double last_push_end; /* producer's: when its previous push here returned */
+	char from[96], to[96];
+};
+
+struct link {
+	int from, out, to, in;
+	gf_edge_opts opts;
+	int nedges;
+	struct edge **edges; /* (nedges) by worker index of the multi-worker side */
+};
+
+struct in_port {
+	int nlinks;
+	int nedges;
+	struct edge **edges;
+	int mode;        /* IN_* */
+	int rr;          /* next edge in turn (merge) or to look at first (any) */
+	char *eof;       /* (nedges) edge finished, IN_ANY */
+	gf_event ev;     /* shared consumer event of IN_ANY */
+	double last_end; /* when the previous pop returned */
+	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
+	gf_device dev;   /* the device memory it accepts */
+	int dev_index;
+};
+
+struct target {       /* one link out of a port, as seen by one instance */
+	int n;
+	struct edge **edges; /* n > 1: deal round-robin */
+	int rr;
+};
+
+struct out_port {
+	gf_msg_pool *pool;
+	gf_event pool_ev; /* an envelope came back */
+	int nlinks;
+	int ntargets;
+	struct target *targets;
+	int64_t seq, seq_stride;
+};
+
+struct node {
+	char name[NAME_MAX_LEN];
+	const gf_stage_desc *desc;
+	gf_value params;
+	int workers;
+	int *in_links;  /* (ninputs) links per input port */
+	int *out_links; /* (noutputs) */
+	gf_ctx *inst;   /* (workers) */
+};
+
+struct gf_ctx {
+	gf_graph *g;
+	struct node *node;
+	int worker;
+	char name[NAME_MAX_LEN + 16];
+	void *self;
+	int created;
+	int started;
+	atomic_int done;      /* the thread finished (run, flush, close) */
+	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
+	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
+	                         stall watchdog reports (relaxed: a snapshot) */
+	atomic_int wait_port; /* the port of that wait */
+	pthread_t thread;
+	atomic_int_least64_t busy_ns; /* gf_report_busy's sum (relaxed: a figure shown) */
+	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
+	int64_t busy_seen_ns;         /* the monitor's: busy_ns at its last window */
+	double busy_seen_t, busy_frac;
+	struct in_port *in;   /* (ninputs) */
+	struct out_port *out; /* (noutputs) */
+};
+
+struct value {
+	char name[32];
+	double v;
+};
+
+struct gf_graph {
+	struct node *nodes;
+	int nnodes, capnodes;
+	struct link *links;
+	int nlinks, caplinks;
+	struct edge **edges;
+	int nedges;
+	gf_ctx **inst;        /* every instance, node order */
+	int ninst;
+
+	gf_run_info info;
+	char *run_dir, *backend, *resume, *pipeline;
+	int ran;
+	unsigned flags;
+	double grace;
+	double stall, stall_stop; /* watchdog limits in seconds, 0 = automatic */
+	/* the watchdog's view, kept by the monitor thread only */
+	int64_t wd_step, wd_items;
+	double t_progress;        /* when the step (or items) last moved */
+	double slowest;           /* longest seconds per step seen after the first */
+	int stall_warned, stalled;
+
+	atomic_int stop;      /* graceful stop in effect */
+	atomic_int hard;      /* hard stop in effect */
+	atomic_int req;       /* REQ_* from gf_graph_request_stop */
+	atomic_int failed;
+	atomic_int reason;    /* gf_stop_reason */
+	atomic_int ndone;     /* instances whose thread finished */
+	atomic_int_least64_t step, items;
+	gf_event mon_ev;
+
+	/* the stop every rank agrees on (graph_agree.c) */
+	atomic_int_least64_t target; /* step the run ends at: info.steps, lowered by an agreed stop; 0 = none */
+	atomic_int held;     /* drivers block at their next gf_report_step until released */
+	atomic_int released; /* the agreed step is in target */
+	atomic_int agreeing; /* this rank asked the others to agree on a stop (monitor only) */
+	gf_event hold_ev;
+	double t_agree;      /* when this rank asked (monitor only) */
+
+	pthread_mutex_t lock; /* err, values */
+	char err[4096];
+	struct value values[MAX_VALUES];
+	int nvalues;
+
+	double t_start, t_end;
+};
+
+/* ---- graph.c ---- */
+
+/* Sets the graph's error message; returns rc. Thread-safe. */
+int gf_graph_seterr(gf_graph *g, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- graph_stop.c ---- */
+
+/* 1 once the hard stop is in effect. Acquire: pairs with the release in
+ * gf_graph_stop_hard; a thread that sees the flag also sees the failure
+ * message recorded before it. */
+static inline int gf_graph_is_hard(const gf_graph *g)
+{
+	return gf_load_acquire_int(&g->hard);
+}
+
+/* Records why the run ends; a weightier reason replaces a lighter one. */
+void gf_graph_set_reason(gf_graph *g, gf_stop_reason r);
+
+/* Starts the graceful stop (gf_should_stop turns 1), once. */
+void gf_graph_stop_graceful(gf_graph *g);
+
+/* Starts the hard stop: every ring stops, every waiting instance wakes. */
+void gf_graph_stop_hard(gf_graph *g);
+
+/* Records the first failure ("stage 'WHO' failed: MSG") and stops hard. */
+void gf_graph_record_failure(gf_graph *g, const char *who, const char *msg);
+
+/* ---- graph_run.c ---- */
+
+/* Release hook of an output port's pool: wakes a producer waiting for an
+ * envelope (ud is the port's pool_ev). */
+void gf_graph_on_release(void *ud);
+
+/* ---- graph_agree.c: a stop every rank of a distributed run agrees on ----
+ *
+ * A graceful stop that ranks decide each on its own (Ctrl-C reaches them
+ * at different moments) leaves a collective half-matched: one rank starts
+ * step k + 1, another has stopped at k. Instead, rank 0 collects from
+ * every rank the highest step its drivers can still reach once frozen
+ * (gf_graph_hold), takes the maximum S and sends it back
+ * (gf_graph_stop_at): every rank then ends after step S exactly as a run
+ * with steps = S does, and the final checkpoint is the same on all. The
+ * messages are the distributed layer's (core/dist/dist.c: they travel
+ * through its liveness responder, so they never wait on a stage), reached
+ * through the gf_graph_peers table it registers (<ganflow/graph.h>). */
+
+/* gf_graph_run, around the monitor: hands g to the registered peers when
+ * the run spans ranks (info.world > 1), and takes it back. */
+void gf_graph_agree_attach(gf_graph *g);
+void gf_graph_agree_detach(gf_graph *g);
+
+/* In gf_report_step, after the instance published step: blocks while the
+ * drivers are held (until gf_graph_stop_at or a hard stop). */
+void gf_graph_hold_wait(gf_graph *g);
+
+/* Monitor: a graceful stop was requested on this rank of a distributed
+ * run: ask the ranks for an agreed stop (returns 0), or -1 when there is
+ * no world to agree through (the caller stops gracefully at once). */
+int gf_graph_agree_begin(gf_graph *g, double now);
+
+/* Monitor, every tick while agreeing: stops hard when no agreement came
+ * within the grace period (a rank lost, rank 0 busy). */
+void gf_graph_agree_check(gf_graph *g, double now);
+
+/* ---- graph_stats.c: what the monitor shows ---- */
+
+struct gf_progress {
+	double t_last;
+	int64_t items_last, step_last;
+	double rate, step_rate;
+};
+
+/* The live progress line: elapsed time, step, items/s, slowest edge, ETA,
+ * published values. pr smooths the rates between calls (t_last = the
+ * run's start before the first). */
+void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, char *buf, size_t size);
+
+/* Seconds without a step after which the watchdog reports a stall (and
+ * the progress line shows "stalled" instead of an ETA), and after which
+ * it stops the run. */
+double gf_graph_stall_limit(const gf_graph *g);
+double gf_graph_stall_stop_limit(const gf_graph *g);
+
+/* What a stall looks like now: the edges whose consumer waits on them
+ * empty, the stages blocked pushing into full edges, the stages busy
+ * (neither waiting nor finished). */
+void gf_graph_stall_text(gf_graph *g, char *buf, size_t size);
+
+/* The end-of-run line (reason, time, step, items, rate) and the edge table. */
+void gf_graph_print_summary(gf_graph *g);
+
+#endif

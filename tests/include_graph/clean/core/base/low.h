@@ -1,0 +1,2 @@
+/* the floor */
+int low(void);

@@ -1,0 +1,1 @@
+int stray(void) { return 0; }
