@@ -426,7 +426,6 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
 	return rc;
 }
 
-
 /* What the step can do without the host, decided once the exchange
  * handshake is done: graph steps and results read a step later, or an
  * eager step read at once. */

@@ -66,7 +66,6 @@
 
 /* ---- setup ---- */
 
-
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -162,7 +161,6 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* ---- the loop ---- */
 
-
 /* The labels of the fakes (G's and the replica's input, the fakes
  * message's), on the device. */
 static gf_tensor lab_tensor(const gstep *s, int n)
@@ -173,8 +171,6 @@ static gf_tensor lab_tensor(const gstep *s, int n)
 	t.device_index = s->be->device_index;
 	return t;
 }
-
-
 
 /* The ops of G's forward on fresh noise (training mode): the noise drawn
  * on the device (data parallel: this rank's slice, drawn on the host and
@@ -322,7 +318,6 @@ static int push_weights(gstep *s, gf_ctx *ctx)
 	int rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->step, &m);
 	return rc ? rc : gf_push(ctx, OUT_WEIGHTS, m);
 }
-
 
 /* The update, in the last micro-step's graph or in one of its own. */
 static int update_ops(gstep *s, int host_update, rec *r, pend *p)
