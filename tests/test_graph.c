@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -597,6 +598,162 @@ static void test_cycles_without_source(void **state)
 	gf_graph_destroy(g);
 }
 
+/* ---- message memory for devices (gf_port_set_allocator and friends) ----
+ *
+ * A "producer" pushes N messages with a tensor; "consumer" stages ask, in
+ * create(), for the producer's buffers from a counting allocator of
+ * theirs (dir 0) and declare the device memory their input accepts; the
+ * producer asks in run() whether all its consumers take device memory,
+ * and reports the answer. */
+
+#define MEM_N 20
+
+static atomic_int mem_allocs, mem_frees;
+
+static void *mem_alloc(void *ud, size_t bytes)
+{
+	(void)ud;
+	atomic_fetch_add(&mem_allocs, 1);
+	return malloc(bytes ? bytes : 1);
+}
+
+static void mem_free(void *ud, void *p)
+{
+	(void)ud;
+	if (p)
+		atomic_fetch_add(&mem_frees, 1);
+	free(p);
+}
+
+static void *other_alloc(void *ud, size_t bytes)
+{
+	return mem_alloc(ud, bytes);
+}
+
+static int mem_prod_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	gf_report_value(ctx, "device_ok_0", gf_port_device_ok(ctx, 0, GF_CUDA, 0));
+	gf_report_value(ctx, "device_ok_1", gf_port_device_ok(ctx, 0, GF_CUDA, 1));
+	for (int i = 0; i < MEM_N; i++) {
+		gf_msg *m;
+		int rc = gf_msg_get(ctx, 0, &m);
+		if (rc)
+			return rc;
+		int64_t sh[1] = { 16 };
+		float *x = gf_msg_tensor(m, 0, GF_F32, 1, sh);
+		if (!x) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "out of memory");
+		}
+		x[0] = (float)i;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc;
+	}
+	return 0;
+}
+
+/* parameters: dev = device index accepted (-1: none), alloc = 0 none, 1
+ * the counting allocator, 2 another one */
+static int mem_cons_create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	*self = NULL;
+	int dev = (int)gf_value_as_int(gf_value_get(p, "dev"), -1, NULL);
+	int which = (int)gf_value_as_int(gf_value_get(p, "alloc"), 0, NULL);
+	if (dev >= 0)
+		gf_port_accept_device(ctx, 0, GF_CUDA, dev);
+	if (which) {
+		gf_allocator a = { which == 1 ? mem_alloc : other_alloc, mem_free, NULL };
+		int rc = gf_port_set_allocator(ctx, 0, 0, &a);
+		gf_report_value(ctx, which == 1 ? "set_1" : "set_2", rc);
+	}
+	return 0;
+}
+
+static int mem_cons_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (int i = 0;; i++) {
+		gf_msg *m;
+		int rc = gf_pop(ctx, 0, &m);
+		if (rc)
+			return rc == GF_EEOF ? 0 : rc;
+		float v = ((const float *)m->t[0].data)[0];
+		gf_msg_release(m);
+		if (v != (float)i)
+			return gf_fail(ctx, "message %d holds %g", i, (double)v);
+	}
+}
+
+static const gf_param_desc mem_params[] = {
+	{ "dev", GF_PARAM_INT, "-1", "", NULL },
+	{ "alloc", GF_PARAM_INT, "0", "", NULL },
+};
+static const gf_stage_desc mem_prod = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "mem_prod", .doc = "",
+	.outputs = tok_out, .noutputs = 1, .create = null_create, .run = mem_prod_run,
+};
+static const gf_stage_desc mem_cons = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "mem_cons", .doc = "",
+	.inputs = tok_in, .ninputs = 1, .params = mem_params, .nparams = 2,
+	.create = mem_cons_create, .run = mem_cons_run,
+};
+
+/* One producer, consumers with params a and b (b NULL: one consumer). */
+static gf_graph *mem_graph(const char *a, const char *b)
+{
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int p, c1, c2;
+	assert_int_equal(gf_graph_add_desc(g, &mem_prod, "p", NULL, 1, &p), 0);
+	gf_value va = lua_params(a), vb = b ? lua_params(b) : gf_value_nil();
+	assert_int_equal(gf_graph_add_desc(g, &mem_cons, "c1", &va, 1, &c1), 0);
+	link_(g, p, "out", c1, "inp", NULL);
+	if (b) {
+		assert_int_equal(gf_graph_add_desc(g, &mem_cons, "c2", &vb, 1, &c2), 0);
+		link_(g, p, "out", c2, "inp", NULL);
+	}
+	gf_value_free(&va);
+	gf_value_free(&vb);
+	return g;
+}
+
+static void test_port_memory(void **state)
+{
+	(void)state;
+	/* a consumer's allocator serves the producer's buffers, all freed
+	 * with the graph; the producer sees its consumer's device */
+	atomic_store(&mem_allocs, 0);
+	atomic_store(&mem_frees, 0);
+	gf_graph *g = mem_graph("{ dev = 0, alloc = 1 }", NULL);
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_1") == 0);
+	assert_true(value(g, "device_ok_0") == 1);
+	assert_true(value(g, "device_ok_1") == 0); /* another device index */
+	int allocs = atomic_load(&mem_allocs);
+	assert_true(allocs >= 1 && allocs <= MEM_N);
+	gf_graph_destroy(g);
+	assert_int_equal(atomic_load(&mem_frees), allocs);
+
+	/* two consumers on one device asking for the same allocator: fine;
+	 * one that takes no device memory makes the answer 0 */
+	g = mem_graph("{ dev = 0, alloc = 1 }", "{ dev = 0, alloc = 1 }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_1") == 0);
+	assert_true(value(g, "device_ok_0") == 1);
+	gf_graph_destroy(g);
+	g = mem_graph("{ dev = 0 }", "{ }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "device_ok_0") == 0);
+	gf_graph_destroy(g);
+
+	/* two consumers asking for different allocators: the second is told */
+	g = mem_graph("{ alloc = 1 }", "{ alloc = 2 }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_2") == -EEXIST);
+	gf_graph_destroy(g);
+}
+
 /* The stall watchdog: a run where no step completes reports the starved
  * edge and the busy stage, then stops with GF_EFAIL: at once before the
  * first step, gracefully (stages flush) after it. */
@@ -690,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_validation_errors),
 		cmocka_unit_test(test_back_edge_lockstep),
 		cmocka_unit_test(test_cycles_without_source),
+		cmocka_unit_test(test_port_memory),
 		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
 	};

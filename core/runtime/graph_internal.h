@@ -72,6 +72,9 @@ struct in_port {
 	char *eof;       /* (nedges) edge finished, IN_ANY */
 	gf_event ev;     /* shared consumer event of IN_ANY */
 	double last_end; /* when the previous pop returned */
+	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
+	gf_device dev;   /* the device memory it accepts */
+	int dev_index;
 };
 
 struct target {       /* one link out of a port, as seen by one instance */
@@ -113,6 +116,10 @@ struct gf_ctx {
 	                         stall watchdog reports (relaxed: a snapshot) */
 	atomic_int wait_port; /* the port of that wait */
 	pthread_t thread;
+	atomic_int_least64_t busy_ns; /* gf_report_busy's sum (relaxed: a figure shown) */
+	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
+	int64_t busy_seen_ns;         /* the monitor's: busy_ns at its last window */
+	double busy_seen_t, busy_frac;
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
 };

@@ -195,6 +195,8 @@ static int setup(gf_graph *g)
 			atomic_init(&c->step, -1);
 			atomic_init(&c->wait, WAIT_NONE);
 			atomic_init(&c->wait_port, 0);
+			atomic_init(&c->busy_ns, 0);
+			atomic_init(&c->busy_kind, 0);
 			if (n->workers > 1)
 				snprintf(c->name, sizeof(c->name), "%s#%d", n->name, w);
 			else

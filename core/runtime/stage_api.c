@@ -280,6 +280,51 @@ int gf_port_edges(gf_ctx *c, int dir, int port)
 	return port >= 0 && (uint32_t)port < d->noutputs ? c->node->out_links[port] : 0;
 }
 
+int gf_port_set_allocator(gf_ctx *c, int dir, int port, const gf_allocator *alloc)
+{
+	const gf_stage_desc *d = c->node->desc;
+	if (port < 0 || (uint32_t)port >= (dir ? d->noutputs : d->ninputs) || !c->in || !c->out)
+		return gf_seterr(GF_EPARAM, "gf_port_set_allocator: stage '%s' has no %s port %d", c->name,
+		                 dir ? "output" : "input", port);
+	if (dir)
+		return gf_msg_pool_set_allocator(c->out[port].pool, alloc);
+	const struct in_port *ip = &c->in[port];
+	for (int k = 0; k < ip->nedges; k++) {
+		const struct edge *e = ip->edges[k];
+		int rc = gf_msg_pool_set_allocator(e->prod->out[e->link->out].pool, alloc);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void gf_port_accept_device(gf_ctx *c, int port, gf_device device, int index)
+{
+	if (port < 0 || (uint32_t)port >= c->node->desc->ninputs || !c->in)
+		return;
+	c->in[port].dev_ok = 1;
+	c->in[port].dev = device;
+	c->in[port].dev_index = index;
+}
+
+int gf_port_device_ok(gf_ctx *c, int port, gf_device device, int index)
+{
+	if (port < 0 || (uint32_t)port >= c->node->desc->noutputs || !c->out)
+		return 0;
+	const struct out_port *op = &c->out[port];
+	int n = 0;
+	for (int t = 0; t < op->ntargets; t++) {
+		for (int k = 0; k < op->targets[t].n; k++) {
+			const struct edge *e = op->targets[t].edges[k];
+			const struct in_port *ip = &e->cons->in[e->link->in];
+			if (!ip->dev_ok || ip->dev != device || ip->dev_index != index)
+				return 0;
+			n++;
+		}
+	}
+	return n > 0;
+}
+
 const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
 {
 	gf_graph *g = c->g;
@@ -429,6 +474,14 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 		gf_graph_set_reason(g, GF_STOP_STEPS);
 		gf_graph_stop_graceful(g);
 	}
+}
+
+void gf_report_busy(gf_ctx *c, double seconds, int device)
+{
+	if (!(seconds > 0))
+		return;
+	gf_add_relaxed_i64(&c->busy_ns, (int64_t)(seconds * 1e9));
+	gf_store_relaxed_int(&c->busy_kind, device ? 2 : 1);
 }
 
 void gf_report_value(gf_ctx *c, const char *name, double value)

@@ -5,7 +5,7 @@
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets |
-#                                  sample_folder
+#                                  sample_folder | graphs
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -250,6 +250,99 @@ regularise)
     rr "$T/$k" steps=2 $k=10
     check "[ $? -ne 0 ]" "$k = 10 should be refused"
     check "grep -q \"parameter '$k'.*double backward\" '$T/$k.log'" "the $k refusal should say why: $(tail -2 "$T/$k.log")"
+  done
+  ;;
+graphs)
+  # the GPU path of g_step / d_step on the CPU backend's device check
+  # (GANFLOW_CPU_DEVICE_CHECK=1, docs/cuda.md "Step stages"): captured
+  # steps replayed, fakes and D weights in device memory behind events,
+  # real batches staged through a copy stream, losses and D outputs read a
+  # step later. It obeys every rule of the CUDA backend (an op that needs
+  # the host inside a step, a host buffer in a step, a replay whose ops
+  # differ would fail the run) and trains exactly as the eager CPU path:
+  # checkpoints and every metrics value identical, step by step
+  cat >"$T/gr.lua" <<EOF
+local gf = require "ganflow"
+local gan = require "gan"
+local dcgan = require "backbones.dcgan"
+local opt = gf.args { acc = 1, dsteps = 1, warmup = 0, ema = 0.0, ema_start = 0, classes = 0, graphs = true,
+                      loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32" }
+local cl = opt.classes > 0 and opt.classes or nil
+local G = dcgan.G { z = 100, size = 32, channels = 1, classes = cl }
+local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce" }
+local real = gan.data { path = "$DATA", size = 32, batch = $BATCH }
+local d = gf.stage "d_step" { name = "d", net = D, max_batch = $BATCH, accumulate = opt.acc, d_steps = opt.dsteps,
+                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = $BATCH, accumulate = opt.acc, loss = opt.loss,
+                              lr_warmup = opt.warmup, ema = opt.ema, ema_start = opt.ema_start, graphs = opt.graphs,
+                              publish_every = 1000, precision = opt.precision }
+local ck = gf.stage "checkpoint" {}
+local mg = gf.stage "metrics" { name = "mg", every = 1, file = "mg.jsonl", tensorboard = false }
+local md = gf.stage "metrics" { name = "md", every = 1, file = "md.jsonl", tensorboard = false }
+if opt.nan_at > 0 then
+  local bad = gf.stage "nan_batch" { at = opt.nan_at }
+  gf.connect(real.batch, bad.batch) gf.connect(bad.batch, d.real)
+else
+  gf.connect(real.batch, d.real)
+end
+gf.connect(g.fakes, d.fakes, { depth = 1 }) gf.connect(d.weights, g.d_weights, { depth = 1 })
+gf.connect(g.metrics, mg.inp) gf.connect(d.metrics, md.inp)
+gf.connect(g.state, ck.state) gf.connect(d.state, ck.state)
+gf.run { steps = 100, checkpoint_every = opt.ckpt, seed = 1 }
+EOF
+  gr() { local dir=$1; shift; "$G" run "$T/gr.lua" dir="$dir" quiet=true "$@" >"$dir.log" 2>&1; }
+  # metrics_same A B: every value of every line of md/mg.jsonl but the clock's
+  metrics_same() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+def load(d):
+    out = []
+    for f in ("md.jsonl", "mg.jsonl"):
+        for line in open(d + "/" + f):
+            m = json.loads(line)
+            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "sources", "edges")})
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b or len(a) < 2:
+    print("differ:", a, b)
+    sys.exit(1)
+PY
+  }
+  n=4
+  for cfg in "" "acc=2 dsteps=2 warmup=3 ema=0.9 ema_start=2" "classes=10 loss=hinge"; do
+    tag=$(echo "x $cfg" | tr -c 'a-z0-9\n' '_')
+    gr "$T/e$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "eager run ($cfg) failed: $(tail -3 "$T/e$tag.log")"
+    GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/c$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "device-check run ($cfg) failed: $(tail -3 "$T/c$tag.log")"
+    check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/c$tag.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/c$tag.log'" "($cfg) no step was captured and replayed: $(grep -h 'steps:' "$T/c$tag.log")"
+    check "grep -q 'fakes in device memory' '$T/c$tag.log' && grep -q 'D weights to g in device memory' '$T/c$tag.log' && grep -q 'real batches copied ahead' '$T/c$tag.log'" "($cfg) the device paths were not taken: $(grep -h 'steps:' "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/e$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "($cfg) graph steps differ from eager ones: $(cat "$T/cmp$tag.log")"
+    metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
+    check "[ $? -eq 0 ]" "($cfg) the metrics of graph steps differ: $(head -c 600 "$T/m$tag.log")"
+  done
+  # precision = "tf32" on the CPU: plain fp32, the same bits
+  gr "$T/tf32" steps=$n precision=tf32
+  "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/tf32")" >"$T/cmptf.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmptf.log'" "precision = tf32 on the CPU should be fp32: $(cat "$T/cmptf.log")"
+  gr "$T/bf" steps=2 precision=bf16
+  check "[ $? -ne 0 ] && grep -q 'precision bf16 is not supported' '$T/bf.log'" "bf16 on the CPU should be refused by name: $(tail -2 "$T/bf.log")"
+  # graphs = false: no captures, the same results
+  GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/off" steps=$n graphs=false
+  check "[ $? -eq 0 ] && [ \"\$(grep -c ' 0 captured, 0 replayed' '$T/off.log')\" = 2 ]" "graphs = false still captured: $(grep -h 'steps:' "$T/off.log")"
+  "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/off")" >"$T/cmpoff.log" 2>&1
+  check "[ $? -eq 0 ]" "graphs = false differs: $(cat "$T/cmpoff.log")"
+  # a NaN batch at iteration 6 with a loss that passes NaN through (ls):
+  # read a step later, still named by its step; the checkpoint of step 4
+  # stays the last (a checkpoint is a read point)
+  for mode in eager check; do
+    env=""
+    [ $mode = check ] && env="GANFLOW_CPU_DEVICE_CHECK=1"
+    env $env "$G" run "$T/gr.lua" dir="$T/nan$mode" quiet=true steps=20 loss=ls nan_at=6 ckpt=4 >"$T/nan$mode.log" 2>&1
+    check "[ $? -ne 0 ]" "($mode) a NaN batch should stop the run"
+    check "grep -q \"stage 'd' failed\" '$T/nan$mode.log' && grep -q 'iteration 6: the D loss is nan (non-finite) in network D' '$T/nan$mode.log'" "($mode) the error should name iteration 6: $(tail -3 "$T/nan$mode.log")"
+    check "[ \"$(cat "$T/nan$mode/checkpoints/latest")\" = ckpt-00000004.safetensors ]" "($mode) the last good checkpoint (step 4) should be kept: $(cat "$T/nan$mode/checkpoints/latest")"
   done
   ;;
 ema)
