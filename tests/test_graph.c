@@ -305,6 +305,26 @@ static void test_grace_timeout(void **state)
 	gf_graph_destroy(g);
 }
 
+/* A stage that computes in its flush for longer than the grace (a final
+ * evaluation on a loaded machine) is not stopped hard: the grace counts
+ * time without progress, and a flush that uses CPU is progress. */
+static void test_grace_busy_flush(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	int sink = add(g, "check_sink", "sink", "{ flush_cpu_s = 3 }", 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	gf_graph_set_grace(g, 1.0);
+	assert_int_equal(run(g, 50), 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_STEPS);
+	double v = 0;
+	assert_int_equal(gf_graph_value(g, "sink_items", &v), 1); /* published after the computing */
+	assert_true(v >= 50);
+	gf_graph_destroy(g);
+}
+
 static void test_failure_mid_run(void **state)
 {
 	(void)state;
@@ -842,6 +862,7 @@ int main(void)
 		cmocka_unit_test(test_graceful_request),
 		cmocka_unit_test(test_hard_request),
 		cmocka_unit_test(test_grace_timeout),
+		cmocka_unit_test(test_grace_busy_flush),
 		cmocka_unit_test(test_failure_mid_run),
 		cmocka_unit_test(test_failure_in_create),
 		cmocka_unit_test(test_validation_errors),

@@ -111,6 +111,7 @@ struct gf_ctx {
 	int created;
 	int started;
 	atomic_int done;      /* the thread finished (run, flush, close) */
+	atomic_int flushing;  /* inside the stage's flush hook (relaxed: the monitor's grace clock) */
 	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
 	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
 	                         stall watchdog reports (relaxed: a snapshot) */

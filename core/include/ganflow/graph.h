@@ -133,8 +133,11 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags);
  * handler. Before the run starts, the request applies as soon as it does. */
 void gf_graph_request_stop(gf_graph *g, int hard);
 
-/* Seconds a graceful stop may take before it turns into a hard stop
- * (default 30). */
+/* Seconds a graceful stop may go without progress before it turns into a
+ * hard stop (default 30). Progress is a stage inside its flush hook using
+ * CPU (1% of the time or more: a final evaluation or checkpoint on a slow
+ * machine); a stage that ignores the stop and stays in run() is stopped
+ * hard when the grace has passed. */
 void gf_graph_set_grace(gf_graph *g, double seconds);
 
 /* The stall watchdog. When no step (and no item) is reported for
