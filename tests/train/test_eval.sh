@@ -78,6 +78,32 @@ for j in range(k):
 open(path, "wb").write(raw)
 PY
 }
+# flip DATASET KEY: inverts the 14 bytes of record KEY's JFIF (APP0) segment
+# after its length: the JPEG still decodes, to the same pixels; only the
+# payload's CRC-32C tells
+flip() {
+  /usr/bin/python3 - "$@" <<'PY'
+import glob, struct, sys
+path = sorted(glob.glob(sys.argv[1] + "/shard-*/data.mdb"))[0]
+raw = bytearray(open(path, "rb").read())
+# the LMDB leaf node of the key: the value inline after the key, or (flag
+# F_BIGDATA) the number of its first overflow page, whose 16-byte header it follows
+key, at, v = struct.pack(">Q", int(sys.argv[2])), 0, -1
+while v < 0:
+    at = raw.find(key, at + 1)
+    assert at >= 0, "record not found"
+    flags, ksize = struct.unpack("<HH", raw[at - 4:at])
+    if ksize == 8 and raw[at + 8:at + 10] == b"GF":
+        v = at + 8
+    elif ksize == 8 and flags & 1:
+        v = struct.unpack("<Q", raw[at + 8:at + 16])[0] * 4096 + 16
+        v = v if raw[v:v + 2] == b"GF" else -1
+assert raw[v + 24:v + 28] == b"\xff\xd8\xff\xe0", "not a JFIF JPEG"
+for j in range(6, 20):
+    raw[v + 24 + j] ^= 0xFF
+open(path, "wb").write(raw)
+PY
+}
 acc_of() { grep -o '"test_acc":[0-9.]*' "$1" | tail -1 | cut -d: -f2; }
 
 case $case_name in
@@ -163,6 +189,15 @@ bad_records)
   "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/few" n=600 pr=false >"$T/c.log" 2>&1
   check "[ $? -eq 0 ] && grep -q '3 of the real split' '$T/c.log' && grep -q '(597 images, statistics computed)' '$T/c.log'" "bad records of the real split should be skipped: $(tail -3 "$T/c.log")"
   check "! ls -a '$T/few' | grep -q '^.ganflow-fid-'" "statistics with skipped records should not be cached"
+  # a payload changed after it was written that still decodes: its CRC-32C
+  # finds it, as in training and `dataset verify` (evaluated and as the real split)
+  cp -r "$T/ok" "$T/flip" && flip "$T/flip" 300 || { echo "FAIL: flip"; exit 1; }
+  "$G" eval "$T/flip" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=600 pr=false >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'bad records skipped: 1 of' '$T/f.log' && grep -q ': 599 images vs' '$T/f.log'" "a record with a wrong checksum should be skipped and counted: $(tail -3 "$T/f.log")"
+  check "grep -q 'key 300: payload checksum mismatch' '$T/f.log'" "the record with a wrong checksum should be named: $(grep -m2 -i 'skip\|bad' "$T/f.log")"
+  "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/flip" n=600 pr=false >"$T/g.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q '1 of the real split' '$T/g.log' && grep -q '(599 images, statistics computed)' '$T/g.log'" "a real split's record with a wrong checksum should be skipped: $(tail -3 "$T/g.log")"
+  check "grep -q 'key 300: payload checksum mismatch' '$T/g.log'" "the real split's record with a wrong checksum should be named: $(grep -m2 -i 'skip\|bad' "$T/g.log")"
   ;;
 small_real)
   # too few real images for FID: refused before any work, nothing cached
