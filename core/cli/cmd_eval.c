@@ -51,40 +51,52 @@ static int usage(void)
 	return 2;
 }
 
-/* 1 when the directory holds a .png, .jpg or .jpeg file. */
-static int has_images(const char *path)
+/* 1 when the directory holds a .png, .jpg or .jpeg file, in it or in its
+ * subfolders (as deep as the folder reader looks: core/eval/folder.c). */
+static int has_images(const char *path, int depth)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
 	int found = 0;
 	while (d && !found && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
 		const char *dot = strrchr(e->d_name, '.');
-		found = e->d_name[0] != '.' && dot &&
-		        (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+		char sub[4200];
+		struct stat st;
+		if (dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg")))
+			found = 1;
+		else if (depth < 8 && snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) < (int)sizeof(sub) &&
+		         !stat(sub, &st) && S_ISDIR(st.st_mode))
+			found = has_images(sub, depth + 1);
 	}
 	if (d)
 		closedir(d);
 	return found;
 }
 
-/* A dataset, or a folder of images (a directory of image files that is
- * neither a dataset nor a run directory or checkpoints folder): both read
- * as a dataset. */
+/* What a path to evaluate holds, decided by its contents: a dataset (data.mdb
+ * or shard-00000) or a folder of images anywhere below it (what `ganflow
+ * sample out=DIR/` writes: DIR/<class>/NNNNNN.png) is read as images (1); a
+ * checkpoint file, a run directory or a checkpoints folder (checkpoints/ or
+ * latest) as a checkpoint (0); a directory holding none of these is -1. */
 static int is_dataset(const char *path)
 {
 	struct stat st;
 	char p[4200];
 	if (stat(path, &st) || !S_ISDIR(st.st_mode))
 		return 0;
-	snprintf(p, sizeof(p), "%s/checkpoints", path);
-	int run = !stat(p, &st);
-	snprintf(p, sizeof(p), "%s/latest", path);
-	run |= !stat(p, &st);
 	snprintf(p, sizeof(p), "%s/data.mdb", path);
 	if (!stat(p, &st))
 		return 1;
 	snprintf(p, sizeof(p), "%s/shard-00000", path);
-	return !stat(p, &st) || (!run && has_images(path));   /* a dataset, or else an image folder */
+	if (!stat(p, &st))
+		return 1;
+	snprintf(p, sizeof(p), "%s/checkpoints", path);
+	int run = !stat(p, &st);
+	snprintf(p, sizeof(p), "%s/latest", path);
+	run |= !stat(p, &st);
+	return run ? 0 : has_images(path, 0) ? 1 : -1;
 }
 
 /* Generates n images from the checkpoint's generators into e. */
@@ -219,6 +231,12 @@ int gf_cmd_eval(int argc, char **argv)
 		}
 	}
 	int images = is_dataset(what);   /* a dataset or image folder, not a checkpoint */
+	if (images < 0) {
+		fprintf(stderr, "ganflow eval: '%s' is a directory without checkpoints/latest, a ganflow dataset or .png/.jpg "
+		                "images in it or its subfolders: give a checkpoint, a run directory, a dataset or an image "
+		                "folder\n", what);
+		return 1;
+	}
 	if (ema != -1 && images) {
 		fprintf(stderr, "ganflow eval: ema=%lld: %s is images, not a checkpoint with a generator\n", ema, what);
 		return 2;

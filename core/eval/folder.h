@@ -14,8 +14,8 @@ typedef struct gf_folder gf_folder;
  * no shard-00000). */
 int gf_folder_is(const char *path);
 
-/* Lists the *.png, *.jpg and *.jpeg files of path (not recursive), sorted
- * by name. Returns 0, -errno, or GF_ENOTFOUND for a folder without images
+/* Lists the *.png, *.jpg and *.jpeg files of path and its subfolders (8
+ * levels deep: ImageFolder's DIR/<class>/ files), sorted by name. Returns 0, -errno, or GF_ENOTFOUND for a folder without images
  * (the message names it). */
 int gf_folder_open(gf_folder **out, const char *path);
 void gf_folder_close(gf_folder *f);

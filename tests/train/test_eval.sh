@@ -264,6 +264,15 @@ PY
   for f in "$T"/b/*.png; do k=$(basename "$f" .png); cp "$f" "$T/tree/$((10#$k % 2))/"; done
   "$G" eval "$T/a" "$T/tree" classifier="$F/clf28.safetensors" >"$T/t.log" 2>&1
   check "[ $? -eq 0 ] && [ \"\$(fid "$T/t.log")\" = \"\$(fid "$T/f.log")\" ]" "a class-folder tree of the same images should give the same FID: $(fid "$T/t.log") vs $(fid "$T/f.log"); $(tail -2 "$T/t.log")"
+  # README's round trip: `ganflow sample CKPT n=300 out=DIR/`, then `ganflow eval DIR/ REAL`: DIR holds
+  # only a class folder (DIR/unlabelled/), read as images because images lie below it
+  (cd "$T" && "$G" sample "$gck" n=300 out=rt/ >rt.log 2>&1 &&
+    "$G" eval rt/ "$F/fm/test" classifier="$F/clf32.safetensors" pr=false >rte.log 2>&1)
+  check "[ $? -eq 0 ] && grep -q '^rt/: 300 images vs real split' '$T/rte.log'" "sample out=DIR/ then eval DIR/ REAL: $(tail -2 "$T/rt.log" "$T/rte.log")"
+  # a directory holding no checkpoint, dataset or image is named before any work
+  mkdir "$T/nothing" && echo x >"$T/nothing/notes.txt"
+  "$G" eval "$T/nothing" "$F/fm/test" classifier="$F/clf32.safetensors" >"$T/no.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'is a directory without checkpoints/latest, a ganflow dataset or .png/.jpg images' '$T/no.log' && ! grep -q 'real features' '$T/no.log'" "a directory of nothing evaluable: $(tail -2 "$T/no.log")"
   "$G" eval "$T/a" "$T/b" features=inception >"$T/i.log" 2>&1
   check "[ $? -eq 2 ] && grep -q 'features=inception needs weights=FILE' '$T/i.log'" "features=inception without weights: $(cat "$T/i.log")"
   "$G" eval "$T/a" "$T/b" features=inception weights="$F/clf28.safetensors" >"$T/i.log" 2>&1
