@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include <ganflow/ckpt.h>
 #include <ganflow/dataset.h>
 #include <ganflow/decode.h>
 #include <ganflow/err.h>
@@ -262,6 +263,12 @@ int gf_cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ganflow eval: resize=clean goes with features=inception (the classifier has its own "
 		                "transform)\n");
 		return 2;
+	}
+	char file[4800];
+	if (!images && (gf_ckpt_resolve(what, file, sizeof(file)) || gf_ckpt_check_format(file))) {
+		/* before the real statistics: a checkpoint that cannot be read fails at once */
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		return 1;
 	}
 	struct stat st;
 	if (stat(classifier, &st)) {

@@ -336,6 +336,44 @@ resume_other)
   check "[ $? -ne 0 ]" "resuming a DC-CGAN from a DC-GAN checkpoint should fail"
   check "grep -q \"tensor '[gd].net.[0-9]*.weight' is (\" '$T/b.log'" "the error should name the first tensor that differs: $(tail -3 "$T/b.log")"
   ;;
+ckpt_format)
+  # a checkpoint's format is checked by every reader: sample, eval, resume= (the
+  # bridge: tests/bridge damaged); newer, foreign and unmarked files are refused
+  # naming the file, the format found and the formats read
+  run dcgan_fashion "$T/a" steps=2 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/a.log")"
+  ck=$(latest "$T/a")
+  /usr/bin/python3 - "$ck" "$T" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+for name, fmt in (("v99", "ganflow-checkpoint-99"), ("foreign", "pt"), ("none", None)):
+    h = json.loads(json.dumps(head))
+    if fmt:
+        h["__metadata__"]["format"] = fmt
+    else:
+        del h["__metadata__"]["format"]
+    hb = json.dumps(h).encode()
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PY
+  "$G" sample "$ck" n=4 out="$T/ok.png" >"$T/ok.log" 2>&1
+  check "[ $? -eq 0 ]" "a ganflow-checkpoint-1 file should sample: $(cat "$T/ok.log")"
+  for v in v99 foreign none; do
+    f=$T/$v.safetensors
+    case $v in
+    v99) want="$f: checkpoint format 'ganflow-checkpoint-99' is not one this version reads (written by another version of ganflow); it reads formats ganflow-checkpoint-1, ganflow-nn-1" ;;
+    foreign) want="$f: checkpoint format 'pt' is not one this version reads (not a ganflow checkpoint)" ;;
+    none) want="$f: no checkpoint format in its metadata" ;;
+    esac
+    "$G" sample "$f" n=4 out="$T/$v.png" >"$T/$v.s.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.s.log' && [ ! -e '$T/$v.png' ]" "sample of $v: $(cat "$T/$v.s.log")"
+    "$G" eval "$f" classifier="$f" >"$T/$v.e.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.e.log'" "eval of $v: $(cat "$T/$v.e.log")"
+    run dcgan_fashion "$T/r$v" steps=4 resume="$f"
+    check "[ $? -ne 0 ] && grep -qF \"resume: $want\" '$T/r$v.log' && [ ! -e '$T/r$v/checkpoints' ]" "resume from $v: $(tail -3 "$T/r$v.log")"
+  done
+  ;;
 rundir)
   : >"$T/file"
   "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" dir="$T/file/run" steps=5 >"$T/rd.log" 2>&1
