@@ -431,6 +431,22 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 	}
 }
 
+int gf_step_begin(gf_ctx *c, int64_t step)
+{
+	gf_graph *g = c->g;
+	/* a later input of a step already begun (several micro-batches) */
+	if (step <= gf_load_relaxed_i64(&c->entered))
+		return 0;
+	/* seq_cst with the read of `held` after it: see graph_agree.c */
+	gf_store_seq_cst_i64(&c->entered, step);
+	if (gf_load_seq_cst_int(&g->held))
+		gf_graph_hold_wait(g);
+	if (gf_graph_is_hard(g))
+		return GF_ESTOP;
+	int64_t target = gf_load_seq_cst_i64(&g->target);
+	return target > 0 && step > target ? GF_ESTOP : 0;
+}
+
 void gf_report_value(gf_ctx *c, const char *name, double value)
 {
 	gf_graph *g = c->g;

@@ -427,6 +427,9 @@ static int gstep_run(void *self, gf_ctx *ctx)
 		/* a stop may have been decided while we waited */
 		if (gf_should_stop(ctx))
 			break;
+		/* the step begins: an agreed stop ends the run before it, or lets it run */
+		if ((rc = gf_step_begin(ctx, s->step + 1)))
+			return rc == GF_ESTOP ? 0 : rc;
 		double loss = 0;
 		int64_t pushed = 0;
 		s->l1_sum = 0;

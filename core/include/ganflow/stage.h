@@ -247,6 +247,19 @@ int gf_ctx_hard_stop(gf_ctx *ctx);
  * stage that consumes images but does not drive the step count). */
 void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
 
+/* A driver is about to begin step `step` (the step it will report when
+ * done): call it once it holds the input that starts the step and before
+ * any work of it (g_step after D's weights arrive, d_step after the fakes
+ * of the iteration). Returns 0 to go on, or GF_ESTOP when the step must not
+ * run: the run ends before it (the step target, lowered by a stop every
+ * rank agreed on) or stops hard; the caller then releases what it holds
+ * and returns. Calling it again for a step already begun returns 0 at
+ * once. Under mpirun an agreed stop (Ctrl-C) waits here, so the ranks can
+ * end after the step already under way instead of the one after it
+ * (docs/dist.md#faults); drivers that do not call it are assumed to be in
+ * the step after their last report. */
+int gf_step_begin(gf_ctx *ctx, int64_t step);
+
 /* Publishes a named figure shown on the progress line and in the run
  * summary (losses, FID...). Thread-safe; the latest value wins. */
 void gf_report_value(gf_ctx *ctx, const char *name, double value);
