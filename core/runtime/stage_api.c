@@ -280,13 +280,15 @@ int gf_port_edges(gf_ctx *c, int dir, int port)
 	return port >= 0 && (uint32_t)port < d->noutputs ? c->node->out_links[port] : 0;
 }
 
-const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
+/* The node of the nearest `stage` upstream of the instance's input port
+ * (breadth-first), or -1. */
+static int upstream(gf_ctx *c, int port, const char *stage)
 {
 	gf_graph *g = c->g;
 	int n = g->nnodes, head = 0, tail = 0, me = (int)(c->node - g->nodes);
 	int *queue = malloc((size_t)(n ? n : 1) * sizeof(int));
 	char *seen = calloc((size_t)(n ? n : 1), 1);
-	const char *found = NULL;
+	int found = -1;
 	if (!queue || !seen)
 		goto out;
 	seen[me] = 1;
@@ -298,10 +300,10 @@ const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
 			queue[tail++] = k->from;
 		}
 	}
-	while (head < tail && !found) {
+	while (head < tail && found < 0) {
 		int at = queue[head++];
 		if (!strcmp(g->nodes[at].desc->name, stage)) {
-			found = g->nodes[at].name;
+			found = at;
 			break;
 		}
 		for (int l = 0; l < g->nlinks; l++) {
@@ -316,6 +318,18 @@ out:
 	free(queue);
 	free(seen);
 	return found;
+}
+
+const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
+{
+	int at = upstream(c, port, stage);
+	return at < 0 ? NULL : c->g->nodes[at].name;
+}
+
+const gf_value *gf_port_upstream_params(gf_ctx *c, int port, const char *stage)
+{
+	int at = upstream(c, port, stage);
+	return at < 0 ? NULL : &c->g->nodes[at].params;
 }
 
 static int feeds(const gf_graph *g, int node, int port, uint32_t want, uint32_t through, int depth)

@@ -69,6 +69,7 @@ typedef struct dstep {
 	float *out_host;        /* (max_batch, D outputs) */
 	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
+	char data_classes[1024]; /* the classes that data holds, as ranges ("" = unknown or unconditional) */
 	gf_lecam lecam;         /* lambda 0 = none */
 	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
 	float *reg_dev;         /* and device */
@@ -115,6 +116,9 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->d = gf_trainer_net(s->tr);
 	s->be = gf_trainer_backend(s->tr);
+	/* data that cannot serve a conditional D: said now, not after training */
+	if ((rc = gf_data_classes(ctx, IN_REAL, gf_net_classes(s->d), "D", s->data_classes, sizeof(s->data_classes))))
+		return rc;
 	gf_tensor din, dout;
 	gf_net_shapes(s->d, &din, &dout);
 	size_t nout = (size_t)gf_tensor_numel(&dout);
@@ -207,6 +211,8 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	}
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
+	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
+		rc = gf_state_meta(st, gf_train_key(ctx, "data_classes", k, sizeof(k)), s->data_classes);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
 	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
 }

@@ -5,7 +5,7 @@
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
 #                               small_n | wrong_size | not_classifier | mismatch |
-#                               nonfinite | bad_records | small_real | messages | folders | ema
+#                               nonfinite | bad_records | small_real | messages | folders | ema | classes
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -198,6 +198,33 @@ bad_records)
   "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/flip" n=600 pr=false >"$T/g.log" 2>&1
   check "[ $? -eq 0 ] && grep -q '1 of the real split' '$T/g.log' && grep -q '(599 images, statistics computed)' '$T/g.log'" "a real split's record with a wrong checksum should be skipped: $(tail -3 "$T/g.log")"
   check "grep -q 'key 300: payload checksum mismatch' '$T/g.log'" "the real split's record with a wrong checksum should be named: $(grep -m2 -i 'skip\|bad' "$T/g.log")"
+  ;;
+classes)
+  # a conditional model against real data of other classes: per-class FID
+  # needs real images of every class generated (refused before any work
+  # otherwise), and a model whose data held one class generates that class
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, struct, sys
+d = gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz").read()
+l = gzip.open("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").read()
+n, h, w = struct.unpack(">III", d[4:16])
+pick = [i for i in range(n) if l[8 + i] == 7][:300]
+open(sys.argv[1] + "/seven-images.idx", "wb").write(struct.pack(">IIII", 0x803, len(pick), h, w) +
+                                                   b"".join(d[16 + i * h * w:16 + (i + 1) * h * w] for i in pick))
+open(sys.argv[1] + "/seven-labels.idx", "wb").write(struct.pack(">II", 0x801, len(pick)) + bytes([7] * len(pick)))
+PY
+  "$G" dataset idx "$T/seven-images.idx" "$T/seven-labels.idx" "$T/seven" >/dev/null 2>&1 || { echo "FAIL: dataset"; exit 1; }
+  "$G" run "$S/pipelines/cgan_fashion.lua" data="$F/fm/train" batch=8 steps=2 dir="$T/c" quiet=true >"$T/c.log" 2>&1 ||
+    { echo "FAIL: cgan run: $(tail -3 "$T/c.log")"; exit 1; }
+  "$G" eval "$T/c" "$T/seven" classifier="$F/clf32.safetensors" n=300 pr=false >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q \"per-class FID of class 0: the real split '$T/seven' holds no image of it (it holds classes 7)\" '$T/e.log' && ! grep -q 'real features' '$T/e.log'" "a real split without the generated classes should be refused before any work: $(tail -2 "$T/e.log")"
+  "$G" eval "$T/c" "$T/seven" classifier="$F/clf32.safetensors" n=300 pr=false per_class=false >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && ! grep -q 'per-class FID' '$T/e.log'" "per_class=false should evaluate without per-class FID: $(tail -2 "$T/e.log")"
+  "$G" run "$S/pipelines/cgan_fashion.lua" data="$T/seven" batch=8 steps=2 dir="$T/c7" quiet=true >"$T/c7.log" 2>&1 ||
+    { echo "FAIL: cgan run: $(tail -3 "$T/c7.log")"; exit 1; }
+  "$G" eval "$T/c7" "$F/fm/test" classifier="$F/clf32.safetensors" n=300 pr=false >"$T/e7.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'G is conditional on 10 classes, its training data held images of 7 only: generating those' '$T/e7.log'" "eval of a one-class model should say it generates that class: $(tail -3 "$T/e7.log")"
+  check "grep 'per-class FID' '$T/e7.log' | grep -q ' 7:[0-9]' && [ \"\$(grep 'per-class FID' '$T/e7.log' | grep -o ':nan' | wc -l)\" = 9 ]" "per-class FID for class 7 only: $(grep 'per-class' "$T/e7.log")"
   ;;
 small_real)
   # too few real images for FID: refused before any work, nothing cached

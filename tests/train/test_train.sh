@@ -547,6 +547,46 @@ plot)
   check "[ \"$(png_size "$T/r/plot.png" | cut -d' ' -f1)\" = 1000 ]" "plot should be 1000 pixels wide"
   check "grep -q '8 points, 3 panels' '$T/p.log'" "expected 8 points (steps 5..40) in 3 panels: $(cat "$T/p.log")"
   ;;
+data_classes)
+  # data that cannot serve a conditional model: named at the start, refused
+  # where nothing can work, and what the model never saw is left out after
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, struct, sys
+d = gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()
+l = gzip.open("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz").read()
+n, h, w = struct.unpack(">III", d[4:16])
+img = lambda i: d[16 + i * h * w:16 + (i + 1) * h * w]
+def write(name, pick):
+    with open(f"{sys.argv[1]}/{name}-images.idx", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, len(pick), h, w) + b"".join(img(i) for i, _ in pick))
+    with open(f"{sys.argv[1]}/{name}-labels.idx", "wb") as f:
+        f.write(struct.pack(">II", 0x801, len(pick)) + bytes(lab for _, lab in pick))
+write("seven", [(i, 7) for i in range(n) if l[8 + i] == 7][:300])        # one class of 10
+write("twelve", [(i, i % 12) for i in range(240)])                      # labels up to 11
+PY
+  for x in seven twelve; do
+    "$G" dataset idx "$T/$x-images.idx" "$T/$x-labels.idx" "$T/$x" >/dev/null 2>&1 || fail "dataset $x"
+  done
+  run cgan_fashion "$T/c7" steps=2 log=1 data="$T/seven"
+  check "[ $? -eq 0 ]" "cgan_fashion on one class failed: $(tail -3 "$T/c7.log")"
+  check "grep -q \"D is conditional on 10 classes, the training data '$T/seven' holds images of 1 of them: 7 (none of 0-6,8,9)\" '$T/c7.log'" "no warning naming the classes present: $(grep -m3 -i 'warn\|class' "$T/c7.log")"
+  got=$(/usr/bin/python3 -c 'import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+print(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"].get("d.data_classes"))' "$(latest "$T/c7")")
+  check "[ '$got' = 7 ]" "the checkpoint should record the classes of the data (d.data_classes): got '$got'"
+  "$G" sample "$T/c7" class=3 n=4 out="$T/s3.png" >"$T/s3.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'never saw a real image of class 3: its training data held class 7 only' '$T/s3.log' && [ ! -e '$T/s3.png' ]" "sample class=3 of a class never seen: $(cat "$T/s3.log")"
+  "$G" sample "$T/c7" class=7 n=4 out="$T/s7.png" >"$T/s7.log" 2>&1
+  check "[ $? -eq 0 ]" "sample class=7: $(cat "$T/s7.log")"
+  "$G" sample "$T/c7" n=20 out="$T/grid.png" npy="$T/grid" >"$T/sg.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'G is conditional on 10 classes, its training data held images of 7 only: drawing those' '$T/sg.log'" "the grid should say it draws class 7 only: $(cat "$T/sg.log")"
+  labs=$(/usr/bin/python3 -c 'import numpy, sys; print(sorted(set(numpy.load(sys.argv[1]).tolist())))' "$T/grid.labels.npy" 2>&1)
+  check "[ '$labs' = '[7]' ]" "the grid's images should all be of class 7: labels $labs"
+  run cgan_fashion "$T/c12" steps=2 data="$T/twelve"
+  check "[ $? -ne 0 ] && grep -q \"the training data '$T/twelve' holds images of classes 10,11, beyond the 10 classes (0-9) D is conditional on\" '$T/c12.log'" "labels beyond the model's classes should be refused at the start: $(tail -2 "$T/c12.log")"
+  run cgan_fashion "$T/call" steps=1
+  check "[ $? -eq 0 ] && ! grep -q 'holds images of' '$T/call.log'" "every class present: no warning: $(grep -m2 'holds images' "$T/call.log")"
+  ;;
 sample_folder)
   # `ganflow sample out=DIR/`: one PNG per image, a folder per class; the
   # files decode to the generator's size, equal the grid of the same seed,

@@ -205,6 +205,11 @@ int gf_port_edges(gf_ctx *ctx, int dir, int port);
  * the reader whose data position it checkpoints this way. */
 const char *gf_port_upstream(gf_ctx *ctx, int port, const char *stage);
 
+/* The checked parameters (defaults filled in, read with gf_param_*) of the
+ * instance gf_port_upstream finds, or NULL. Owned by the graph, valid while
+ * it exists. A d_step reads the dataset its reader serves this way. */
+const gf_value *gf_port_upstream_params(gf_ctx *ctx, int port, const char *stage);
+
 /* 1 when every edge leaving output `port` (and there is at least one)
  * leads to an input flagged `want`, or to an input flagged `through` of a
  * stage whose every output does so in turn; 0 otherwise (also across a
