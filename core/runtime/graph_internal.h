@@ -152,6 +152,7 @@ struct gf_graph {
 	atomic_int reason;    /* gf_stop_reason */
 	atomic_int ndone;     /* instances whose thread finished */
 	atomic_int_least64_t step, items;
+	atomic_int_least64_t step_base; /* the step a resumed run started at (0: a new run) */
 	gf_event mon_ev;
 
 	/* the stop every rank agrees on (graph_agree.c) */

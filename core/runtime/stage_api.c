@@ -436,6 +436,7 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 	int64_t cur = gf_load_relaxed_i64(&g->step);
 	while (step > cur && !gf_cas_relaxed_i64(&g->step, &cur, step))
 		;
+
 	if (items)
 		gf_add_relaxed_i64(&g->items, items);
 	int64_t target = gf_load_seq_cst_i64(&g->target);
@@ -443,6 +444,15 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 		gf_graph_set_reason(g, GF_STOP_STEPS);
 		gf_graph_stop_graceful(g);
 	}
+}
+
+void gf_report_resume(gf_ctx *c, int64_t step)
+{
+	if (step <= 0)
+		return;
+	gf_report_step(c, step, 0);
+	/* the progress line counts from here (relaxed: statistics) */
+	gf_store_relaxed_i64(&c->g->step_base, gf_load_relaxed_i64(&c->g->step));
 }
 
 int gf_step_begin(gf_ctx *c, int64_t step)

@@ -383,6 +383,8 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		                    "G's pace allows, which differs across ranks, and every iteration is collective; use "
 		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
 		                    "pipelines/async_2rank.lua does)");
+	if (!s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->v);
 	if ((rc = take_next_real(s, ctx)))
 		return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 	if ((rc = push_weights(s, ctx)))

@@ -421,6 +421,8 @@ static int gstep_run(void *self, gf_ctx *ctx)
 		return gf_fail(ctx, "mode = \"async\" with a data-parallel exchange is not supported (use mode = \"sync\")");
 	if (gf_trainer_sliced(s->tr)) /* the replica's dropout masks differ across ranks too */
 		gf_net_rng(s->d)->stream ^= (uint64_t)run->rank * 0x9e3779b97f4a7c15ull;
+	if (s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->step);
 	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
 		if ((rc = take_weights(s, ctx)))
 			return rc;

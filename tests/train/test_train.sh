@@ -547,6 +547,19 @@ plot)
   check "[ \"$(png_size "$T/r/plot.png" | cut -d' ' -f1)\" = 1000 ]" "plot should be 1000 pixels wide"
   check "grep -q '8 points, 3 panels' '$T/p.log'" "expected 8 points (steps 5..40) in 3 panels: $(cat "$T/p.log")"
   ;;
+resume_keep)
+  # a run resumed in its directory keeps `keep` (3) checkpoints in all, those
+  # of the run before it counted; its progress line starts at the restored
+  # step (a batch of 256 makes the first step outlast the first line)
+  run dcgan_fashion "$T/k" steps=4 checkpoint_every=1 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/k.log")"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/k" steps=8 batch=256 >"$T/k2.log" 2>&1
+  check "[ $? -eq 0 ]" "resume in place failed: $(tail -3 "$T/k2.log")"
+  got=$(ls "$T/k/checkpoints" | tr '\n' ' ')
+  check "[ '$got' = 'ckpt-00000006.safetensors ckpt-00000007.safetensors ckpt-00000008.safetensors latest ' ]" "the last 3 checkpoints should be kept, the resumed run's included: $got"
+  first=$(grep -o 'step [0-9]*/8' "$T/k2.log" | head -1)
+  check "[ -n '$first' ] && [ '$first' != 'step 0/8' ]" "the first progress line should show the restored step, not '$first'"
+  ;;
 data_classes)
   # data that cannot serve a conditional model: named at the start, refused
   # where nothing can work, and what the model never saw is left out after

@@ -252,6 +252,12 @@ int gf_ctx_hard_stop(gf_ctx *ctx);
  * stage that consumes images but does not drive the step count). */
 void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
 
+/* A driver resumed from a checkpoint reports the step it restored as its
+ * run begins (nothing for step <= 0): the progress line then starts there,
+ * and counts its rate and ETA from there, instead of showing step 0 until
+ * the first step completes. */
+void gf_report_resume(gf_ctx *ctx, int64_t step);
+
 /* A driver is about to begin step `step` (the step it will report when
  * done): call it once it holds the input that starts the step and before
  * any work of it (g_step after D's weights arrive, d_step after the fakes
