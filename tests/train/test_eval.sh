@@ -291,6 +291,10 @@ PY
   for f in "$T"/b/*.png; do k=$(basename "$f" .png); cp "$f" "$T/tree/$((10#$k % 2))/"; done
   "$G" eval "$T/a" "$T/tree" classifier="$F/clf28.safetensors" >"$T/t.log" 2>&1
   check "[ $? -eq 0 ] && [ \"\$(fid "$T/t.log")\" = \"\$(fid "$T/f.log")\" ]" "a class-folder tree of the same images should give the same FID: $(fid "$T/t.log") vs $(fid "$T/f.log"); $(tail -2 "$T/t.log")"
+  # PNGs named .jpg: read by what they hold, as `ganflow dataset folder` reads them
+  mkdir "$T/aj" && for f in "$T"/a/*.png; do cp "$f" "$T/aj/$(basename "$f" .png).jpg"; done
+  "$G" eval "$T/aj" "$T/b" classifier="$F/clf28.safetensors" >"$T/aj.log" 2>&1
+  check "[ $? -eq 0 ] && [ \"\$(fid "$T/aj.log")\" = \"\$(fid "$T/f.log")\" ] && ! grep -q 'skipping bad record' '$T/aj.log'" "PNGs named .jpg should evaluate as the PNGs: $(fid "$T/aj.log") vs $(fid "$T/f.log"); $(tail -2 "$T/aj.log")"
   # README's round trip: `ganflow sample CKPT n=300 out=DIR/`, then `ganflow eval DIR/ REAL`: DIR holds
   # only a class folder (DIR/unlabelled/), read as images because images lie below it
   (cd "$T" && "$G" sample "$gck" n=300 out=rt/ >rt.log 2>&1 &&
