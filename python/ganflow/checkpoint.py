@@ -70,17 +70,16 @@ def _no_dup_keys(pairs):
     return seen
 
 
-class Checkpoint:
-    """One checkpoint file: its header, metadata, parts and raw tensor bytes.
+class SafetensorsFile:
+    """A safetensors file: its header, metadata and raw tensor bytes.
 
-    Opening it checks what the C reader (gf_st_open, gf_ckpt_open) checks, with
-    the same messages: the header length against the file, the header's JSON
-    and entries (dtype, shape, data_offsets), every tensor's byte range inside
-    the data and of the size its dtype and shape need, no two tensors
-    overlapping, and a checkpoint format this version reads."""
+    Opening it checks what the C reader (gf_st_open) checks, with the same
+    messages: the header length against the file, the header's JSON and
+    entries (dtype, shape, data_offsets), every tensor's byte range inside the
+    data and of the size its dtype and shape need, no two tensors overlapping."""
 
     def __init__(self, path):
-        self.path = resolve(path)
+        self.path = path
         with open(self.path, "rb") as f:
             self.raw = bytearray(f.read())
         size = len(self.raw)
@@ -104,9 +103,6 @@ class Checkpoint:
         self.tensors = header
         self._check_entries()
         self._check_ranges(size - self.data_start)
-        self._check_format()
-        # parts: instances with a NAME.role, in the order of the metadata
-        self.parts = [k[:-5] for k in self.meta if k.endswith(".role") and len(k) > 5]
 
     # ---- what the C reader checks ----
 
@@ -154,6 +150,46 @@ class Checkpoint:
             if a1 < b0 and b1 > a1:
                 raise CheckpointError(f"{self.path}: tensors '{n0}' and '{n1}' overlap")
 
+    # ---- tensors ----
+
+    def has(self, name):
+        return name in self.tensors
+
+    def names(self, prefix=""):
+        return [n for n in self.tensors if n.startswith(prefix)]
+
+    def info(self, name):
+        """(dtype, shape) of a tensor."""
+        t = self.tensors[name]
+        return t["dtype"], list(t["shape"])
+
+    def bytes_of(self, name):
+        """(buffer, offset, count, dtype) of a tensor's data: offsets are into self.raw
+        (checked when the file was opened)."""
+        t = self.tensors.get(name)
+        if t is None:
+            raise CheckpointError(f"{self.path}: no tensor '{name}'")
+        dt = t["dtype"]
+        if dt not in GF_NAMES:
+            raise CheckpointError(f"{self.path}: tensor '{name}' has dtype {dt}, which ganflow does not read")
+        a, _ = t["data_offsets"]
+        count = 1
+        for d in t["shape"]:
+            count *= d
+        return self.raw, self.data_start + a, count, dt
+
+
+class Checkpoint(SafetensorsFile):
+    """One checkpoint file (a path resolved as `resume=` takes it): a
+    safetensors file of a checkpoint format this version reads (as
+    gf_ckpt_open checks, with its message), and its parts."""
+
+    def __init__(self, path):
+        super().__init__(resolve(path))
+        self._check_format()
+        # parts: instances with a NAME.role, in the order of the metadata
+        self.parts = [k[:-5] for k in self.meta if k.endswith(".role") and len(k) > 5]
+
     def _check_format(self):
         fmt = self.meta.get("format")
         if fmt in FORMATS:
@@ -200,30 +236,3 @@ class Checkpoint:
                                   "written before tables were JSON: load it with this ganflow's `ganflow "
                                   "run ... resume=` and let it write a new checkpoint)") from None
 
-    # ---- tensors ----
-
-    def has(self, name):
-        return name in self.tensors
-
-    def names(self, prefix=""):
-        return [n for n in self.tensors if n.startswith(prefix)]
-
-    def info(self, name):
-        """(dtype, shape) of a tensor."""
-        t = self.tensors[name]
-        return t["dtype"], list(t["shape"])
-
-    def bytes_of(self, name):
-        """(buffer, offset, count, dtype) of a tensor's data: offsets are into self.raw
-        (checked when the file was opened)."""
-        t = self.tensors.get(name)
-        if t is None:
-            raise CheckpointError(f"{self.path}: no tensor '{name}'")
-        dt = t["dtype"]
-        if dt not in GF_NAMES:
-            raise CheckpointError(f"{self.path}: tensor '{name}' has dtype {dt}, which ganflow does not read")
-        a, _ = t["data_offsets"]
-        count = 1
-        for d in t["shape"]:
-            count *= d
-        return self.raw, self.data_start + a, count, dt

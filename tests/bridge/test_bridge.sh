@@ -226,24 +226,29 @@ nan = bytearray(data)
 nan[a:a + 4] = struct.pack("<f", float("nan"))
 write("nan", head, nan)
 PY
+  # the bridge on every file in one interpreter (PyTorch loads once), export on three
+  "$PY" - "$T" half short v99 foreign noformat i32 shape nan >"$T/bridge.txt" 2>&1 <<'PY'
+import sys, ganflow.torch as gt
+from ganflow.checkpoint import CheckpointError
+for v in sys.argv[2:]:
+    try:
+        gt.load(f"{sys.argv[1]}/{v}.safetensors")
+        print(f"{v}\tloaded")
+    except CheckpointError as e:
+        print(f"{v}\t{e}")
+PY
   for v in half short v99 foreign noformat i32 shape nan; do
     f=$T/$v.safetensors
     "$G" sample "$f" n=4 out="$T/$v.png" >"$T/$v.c.log" 2>&1
     crc=$?
-    msg=$("$PY" -c 'import sys, ganflow.torch as gt
-from ganflow.checkpoint import CheckpointError
-try:
-    gt.load(sys.argv[1])
-except CheckpointError as e:
-    print(e)
-else:
-    print("loaded")' "$f" 2>&1)
-    "$G" export "$f" "$T/$v.onnx" >"$T/$v.e.log" 2>&1
-    erc=$?
+    msg=$(awk -F '\t' -v v="$v" '$1 == v { print $2 }' "$T/bridge.txt")
     echo "$v: sample rc=$crc: $(tail -1 "$T/$v.c.log")"
     echo "$v: bridge: $msg"
     check "[ $crc -ne 0 ] && [ -n \"\$msg\" ] && [ \"\$msg\" != loaded ]" "$v: sample (rc $crc) and the bridge ($msg) should both refuse it"
     check "grep -qF -- \"\$msg\" '$T/$v.c.log'" "$v: the bridge's message should be the C reader's: C says $(tail -1 "$T/$v.c.log")"
+    case $v in half | v99 | nan) ;; *) continue ;; esac
+    "$G" export "$f" "$T/$v.onnx" >"$T/$v.e.log" 2>&1
+    erc=$?
     check "[ $erc -eq 1 ] && grep -qF -- \"\$msg\" '$T/$v.e.log' && [ ! -e '$T/$v.onnx' ]" "$v: export should fail with the same message, no file: rc $erc, $(tail -1 "$T/$v.e.log")"
   done
   check "grep -q 'outside the [0-9]* data bytes (truncated file?)' '$T/half.c.log'" "half a checkpoint: $(tail -1 "$T/half.c.log")"
