@@ -109,7 +109,8 @@ static void find_written(ckpt *c)
 	}
 	if (d)
 		closedir(d);
-	qsort(steps, n, sizeof(*steps), by_step);
+	if (n > 1)
+		qsort(steps, n, sizeof(*steps), by_step);
 	size_t first = n > MAX_KEEP ? n - MAX_KEEP : 0;
 	for (size_t i = first; i < n; i++)
 		c->written[c->nwritten++] = steps[i];
