@@ -3,11 +3,13 @@
  * plain edges, multi-worker stages (with dropped placeholders), fan-out
  * and multi-edge inputs; back edges; every way a run ends (end of data,
  * step target, graceful and hard stop requests, grace timeout, failure in
- * create and mid-run) ends promptly with the right reason and message; and
- * validation errors name what is wrong. Run under TSan too. */
+ * create and mid-run) ends promptly with the right reason and message;
+ * validation errors name what is wrong; and a stop agreed across ranks
+ * ends after the step under way. Run under TSan too. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
@@ -809,6 +812,148 @@ static void test_stall_watchdog(void **state)
 	stall_run(20, 20); /* 20 steps, then nothing */
 }
 
+/* ---- the agreed stop of a distributed run ----
+ *
+ * A synchronous GAN in miniature: `lead` (g_step) begins step k when the
+ * follower's token k - 1 is back, sends its fakes k and then computes for
+ * a long time; `follow` (d_step) takes fakes k, reports step k at once and
+ * sends its token back, then waits for fakes k + 1. A stop requested while
+ * the lead computes step K must end the run after K, the step under way:
+ * the follower has finished K but cannot begin K + 1 without the lead.
+ * Ending after K + 1 (what the follower's last report alone allows) would
+ * cost the lead a whole step more, past mpirun's 2 s (docs/dist.md). The
+ * peers table stands in for core/dist: rank 0 of a world of 2 whose other
+ * rank answers at once with nothing further to run. */
+
+#define AGREE_K 3
+
+static atomic_int agree_go;           /* the test lets the lead finish step K */
+static atomic_llong agree_s = -1;     /* the step the "ranks" agreed on */
+static atomic_llong lead_done;        /* steps the lead completed */
+static _Atomic(gf_graph *) agree_g;
+
+static void agree_attach(gf_graph *g)
+{
+	atomic_store(&agree_g, g);
+}
+
+static void *agree_thread(void *arg)
+{
+	(void)arg;
+	gf_graph *g = atomic_load(&agree_g);
+	int64_t s = gf_graph_hold(g); /* as dist.c's responder does for each rank */
+	atomic_store(&agree_s, s);
+	gf_graph_stop_at(g, s);
+	return NULL;
+}
+
+static int agree_request(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, agree_thread, NULL))
+		return gf_seterr(-EAGAIN, "cannot start the agreement thread");
+	pthread_detach(t);
+	return 0;
+}
+
+static const gf_graph_peers agree_peers = { .attach = agree_attach, .stop_request = agree_request };
+
+static int lead_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (int64_t k = 1;; k++) {
+		gf_msg *m;
+		int rc;
+		if (k > 1 && (rc = gf_pop(ctx, 0, &m)))
+			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+		if (k > 1)
+			gf_msg_release(m);
+		if ((rc = gf_step_begin(ctx, k)))
+			return rc == GF_ESTOP ? 0 : rc;
+		if ((rc = gf_msg_get(ctx, 0, &m)))
+			return rc == GF_ESTOP ? 0 : rc;
+		m->step = k;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc == GF_ESTOP ? 0 : rc;
+		while (k == AGREE_K && !atomic_load(&agree_go) && !gf_ctx_hard_stop(ctx)) /* the long step */
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		atomic_store(&lead_done, k);
+	}
+}
+
+static int follow_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (;;) {
+		gf_msg *in, *out;
+		int rc = gf_pop(ctx, 0, &in);
+		if (rc)
+			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+		int64_t k = in->step;
+		gf_msg_release(in);
+		if ((rc = gf_step_begin(ctx, k)))
+			return rc == GF_ESTOP ? 0 : rc;
+		gf_report_step(ctx, k, 1);
+		if ((rc = gf_msg_get(ctx, 0, &out)))
+			return rc == GF_ESTOP ? 0 : rc;
+		if ((rc = gf_push(ctx, 0, out)))
+			return rc == GF_ESTOP ? 0 : rc;
+	}
+}
+
+static const gf_stage_desc lead = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "lead", .doc = "",
+	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
+	.flags = GF_STAGE_CYCLE_START, .create = null_create, .run = lead_run,
+};
+
+static const gf_stage_desc follow = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "follow", .doc = "",
+	.inputs = tok_in, .ninputs = 1, .outputs = back_out, .noutputs = 1,
+	.create = null_create, .run = follow_run,
+};
+
+static void *stop_in_step_k(void *arg)
+{
+	gf_graph *g = arg;
+	while (gf_graph_step(g) < AGREE_K)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	/* the follower has reported K and now waits for fakes K + 1 */
+	nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	gf_graph_request_stop(g, 0);
+	while (atomic_load(&agree_s) < 0)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	atomic_store(&agree_go, 1);
+	return NULL;
+}
+
+static void test_agreed_stop_in_flight(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a, b;
+	assert_int_equal(gf_graph_add_desc(g, &lead, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &follow, NULL, NULL, 1, &b), 0);
+	gf_edge_opts one = { .depth = 1 };
+	link_(g, a, "out", b, "inp", &one);
+	link_(g, b, "back", a, "back", &one);
+	gf_graph_set_peers(&agree_peers);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, stop_in_step_k, g), 0);
+	gf_run_info info = { .steps = 0, .seed = 1, .world = 2, .backend = "cpu" };
+	int rc = gf_graph_run(g, &info, GF_GRAPH_QUIET);
+	pthread_join(t, NULL);
+	gf_graph_set_peers(NULL);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_REQUEST);
+	/* the step under way, not the one after it */
+	assert_int_equal(atomic_load(&agree_s), AGREE_K);
+	assert_int_equal(atomic_load(&lead_done), AGREE_K);
+	assert_int_equal(gf_graph_step(g), AGREE_K);
+	gf_graph_destroy(g);
+}
+
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
 static const gf_port_desc opt_out[] = { { "out", "items", GF_PORT_OPTIONAL, "" } };
 static const gf_param_desc opt_params[] = { { "tag", GF_PARAM_STR, "none", "", NULL } };
@@ -871,6 +1016,7 @@ int main(void)
 		cmocka_unit_test(test_port_memory),
 		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
+		cmocka_unit_test(test_agreed_stop_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -592,3 +592,13 @@ int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec)
 		return rc;
 	return gf_dataset_check(ds, rec, rec->value, rec->value_len, &rec->h, &rec->payload);
 }
+
+int gf_dataset_get_checked(gf_dataset *ds, uint64_t pos, gf_record *rec)
+{
+	int rc = gf_dataset_get(ds, pos, rec);
+	if (rc || !(rc = gf_record_check(&rec->h, rec->payload)))
+		return rc;
+	char why[256];
+	snprintf(why, sizeof(why), "%s", gf_errmsg());
+	return gf_seterr(rc, "shard %s key %llu: %s", ds->shards[rec->shard].path, (unsigned long long)rec->key, why);
+}

@@ -113,6 +113,7 @@ struct gf_ctx {
 	atomic_int done;      /* the thread finished (run, flush, close) */
 	atomic_int flushing;  /* inside the stage's flush hook (relaxed: the monitor's grace clock) */
 	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
+	atomic_int_least64_t entered; /* the step it began (gf_step_begin), -1 = it never calls it */
 	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
 	                         stall watchdog reports (relaxed: a snapshot) */
 	atomic_int wait_port; /* the port of that wait */
@@ -159,6 +160,7 @@ struct gf_graph {
 	atomic_int reason;    /* gf_stop_reason */
 	atomic_int ndone;     /* instances whose thread finished */
 	atomic_int_least64_t step, items;
+	atomic_int_least64_t step_base; /* the step a resumed run started at (0: a new run) */
 	gf_event mon_ev;
 
 	/* the stop every rank agrees on (graph_agree.c) */
@@ -228,8 +230,9 @@ void gf_graph_on_release(void *ud);
 void gf_graph_agree_attach(gf_graph *g);
 void gf_graph_agree_detach(gf_graph *g);
 
-/* In gf_report_step, after the instance published step: blocks while the
- * drivers are held (until gf_graph_stop_at or a hard stop). */
+/* In gf_report_step and gf_step_begin, after the instance published its
+ * step: blocks while the drivers are held (until gf_graph_stop_at or a
+ * hard stop). */
 void gf_graph_hold_wait(gf_graph *g);
 
 /* Monitor: a graceful stop was requested on this rank of a distributed

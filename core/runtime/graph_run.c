@@ -195,6 +195,7 @@ static int setup(gf_graph *g)
 			atomic_init(&c->done, 0);
 			atomic_init(&c->flushing, 0);
 			atomic_init(&c->step, -1);
+			atomic_init(&c->entered, -1);
 			atomic_init(&c->wait, WAIT_NONE);
 			atomic_init(&c->wait_port, 0);
 			atomic_init(&c->busy_ns, 0);

@@ -57,6 +57,9 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 {
 	int64_t step = gf_load_relaxed_i64(&g->step);
 	int64_t items = gf_load_relaxed_i64(&g->items);
+	int64_t base = gf_load_relaxed_i64(&g->step_base); /* a resumed run's steps before it are not progress */
+	if (pr->step_last < base)
+		pr->step_last = base;
 	double dt = now - pr->t_last;
 	if (dt > 0.05) {
 		double r = (double)(items - pr->items_last) / dt;

@@ -114,6 +114,11 @@ int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale)
 	if (!s->async) {
 		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
 			return rc;
+		/* the iteration begins with its fakes: an agreed stop ends the run before it, or lets it run */
+		if ((rc = gf_step_begin(ctx, s->v + 1))) {
+			gf_msg_release(m);
+			return rc;
+		}
 		if (m->version != s->v) {
 			long long got = (long long)m->version;
 			gf_msg_release(m);

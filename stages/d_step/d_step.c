@@ -122,6 +122,9 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->d = gf_trainer_net(s->tr);
 	s->be = gf_trainer_backend(s->tr);
+	/* data that cannot serve a conditional D: said now, not after training */
+	if ((rc = gf_data_classes(ctx, IN_REAL, gf_net_classes(s->d), "D", s->data_classes, sizeof(s->data_classes))))
+		return rc;
 	gf_tensor dout;
 	gf_net_shapes(s->d, &s->din, &dout);
 	s->in_numel = (size_t)(gf_tensor_numel(&s->din) / s->din.shape[0]);
@@ -404,6 +407,8 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	}
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
+	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
+		rc = gf_state_meta(st, gf_train_key(ctx, "data_classes", k, sizeof(k)), s->data_classes);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
 	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
 }
@@ -471,6 +476,8 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
 		                    "pipelines/async_2rank.lua does)");
 	plan(s, ctx);
+	if (!s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->v);
 	if ((rc = d_take_next_real(s, ctx)))
 		return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 	if ((rc = push_weights(s, ctx)))

@@ -66,6 +66,7 @@ typedef struct dstep {
 	float *out_host;        /* LeCam: (max_batch, D outputs) */
 	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
+	char data_classes[1024]; /* the classes that data holds, as ranges ("" = unknown or unconditional) */
 	gf_lecam lecam;         /* lambda 0 = none */
 	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
 	float *reg_dev;         /* and device */

@@ -487,12 +487,20 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 	if (gf_trainer_sliced(s->tr)) /* the replica's dropout masks differ across ranks too */
 		gf_net_rng(s->d)->stream ^= (uint64_t)run->rank * 0x9e3779b97f4a7c15ull;
 	plan(s, ctx);
+	if (s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->step);
 	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
 		if ((rc = take_weights(s, ctx)))
 			return rc;
 		/* a stop may have been decided while we waited */
 		if (gf_should_stop(ctx))
 			break;
+		/* the step begins: an agreed stop ends the run before it, or lets it run */
+		if ((rc = gf_step_begin(ctx, s->step + 1))) {
+			if (rc == GF_ESTOP)
+				break;
+			return rc;
+		}
 		rec *r = &s->recs[s->step % RECS];
 		if (r->step >= 0)
 			return gf_fail(ctx, "step %lld: the results of step %lld are still in flight", (long long)s->step,

@@ -429,6 +429,44 @@ resume_other)
   check "[ $? -ne 0 ]" "resuming a DC-CGAN from a DC-GAN checkpoint should fail"
   check "grep -q \"tensor '[gd].net.[0-9]*.weight' is (\" '$T/b.log'" "the error should name the first tensor that differs: $(tail -3 "$T/b.log")"
   ;;
+ckpt_format)
+  # a checkpoint's format is checked by every reader: sample, eval, resume= (the
+  # bridge: tests/bridge damaged); newer, foreign and unmarked files are refused
+  # naming the file, the format found and the formats read
+  run dcgan_fashion "$T/a" steps=2 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/a.log")"
+  ck=$(latest "$T/a")
+  /usr/bin/python3 - "$ck" "$T" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+for name, fmt in (("v99", "ganflow-checkpoint-99"), ("foreign", "pt"), ("none", None)):
+    h = json.loads(json.dumps(head))
+    if fmt:
+        h["__metadata__"]["format"] = fmt
+    else:
+        del h["__metadata__"]["format"]
+    hb = json.dumps(h).encode()
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PY
+  "$G" sample "$ck" n=4 out="$T/ok.png" >"$T/ok.log" 2>&1
+  check "[ $? -eq 0 ]" "a ganflow-checkpoint-1 file should sample: $(cat "$T/ok.log")"
+  for v in v99 foreign none; do
+    f=$T/$v.safetensors
+    case $v in
+    v99) want="$f: checkpoint format 'ganflow-checkpoint-99' is not one this version reads (written by another version of ganflow); it reads formats ganflow-checkpoint-1, ganflow-nn-1" ;;
+    foreign) want="$f: checkpoint format 'pt' is not one this version reads (not a ganflow checkpoint)" ;;
+    none) want="$f: no checkpoint format in its metadata" ;;
+    esac
+    "$G" sample "$f" n=4 out="$T/$v.png" >"$T/$v.s.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.s.log' && [ ! -e '$T/$v.png' ]" "sample of $v: $(cat "$T/$v.s.log")"
+    "$G" eval "$f" classifier="$f" >"$T/$v.e.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.e.log'" "eval of $v: $(cat "$T/$v.e.log")"
+    run dcgan_fashion "$T/r$v" steps=4 resume="$f"
+    check "[ $? -ne 0 ] && grep -qF \"resume: $want\" '$T/r$v.log' && [ ! -e '$T/r$v/checkpoints' ]" "resume from $v: $(tail -3 "$T/r$v.log")"
+  done
+  ;;
 rundir)
   : >"$T/file"
   "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" dir="$T/file/run" steps=5 >"$T/rd.log" 2>&1
@@ -601,6 +639,59 @@ plot)
   check "[ $? -eq 0 ]" "ganflow plot failed: $(cat "$T/p.log")"
   check "[ \"$(png_size "$T/r/plot.png" | cut -d' ' -f1)\" = 1000 ]" "plot should be 1000 pixels wide"
   check "grep -q '8 points, 3 panels' '$T/p.log'" "expected 8 points (steps 5..40) in 3 panels: $(cat "$T/p.log")"
+  ;;
+resume_keep)
+  # a run resumed in its directory keeps `keep` (3) checkpoints in all, those
+  # of the run before it counted; its progress line starts at the restored
+  # step (a batch of 256 makes the first step outlast the first line)
+  run dcgan_fashion "$T/k" steps=4 checkpoint_every=1 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/k.log")"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/k" steps=8 batch=256 >"$T/k2.log" 2>&1
+  check "[ $? -eq 0 ]" "resume in place failed: $(tail -3 "$T/k2.log")"
+  got=$(ls "$T/k/checkpoints" | tr '\n' ' ')
+  check "[ '$got' = 'ckpt-00000006.safetensors ckpt-00000007.safetensors ckpt-00000008.safetensors latest ' ]" "the last 3 checkpoints should be kept, the resumed run's included: $got"
+  first=$(grep -o 'step [0-9]*/8' "$T/k2.log" | head -1)
+  check "[ -n '$first' ] && [ '$first' != 'step 0/8' ]" "the first progress line should show the restored step, not '$first'"
+  ;;
+data_classes)
+  # data that cannot serve a conditional model: named at the start, refused
+  # where nothing can work, and what the model never saw is left out after
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, struct, sys
+d = gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()
+l = gzip.open("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz").read()
+n, h, w = struct.unpack(">III", d[4:16])
+img = lambda i: d[16 + i * h * w:16 + (i + 1) * h * w]
+def write(name, pick):
+    with open(f"{sys.argv[1]}/{name}-images.idx", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, len(pick), h, w) + b"".join(img(i) for i, _ in pick))
+    with open(f"{sys.argv[1]}/{name}-labels.idx", "wb") as f:
+        f.write(struct.pack(">II", 0x801, len(pick)) + bytes(lab for _, lab in pick))
+write("seven", [(i, 7) for i in range(n) if l[8 + i] == 7][:300])        # one class of 10
+write("twelve", [(i, i % 12) for i in range(240)])                      # labels up to 11
+PY
+  for x in seven twelve; do
+    "$G" dataset idx "$T/$x-images.idx" "$T/$x-labels.idx" "$T/$x" >/dev/null 2>&1 || fail "dataset $x"
+  done
+  run cgan_fashion "$T/c7" steps=2 log=1 data="$T/seven"
+  check "[ $? -eq 0 ]" "cgan_fashion on one class failed: $(tail -3 "$T/c7.log")"
+  check "grep -q \"D is conditional on 10 classes, the training data '$T/seven' holds images of 1 of them: 7 (none of 0-6,8,9)\" '$T/c7.log'" "no warning naming the classes present: $(grep -m3 -i 'warn\|class' "$T/c7.log")"
+  got=$(/usr/bin/python3 -c 'import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+print(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"].get("d.data_classes"))' "$(latest "$T/c7")")
+  check "[ '$got' = 7 ]" "the checkpoint should record the classes of the data (d.data_classes): got '$got'"
+  "$G" sample "$T/c7" class=3 n=4 out="$T/s3.png" >"$T/s3.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'never saw a real image of class 3: its training data held class 7 only' '$T/s3.log' && [ ! -e '$T/s3.png' ]" "sample class=3 of a class never seen: $(cat "$T/s3.log")"
+  "$G" sample "$T/c7" class=7 n=4 out="$T/s7.png" >"$T/s7.log" 2>&1
+  check "[ $? -eq 0 ]" "sample class=7: $(cat "$T/s7.log")"
+  "$G" sample "$T/c7" n=20 out="$T/grid.png" npy="$T/grid" >"$T/sg.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'G is conditional on 10 classes, its training data held images of 7 only: drawing those' '$T/sg.log'" "the grid should say it draws class 7 only: $(cat "$T/sg.log")"
+  labs=$(/usr/bin/python3 -c 'import numpy, sys; print(sorted(set(numpy.load(sys.argv[1]).tolist())))' "$T/grid.labels.npy" 2>&1)
+  check "[ '$labs' = '[7]' ]" "the grid's images should all be of class 7: labels $labs"
+  run cgan_fashion "$T/c12" steps=2 data="$T/twelve"
+  check "[ $? -ne 0 ] && grep -q \"the training data '$T/twelve' holds images of classes 10,11, beyond the 10 classes (0-9) D is conditional on\" '$T/c12.log'" "labels beyond the model's classes should be refused at the start: $(tail -2 "$T/c12.log")"
+  run cgan_fashion "$T/call" steps=1
+  check "[ $? -eq 0 ] && ! grep -q 'holds images of' '$T/call.log'" "every class present: no warning: $(grep -m2 'holds images' "$T/call.log")"
   ;;
 sample_folder)
   # `ganflow sample out=DIR/`: one PNG per image, a folder per class; the

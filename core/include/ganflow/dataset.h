@@ -293,6 +293,12 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec);
  * or the errors of gf_dataset_locate. */
 int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec);
 
+/* gf_dataset_get + the payload's CRC-32C (gf_record_check), as the
+ * training data path checks it: a mismatch is GF_ECORRUPT with "SHARD key
+ * N: payload checksum mismatch ..." in gf_errmsg(). For readers outside a
+ * stream (ganflow eval, a classifier's test split). */
+int gf_dataset_get_checked(gf_dataset *ds, uint64_t pos, gf_record *rec);
+
 /* Parses the value of rec (value, len: in the map or a copy read with
  * O_DIRECT) as a record of the dataset's format (gf_record_parse, or
  * gf_datum_parse for a Caffe LMDB), checks it against the dataset (label

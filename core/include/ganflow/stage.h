@@ -205,6 +205,11 @@ int gf_port_edges(gf_ctx *ctx, int dir, int port);
  * the reader whose data position it checkpoints this way. */
 const char *gf_port_upstream(gf_ctx *ctx, int port, const char *stage);
 
+/* The checked parameters (defaults filled in, read with gf_param_*) of the
+ * instance gf_port_upstream finds, or NULL. Owned by the graph, valid while
+ * it exists. A d_step reads the dataset its reader serves this way. */
+const gf_value *gf_port_upstream_params(gf_ctx *ctx, int port, const char *stage);
+
 /* 1 when every edge leaving output `port` (and there is at least one)
  * leads to an input flagged `want`, or to an input flagged `through` of a
  * stage whose every output does so in turn; 0 otherwise (also across a
@@ -273,6 +278,25 @@ int gf_ctx_hard_stop(gf_ctx *ctx);
  * (d_step, or a test sink) call it. A negative step adds items only (a
  * stage that consumes images but does not drive the step count). */
 void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
+
+/* A driver resumed from a checkpoint reports the step it restored as its
+ * run begins (nothing for step <= 0): the progress line then starts there,
+ * and counts its rate and ETA from there, instead of showing step 0 until
+ * the first step completes. */
+void gf_report_resume(gf_ctx *ctx, int64_t step);
+
+/* A driver is about to begin step `step` (the step it will report when
+ * done): call it once it holds the input that starts the step and before
+ * any work of it (g_step after D's weights arrive, d_step after the fakes
+ * of the iteration). Returns 0 to go on, or GF_ESTOP when the step must not
+ * run: the run ends before it (the step target, lowered by a stop every
+ * rank agreed on) or stops hard; the caller then releases what it holds
+ * and returns. Calling it again for a step already begun returns 0 at
+ * once. Under mpirun an agreed stop (Ctrl-C) waits here, so the ranks can
+ * end after the step already under way instead of the one after it
+ * (docs/dist.md#faults); drivers that do not call it are assumed to be in
+ * the step after their last report. */
+int gf_step_begin(gf_ctx *ctx, int64_t step);
 
 /* Publishes a named figure shown on the progress line and in the run
  * summary (losses, FID...). Thread-safe; the latest value wins. */

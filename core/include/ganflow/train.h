@@ -441,6 +441,30 @@ void gf_labels_destroy(gf_labels *l);
  * with the whole batch draws. */
 void gf_labels_draw(gf_labels *l, gf_rng *r, int32_t *out, int n, int rank, int world);
 
+/* ---- the classes the training data serves ---- */
+
+/* The classes of the data that reaches input `port` of this stage from the
+ * nearest lmdb_reader upstream (its dataset's classes holding images,
+ * through the reader's `classes` filter), checked against a network
+ * conditional on `classes` classes (`what` names it: "D"). Writes them as
+ * ranges ("0-6,8,9") into out (size >= 2): "" when they are unknown (no
+ * reader upstream, a label_shard or class_shard choosing classes, more
+ * ranges than fit) or the network is unconditional. A class the network
+ * cannot take (>= classes), or an unlabelled dataset for a conditional
+ * network, fails the stage naming them; classes of the network with no
+ * image in the data earn one warning (rank 0) naming the classes present.
+ * Returns 0 or the gf_fail code. */
+int gf_data_classes(gf_ctx *ctx, int port, int classes, const char *what, char *out, size_t size);
+
+/* Parses the ranges gf_data_classes writes into mask (classes entries, 1
+ * for a class listed). Returns 0, or GF_EPARAM for text that is not
+ * ranges of classes below `classes` (the message quotes it). */
+int gf_data_classes_parse(const char *text, int classes, unsigned char *mask);
+
+/* The classes set in mask (classes entries) as ranges into out ("" when
+ * none; cut short with "..." when out is too small). Returns out. */
+char *gf_data_classes_format(const unsigned char *mask, int classes, char *out, size_t size);
+
 /* ---- the fake cache of asynchronous D steps ---- */
 
 typedef struct gf_fake_cache gf_fake_cache;
