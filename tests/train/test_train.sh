@@ -48,6 +48,10 @@ check_metrics() {
   check "! grep -q '\"loss_[dg]\":null' '$f'" "non-finite loss in $f"
   check "grep -q '\"loss_d\":[0-9]' '$f' && grep -q '\"loss_g\":[0-9]' '$f'" "no loss_d/loss_g values in $f"
   check "grep -q '\"edges\":\\[{' '$f'" "no edge statistics in $f"
+  # the decoders run workers = "auto" (gan.data's default) where there are two cores or more
+  if [ "$(nproc)" -ge 2 ]; then
+    check "grep -q '{\"stage\":\"decode[^\"]*\",\"workers\":[0-9]*,\"adaptive\":true' '$f'" "no worker count of decode in $f"
+  fi
 }
 
 latest() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
