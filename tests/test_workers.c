@@ -283,14 +283,15 @@ static void test_deal_lagging_merger(void **state)
  * the count at random every few messages; each worker passes what it gets
  * on; a merger takes them back by the table and checks the order. */
 #define DW 4
-#define DN 200000
+#define DN 30000
 
 struct deal_run {
 	gf_deal deal;
 	gf_deal_cursor merger; /* placed before the threads start, as the graph does */
 	gf_ring *in[DW], *out[DW];
 	int64_t merged;
-	int bad;
+	uintptr_t got;  /* what the merger found where message `merged` belonged */
+	int bad;        /* 1: a wrong message, 2: no message within the time limit */
 };
 
 static void *dealer_main(void *arg)
@@ -333,7 +334,9 @@ static void *merger_main(void *arg)
 		if (rc == GF_EEOF)
 			break;
 		if (rc || (uintptr_t)p != (uintptr_t)(r->merged + 1)) {
-			r->bad = 1;
+			r->got = rc ? 0 : (uintptr_t)p;
+			if (!r->bad)
+				r->bad = rc ? 2 : 1;
 			break;
 		}
 		r->merged++;
@@ -350,8 +353,8 @@ static void test_deal_threads(void **state)
 	assert_int_equal(gf_deal_cursor_init(&r.deal, &r.merger, 1), 0);
 	gf_ring *pairs[DW][2];
 	for (int k = 0; k < DW; k++) {
-		assert_int_equal(gf_ring_create(8, 8, &r.in[k]), 0);
-		assert_int_equal(gf_ring_create(4, 4, &r.out[k]), 0);
+		assert_int_equal(gf_ring_create(32, 32, &r.in[k]), 0);
+		assert_int_equal(gf_ring_create(16, 16, &r.out[k]), 0);
 		pairs[k][0] = r.in[k];
 		pairs[k][1] = r.out[k];
 	}
@@ -361,12 +364,13 @@ static void test_deal_threads(void **state)
 		assert_int_equal(pthread_create(&tw[k], NULL, deal_worker_main, pairs[k]), 0);
 	assert_int_equal(pthread_create(&td, NULL, dealer_main, &r), 0);
 	/* a merger that waits on a ring its message never reaches waits
-	 * forever: after 60 s the rings stop and the test fails */
+	 * forever: after 120 s (a few seconds are enough on a loaded 2-core
+	 * machine) the rings stop and the test fails */
 	struct timespec limit;
 	clock_gettime(CLOCK_REALTIME, &limit);
-	limit.tv_sec += 60;
+	limit.tv_sec += 120;
 	if (pthread_timedjoin_np(tm, NULL, &limit)) {
-		r.bad = 1;
+		r.bad = 2;
 		for (int k = 0; k < DW; k++)
 			gf_ring_stop(r.out[k]);
 		pthread_join(tm, NULL);
@@ -379,9 +383,12 @@ static void test_deal_threads(void **state)
 	pthread_join(td, NULL);
 	for (int k = 0; k < DW; k++)
 		pthread_join(tw[k], NULL);
-	assert_int_equal(r.bad, 0);
+	if (r.bad == 1)
+		fail_msg("message %lld: got %lld", (long long)r.merged + 1, (long long)r.got);
+	if (r.bad)
+		fail_msg("message %lld did not arrive within 120 s", (long long)r.merged + 1);
 	assert_int_equal(r.merged, DN);
-	assert_true(gf_load_relaxed_u64(&r.deal.n) > 100); /* the count did change, often */
+	assert_true(gf_load_relaxed_u64(&r.deal.n) > 3 * GF_DEAL_CAP); /* the count did change, often */
 	for (int k = 0; k < DW; k++) {
 		gf_ring_destroy(r.in[k]);
 		gf_ring_destroy(r.out[k]);
@@ -639,6 +646,9 @@ static void test_graph_checks(void **state)
 
 int main(void)
 {
+	/* GF_TEST_ONLY=test_deal_threads runs only the tests it matches */
+	if (getenv("GF_TEST_ONLY"))
+		cmocka_set_test_filter(getenv("GF_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create),
 		cmocka_unit_test(test_grows_when_starved),
