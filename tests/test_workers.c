@@ -1,8 +1,8 @@
 /* Tests of adaptive worker counts (workers = "auto", <ganflow/workers.h>).
  *
  * The controller with synthetic observations, so each rule is checked
- * exactly: a starved consumer with idle cores grows the count (at most
- * doubling, at most to the estimate, the idle cores and the maximum), a
+ * exactly: a starved consumer with idle cores grows the count (to the
+ * estimate at once, at most by the idle cores, at most to the maximum), a
  * consumer that is not starved, a busy machine and workers starved by their
  * own input do not; a surplus shrinks it one worker at a time after two
  * windows; between the thresholds nothing moves (no oscillation).
@@ -53,13 +53,16 @@ static gf_workers *ctl(int max, int start)
 	return w;
 }
 
-/* A window of 0.5 s in which n workers were busy `busy` of it each, the
- * consumer waited `starved` of it, the workers waited `in` of it for input. */
+/* A window of 0.5 s in which n workers were busy `busy` of it each (on a
+ * core: decoders), the consumer waited `starved` of it, the workers waited
+ * `in` of it for input. */
+static double cpu_share = 1.0; /* cores a working worker keeps busy */
+
 static int window(gf_workers *w, double *now, int n, double busy, double starved, double in, double idle)
 {
 	*now += 0.5;
 	gf_workers_obs o = { .t = 0.5, .busy = n * busy * 0.5, .in_wait = n * in * 0.5, .starved = starved * 0.5,
-		                 .idle = idle, .items = 100 };
+		                 .idle = idle, .cpu = cpu_share * n * busy * 0.5, .items = 100 };
 	return gf_workers_observe(w, &o, *now);
 }
 
@@ -84,21 +87,19 @@ static void test_grows_when_starved(void **state)
 	gf_workers *w = ctl(16, 1);
 	double now = 100.0;
 	/* one worker always busy, the consumer waits 3/4 of the time: it
-	 * needs 4; at most doubling per step */
-	assert_int_equal(window(w, &now, 1, 1.0, 0.75, 0, 12), 2);
-	assert_int_equal(window(w, &now, 2, 1.0, 0.5, 0, 12), 2); /* the window after a change is not judged */
-	assert_int_equal(window(w, &now, 2, 1.0, 0.5, 0, 12), 4);
-	assert_int_equal(window(w, &now, 4, 1.0, 0.0, 0, 12), 4);
-	/* fed: it stays (needed 4 = n is no surplus) */
+	 * needs 4, and gets ceil(1.1 * 4) = 5 at once (12 cores idle) */
+	assert_int_equal(window(w, &now, 1, 1.0, 0.75, 0, 12), 5);
+	assert_int_equal(window(w, &now, 5, 0.5, 0.5, 0, 12), 5); /* the window after a change is not judged */
+	/* fed: it stays (4 needed of 5: one fewer would be fully busy) */
 	for (int i = 0; i < 20; i++)
-		assert_int_equal(window(w, &now, 4, 1.0, 0.0, 0, 12), 4);
+		assert_int_equal(window(w, &now, 5, 0.8, 0.0, 0, 12), 5);
 	gf_worker_stat st;
 	gf_workers_stat(w, now, &st);
-	assert_int_equal(st.workers, 4);
+	assert_int_equal(st.workers, 5);
 	assert_int_equal(st.min, 1);
-	assert_int_equal(st.max, 4);
+	assert_int_equal(st.max, 5);
 	assert_int_equal(st.limit, 16);
-	assert_int_equal(st.changes, 2);
+	assert_int_equal(st.changes, 1);
 	assert_int_equal(st.adaptive, 1);
 	assert_true(st.needed > 3.99 && st.needed < 4.01);
 	gf_workers_destroy(w);
@@ -112,10 +113,26 @@ static void test_grow_limits(void **state)
 	gf_workers *w = ctl(16, 1);
 	assert_int_equal(window(w, &now, 1, 1.0, 1.0 / 3.0, 0, 12), 2);
 	gf_workers_destroy(w);
-	/* to the idle cores: 4 idle, needs 16 -> 1 + 4, but at most doubling */
-	w = ctl(16, 4);
-	assert_int_equal(window(w, &now, 4, 1.0, 0.75, 0, 2.2), 6);
+	/* to the idle cores: needs 16, 2.2 cores idle -> 2 more, then 2.6 -> 3 more */
+	w = ctl(16, 1);
+	assert_int_equal(window(w, &now, 1, 1.0, 15.0 / 16, 0, 2.2), 3);
+	assert_int_equal(window(w, &now, 3, 1.0, 13.0 / 16, 0, 2.6), 3);
+	assert_int_equal(window(w, &now, 3, 1.0, 13.0 / 16, 0, 2.6), 6);
 	gf_workers_destroy(w);
+	/* half an idle core still adds one */
+	w = ctl(16, 4);
+	assert_int_equal(window(w, &now, 4, 1.0, 0.75, 0, 0.6), 5);
+	gf_workers_destroy(w);
+	/* workers that mostly wait on something else (10% of a core each when
+	 * busy): 2 idle cores run 20 more, so the estimate at once */
+	cpu_share = 0.1;
+	w = ctl(16, 1);
+	assert_int_equal(window(w, &now, 1, 1.0, 15.0 / 16, 0, 1.9), 16);
+	gf_workers_destroy(w);
+	w = ctl(16, 1);
+	assert_int_equal(window(w, &now, 1, 1.0, 0.75, 0, 1.9), 5);
+	gf_workers_destroy(w);
+	cpu_share = 1.0;
 	/* to the maximum */
 	w = ctl(3, 2);
 	assert_int_equal(window(w, &now, 2, 1.0, 0.9, 0, 12), 3);
@@ -209,7 +226,7 @@ static void test_mean(void **state)
 	(void)state;
 	gf_workers *w = ctl(8, 1);
 	double now = 100.0;
-	gf_workers_obs o = { .t = 1.0, .busy = 1.0, .starved = 0.5, .idle = 4, .items = 10 };
+	gf_workers_obs o = { .t = 1.0, .busy = 1.0, .starved = 0.4, .idle = 4, .cpu = 1.0, .items = 10 };
 	now = 101.0;
 	assert_int_equal(gf_workers_observe(w, &o, now), 2); /* 1 worker for 1 s, then 2 */
 	gf_workers_finish(w, 103.0);
@@ -471,7 +488,7 @@ static void test_graph_grows_to_need(void **state)
 	assert_int_equal(st.min, 1);
 	assert_int_equal(st.max, 4);
 	assert_int_equal(st.workers, 4);
-	assert_true(st.changes >= 2 && st.changes <= 3); /* 1 -> 2 -> 4 (or 1 -> 2 -> 3 -> 4) */
+	assert_true(st.changes >= 1 && st.changes <= 3); /* 1 -> 4, or by 3 (idle cores permitting), never down */
 	/* every worker got messages: 4 rings in, 4 out */
 	gf_edge_stat es[MAX_EDGES];
 	assert_int_equal(gf_graph_edge_stats(g, es, MAX_EDGES), 8);
@@ -507,19 +524,20 @@ static void test_graph_shrinks_and_keeps_order(void **state)
 {
 	(void)state;
 	/* the first 3000 items take 2 ms each (needs 4 at a 0.5 ms consumer),
-	 * the other 14000 nothing: the output rings stay full and the count
+	 * the other 10000 nothing: the output rings stay full and the count
 	 * comes down; check_sink checks keys and sequence numbers all along */
 	int rc;
-	gf_graph *g = pipeline(17000, "{ mean_us = 2000, delay_until = 3000 }", GF_WORKERS_AUTO_MAX(4),
-	                       "{ expect = 17000, service_us = 500 }", 0, &rc);
+	gf_graph *g = pipeline(13000, "{ mean_us = 2000, delay_until = 3000 }", GF_WORKERS_AUTO_MAX(4),
+	                       "{ expect = 13000, service_us = 500 }", 0, &rc);
 	assert_int_equal(rc, 0);
-	assert_int_equal(gf_graph_items(g), 17000);
+	assert_int_equal(gf_graph_items(g), 13000);
 	gf_worker_stat st = worker_stat(g);
 	assert_true(st.max >= 3);
-	/* 7 s of the second part: one down step takes 1.5 s (two windows, and
+	/* 5 s of the second part: one down step takes 0.75 s (two windows, and
 	 * the one after a change); parked workers wait, they do not work */
 	assert_int_equal(st.workers, 1);
-	assert_true(st.changes >= 4); /* up at least twice, down at least twice */
+	/* up once or more, then down one at a time from the most to 1 */
+	assert_true(st.changes >= (uint64_t)st.max);
 	gf_graph_destroy(g);
 }
 

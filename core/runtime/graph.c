@@ -489,6 +489,7 @@ void gf_graph_destroy(gf_graph *g)
 			free(n->wk->in_wait);
 			free(n->wk->out_wait);
 			free(n->wk->items);
+			free(n->wk->cpu);
 			free(n->wk->starved);
 			free(n->wk->outlinks);
 			free(n->wk);

@@ -114,6 +114,7 @@ struct node_workers {
 	double *in_wait;    /* (workers) each instance's input wait at t0 */
 	double *out_wait;   /* (workers) its output wait at t0 */
 	uint64_t *items;    /* (workers) its messages taken in at t0 */
+	double *cpu;        /* (workers) its thread's CPU seconds at t0 */
 	double *starved;    /* (noutlinks) each consumer's wait on the node at t0 */
 	int noutlinks;
 	int *outlinks;      /* (noutlinks) link indices out of the node */

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +48,28 @@ static double waited(gf_ctx *c, int in, int port, double now)
 	return gf_load_acquire_f64(sum);
 }
 
-static double process_cpu(void)
+static double cpu_clock(clockid_t id)
 {
 	struct timespec ts;
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+	if (clock_gettime(id, &ts))
 		return 0;
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double process_cpu(void)
+{
+	return cpu_clock(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+/* CPU seconds of instance c's thread (0 before it starts; a thread that
+ * ended keeps its last figure). */
+static double thread_cpu(gf_ctx *c, double last)
+{
+	clockid_t id;
+	if (!c->started || gf_load_relaxed_int(&c->done) || pthread_getcpuclockid(c->thread, &id))
+		return last;
+	double t = cpu_clock(id);
+	return t > last ? t : last;
 }
 
 /* ---- setting up ---- */
@@ -72,9 +89,10 @@ int gf_graph_workers_setup(gf_graph *g)
 		w->in_wait = calloc((size_t)n->workers, sizeof(double));
 		w->out_wait = calloc((size_t)n->workers, sizeof(double));
 		w->items = calloc((size_t)n->workers, sizeof(uint64_t));
+		w->cpu = calloc((size_t)n->workers, sizeof(double));
 		w->starved = calloc((size_t)n->out_links[0] + 1, sizeof(double));
 		w->outlinks = calloc((size_t)n->out_links[0] + 1, sizeof(int));
-		if (!w->in_wait || !w->out_wait || !w->items || !w->starved || !w->outlinks)
+		if (!w->in_wait || !w->out_wait || !w->items || !w->cpu || !w->starved || !w->outlinks)
 			return -ENOMEM;
 		for (int l = 0; l < g->nlinks; l++)
 			if (g->links[l].from == i && w->noutlinks < n->out_links[0])
@@ -92,6 +110,7 @@ static void window_begin(gf_graph *g, struct node *n, double now)
 		w->in_wait[k] = waited(c, 1, 0, now);
 		w->out_wait[k] = waited(c, 0, 0, now);
 		w->items[k] = gf_load_relaxed_u64(&c->in[0].items);
+		w->cpu[k] = thread_cpu(c, w->cpu[k]);
 	}
 	for (int k = 0; k < w->noutlinks; k++) {
 		const struct link *l = &g->links[w->outlinks[k]];
@@ -133,6 +152,7 @@ static void judge(gf_graph *g, struct node *n, double now)
 		uint64_t items = gf_load_relaxed_u64(&c->in[0].items);
 		double din = in - w->in_wait[k], dout = out - w->out_wait[k];
 		o.items += items - w->items[k];
+		o.cpu += thread_cpu(c, w->cpu[k]) - w->cpu[k];
 		/* a finished instance neither works nor waits */
 		double busy = gf_load_relaxed_int(&c->done) ? 0.0 : t - din - dout;
 		if (busy > 0)

@@ -130,13 +130,16 @@ int gf_workers_observe(gf_workers *w, const gf_workers_obs *o, double now)
 	}
 	if (n < w->max && o->starved >= GROW_STARVED * o->t && needed > GROW_RATIO * n &&
 	    o->in_wait < INPUT_STARVED * n * o->t && o->idle >= IDLE_MIN) {
-		long by_idle = lround(o->idle);
-		int nn = n + (by_idle > 1 ? (int)(by_idle < w->max ? by_idle : w->max) : 1);
+		/* the cores one more working worker takes */
+		double share = o->busy > 0 ? o->cpu / o->busy : 1.0;
+		if (share > 1.0)
+			share = 1.0;
+		double fit = share > 1e-3 ? o->idle / share : (double)w->max;
+		long by_idle = fit < (double)w->max ? lround(fit) : w->max;
+		int nn = n + (by_idle > 1 ? (int)by_idle : 1);
 		double want = ceil(GROW_HEADROOM * needed);
 		if (want < nn)
 			nn = (int)want;
-		if (nn > 2 * n)
-			nn = 2 * n;
 		if (nn <= n)
 			nn = n + 1;
 		if (nn > w->max)

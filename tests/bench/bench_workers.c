@@ -16,7 +16,12 @@
  * machine only ever slows a run down). The figure is the worst ratio of
  * auto to the best fixed count over k; target 0.9.
  *
- * Run: tests/bench/run workers [cpu_us=2000] [seconds=6] [rounds=2] [kmax=CORES]
+ * work=sleep makes each item a sleep of cpu_us instead (a worker that waits
+ * on something other than a core: the count that keeps up no longer
+ * depends on the cores, nor the figures on other load of the machine),
+ * with k and the fixed counts up to kmax (default 4) and auto at most kmax.
+ *
+ * Run: tests/bench/run workers [cpu_us=2000] [seconds=6] [rounds=2] [kmax=CORES] [work=cpu|sleep]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +61,9 @@ static void add(gf_graph *g, const char *stage, const char *name, const char *p,
 	gf_value_free(&v);
 }
 
-/* workers: n >= 1 fixed, GF_WORKERS_AUTO adaptive */
+static int sleep_work;
+
+/* workers: n >= 1 fixed, GF_WORKERS_AUTO(_MAX) adaptive */
 static struct result run(double cpu_us, int k, int workers, double seconds)
 {
 	gf_graph *g;
@@ -67,7 +74,7 @@ static struct result run(double cpu_us, int k, int workers, double seconds)
 	gf_graph_create(&g);
 	snprintf(p, sizeof(p), "{ n = %d }", n);
 	add(g, "count_source", "src", p, 1, &a);
-	snprintf(p, sizeof(p), "{ cpu_us = %g }", cpu_us);
+	snprintf(p, sizeof(p), sleep_work ? "{ mean_us = %g }" : "{ cpu_us = %g }", cpu_us);
 	add(g, "jitter", "work", p, workers, &b);
 	snprintf(p, sizeof(p), "{ expect = %d, pace_us = %g }", n, service);
 	add(g, "check_sink", "sink", p, 1, &c);
@@ -108,9 +115,13 @@ int main(int argc, char **argv)
 	double cpu_us = atof(arg(argc, argv, "cpu_us", "2000"));
 	double seconds = atof(arg(argc, argv, "seconds", "6"));
 	int rounds = atoi(arg(argc, argv, "rounds", "2"));
+	sleep_work = !strcmp(arg(argc, argv, "work", "cpu"), "sleep");
 	int kmax = atoi(arg(argc, argv, "kmax", "0"));
+	if (sleep_work) /* the count no longer depends on the cores */
+		cores = kmax >= 1 && kmax <= MAXK ? kmax : 4;
 	if (kmax < 1 || kmax > cores)
 		kmax = cores;
+	int autos_w = sleep_work ? GF_WORKERS_AUTO_MAX(cores) : GF_WORKERS_AUTO;
 	if (rounds < 1)
 		rounds = 1;
 
@@ -122,7 +133,7 @@ int main(int argc, char **argv)
 				if (r.rate > fixed[k][f].rate)
 					fixed[k][f] = r;
 			}
-			struct result r = run(cpu_us, k, GF_WORKERS_AUTO, seconds);
+			struct result r = run(cpu_us, k, autos_w, seconds);
 			if (r.rate > autos[k].rate)
 				autos[k] = r;
 		}
@@ -150,9 +161,9 @@ int main(int argc, char **argv)
 		printf(" %9.1f %9.3f %8d %6.2f %6d %7llu\n", autos[k].rate, ratio, autos[k].st.workers, autos[k].st.mean,
 		       autos[k].st.max, (unsigned long long)autos[k].st.changes);
 	}
-	printf("(items/s at the sink; %g us of CPU per item and worker; %g s of work at the sink's pace per run, best of "
+	printf("(items/s at the sink; %g us of %s per item and worker; %g s of work at the sink's pace per run, best of "
 	       "%d rounds; %d usable cores)\n",
-	       cpu_us, seconds, rounds, cores);
+	       cpu_us, sleep_work ? "sleep" : "CPU", seconds, rounds, gf_workers_cores());
 	printf("workers: auto_vs_best_fixed=%.3f target=0.9\n", worst);
 	return 0;
 }

@@ -21,6 +21,7 @@
  *            (found its ring empty); the most starved consumer when the
  *            output feeds several;
  *   items    messages the stage's instances took in;
+ *   cpu      CPU seconds the stage's threads used (their thread CPU clocks);
  *   idle     cores this process left idle: usable cores minus its CPU
  *            seconds per second (CLOCK_PROCESS_CPUTIME_ID over the window).
  * From these, the workers the consumer needs: busy / (t - starved), the
@@ -31,9 +32,11 @@
  *           > 1.05 n, the active workers waited for input less than 25% of
  *           their time (a slow upstream is not helped by more workers),
  *           at least half a core is idle and n < max:
- *               n <- min(max, 2n, n + max(1, round(idle)), ceil(1.1 needed)),
- *           at least n + 1 (at most doubling: the estimate assumes a
- *           worker's cost stays the same as workers are added);
+ *               n <- min(max, n + max(1, round(idle / share)), ceil(1.1 needed))
+ *           where share = cpu / busy is the cores a working worker keeps
+ *           busy (1 for a decoder, near 0 for a worker that mostly waits on
+ *           something else): to the estimate at once where the idle cores
+ *           can run the new workers, at least one more;
  *   shrink  after 2 windows in a row in which the consumer starved less
  *           than 2% of the time and needed <= 0.8 (n - 1) (the output rings
  *           stay full, or the workers wait for input: one worker fewer
@@ -59,7 +62,7 @@ extern "C" {
 #endif
 
 /* Seconds per observation window. */
-#define GF_WORKERS_WINDOW 0.5
+#define GF_WORKERS_WINDOW 0.25
 
 typedef struct gf_workers gf_workers;
 
@@ -74,6 +77,7 @@ typedef struct gf_workers_obs {
 	double in_wait;  /* worker-seconds the active workers waited for input */
 	double starved;  /* seconds the consumer waited on the stage's output */
 	double idle;     /* cores left idle */
+	double cpu;      /* CPU seconds of the stage's threads */
 	uint64_t items;  /* messages taken in */
 } gf_workers_obs;
 
