@@ -33,7 +33,7 @@ local opt = gf.args {
   decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   samples = 1000,
   log = 50,
-  precision = "fp32",  -- bf16 / fp16 mixed precision with backend=cuda
+  precision = "fp32",  -- tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision with backend=cuda
 }
 
 local info = gf.dataset(opt.data)

@@ -202,6 +202,8 @@ void gf_net_destroy(gf_net *net)
 		OPS(net)->free(BE(net), net->k.buffers);
 	if (net->work)
 		OPS(net)->free(BE(net), net->work);
+	if (net->ortho_ws)
+		OPS(net)->free(BE(net), net->ortho_ws);
 	for (size_t i = 0; i < net->npviews; i++)
 		free((char *)net->pviews[i].name);
 	for (size_t i = 0; i < net->nbviews; i++)

@@ -32,6 +32,9 @@ struct gf_net {
 
 	gf_grad_hook hook;   /* gradient-ready hook (gf_net_set_grad_hook), or NULL */
 	void *hook_ud;
+
+	float *ortho_ws;     /* gf_net_ortho_grad's workspace, kept so that a graph step sees the same buffer */
+	size_t ortho_n;      /* floats */
 };
 
 /* net_build.c: parses the table into net->layers and net->nodes (shapes

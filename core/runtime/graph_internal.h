@@ -84,6 +84,9 @@ struct in_port {
 	/* the owner writes, the monitor reads (graph_workers.c) */
 	atomic_uint_least64_t wait_s; /* f64: seconds waited on this input in all */
 	atomic_uint_least64_t items;  /* messages popped */
+	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
+	gf_device dev;   /* the device memory it accepts */
+	int dev_index;
 };
 
 struct target {       /* one link out of a port, as seen by one instance */
@@ -141,7 +144,9 @@ struct gf_ctx {
 	int created;
 	int started;
 	atomic_int done;      /* the thread finished (run, flush, close) */
+	atomic_int flushing;  /* inside the stage's flush hook (relaxed: the monitor's grace clock) */
 	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
+	atomic_int_least64_t entered; /* the step it began (gf_step_begin), -1 = it never calls it */
 	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
 	                         stall watchdog reports (relaxed: a snapshot) */
 	atomic_int wait_port; /* the port of that wait */
@@ -150,6 +155,10 @@ struct gf_ctx {
 	int64_t in_seq;       /* sequence number of the message popped last: a
 	                         worker's output carries its input's */
 	pthread_t thread;
+	atomic_int_least64_t busy_ns; /* gf_report_busy's sum (relaxed: a figure shown) */
+	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
+	int64_t busy_seen_ns;         /* the monitor's: busy_ns at its last window */
+	double busy_seen_t, busy_frac;
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
 };
@@ -188,6 +197,7 @@ struct gf_graph {
 	atomic_int reason;    /* gf_stop_reason */
 	atomic_int ndone;     /* instances whose thread finished */
 	atomic_int_least64_t step, items;
+	atomic_int_least64_t step_base; /* the step a resumed run started at (0: a new run) */
 	gf_event mon_ev;
 
 	/* the stop every rank agrees on (graph_agree.c) */
@@ -258,8 +268,9 @@ void gf_graph_on_release(void *ud);
 void gf_graph_agree_attach(gf_graph *g);
 void gf_graph_agree_detach(gf_graph *g);
 
-/* In gf_report_step, after the instance published step: blocks while the
- * drivers are held (until gf_graph_stop_at or a hard stop). */
+/* In gf_report_step and gf_step_begin, after the instance published its
+ * step: blocks while the drivers are held (until gf_graph_stop_at or a
+ * hard stop). */
 void gf_graph_hold_wait(gf_graph *g);
 
 /* Monitor: a graceful stop was requested on this rank of a distributed

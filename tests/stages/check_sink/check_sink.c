@@ -13,7 +13,9 @@
  * next item as soon as the device starts on this one, a queue of one as a
  * GPU stream has: its thread waking late costs nothing, an item arriving
  * late does; the worker-count benchmark's consumer), and publishes
- * "sink_items" and "sink_sum" (sum of keys) with gf_report_value.
+ * "sink_items" and "sink_sum" (sum of keys) with gf_report_value. Its
+ * flush can compute for a while (`flush_cpu_s`: a final evaluation, as
+ * classifier_step's test pass), to test that a graceful stop waits for it.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -27,7 +29,7 @@
 
 typedef struct check_sink {
 	int64_t expect, start, drop_every;
-	double service, pace;
+	double service, pace, flush_cpu;
 	double t_free; /* pace: when the device is done with what it has */
 	int report;
 	int64_t count, sum, last_seq;
@@ -42,6 +44,7 @@ static const gf_param_desc params[] = {
 	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", "0.." },
 	{ "pace_us", GF_PARAM_NUM, "0", "a device that takes this long per item, with a queue of one, microseconds", "0.." },
 	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)", NULL },
+	{ "flush_cpu_s", GF_PARAM_NUM, "0", "CPU seconds flush() computes before it reports", "0.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -56,6 +59,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->service = gf_param_num(p, "service_us") * 1e-6;
 	s->pace = gf_param_num(p, "pace_us") * 1e-6;
 	s->report = gf_param_bool(p, "report");
+	s->flush_cpu = gf_param_num(p, "flush_cpu_s");
 	s->last_seq = -1;
 	return 0;
 }
@@ -153,6 +157,15 @@ static int run(void *self, gf_ctx *ctx)
 static int flush(void *self, gf_ctx *ctx)
 {
 	check_sink *s = self;
+	/* thread CPU time, so that a loaded machine only makes it longer */
+	struct timespec t0, t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	volatile double x = 0;
+	do {
+		for (int i = 0; i < 100000; i++)
+			x += 1e-9 * i;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) < s->flush_cpu);
 	gf_report_value(ctx, "sink_items", (double)s->count);
 	gf_report_value(ctx, "sink_sum", (double)s->sum);
 	return 0;
