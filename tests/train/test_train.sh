@@ -599,6 +599,22 @@ sigint)
   ck=$(latest "$T/r")
   "$G" sample "$ck" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the checkpoint written on SIGINT should load"
+  # D the slow side (SNGAN, 10 D steps per G step): the SIGINT finds G
+  # waiting for D's weights; D, stopping, pushes none and must end rather
+  # than wait for fakes that cannot come (it held G and D until the 30 s
+  # grace ran out and the run ended without a checkpoint)
+  "$G" run "$S/pipelines/sngan_fashion.lua" data="$DATA" batch=8 dir="$T/sn" quiet=true steps=1000000 \
+    samples=1000000 log=1 ch_g=8 ch_d=16 n_dis=10 >"$T/sn.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    [ "$(cat "$T/sn/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  check "[ $rc -eq 130 ]" "SIGINT (D the slow side) should end the run with status 130, got $rc: $(tail -3 "$T/sn.log")"
+  check "[ -f '$T/sn/checkpoints/latest' ]" "no checkpoint written on SIGINT (D the slow side)"
   ;;
 pix2pix)
   # pix2pix on edges2fashion (U-Net G, PatchGAN D, adversarial + 100 L1):
