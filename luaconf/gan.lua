@@ -12,9 +12,14 @@ local gf = require "ganflow"
 
 local M = {}
 
---- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "", rank, part, parts } -> batch stage
+--- gan.data { path, size, channels = 1, batch, classes = nil, suffix = "", decoders = "auto", max_decoders, rank,
+---            part, parts } -> batch stage
 -- lmdb_reader -> jpeg_decode -> batch for images of size x size, shuffled,
--- drop-last batches. classes = {c, ...} reads only those classes (through
+-- drop-last batches. decoders: jpeg_decode's workers, "auto" (a count that
+-- follows what batch takes: more while it waits on the decoders and cores
+-- are idle, fewer while their output stays full; at most max_decoders,
+-- default the usable cores) or a fixed number (a number's text too, as
+-- decoders=4 on the command line gives it). classes = {c, ...} reads only those classes (through
 -- the dataset's label index). The reader is named "reader" .. suffix; the
 -- d_step that consumes the batches checkpoints that reader's position (the
 -- runtime finds it upstream of d_step's `real`). Under MPI, rank places the
@@ -25,7 +30,8 @@ function M.data(o)
   local reader = gf.stage "lmdb_reader" { name = "reader" .. s, path = o.path, shuffle = true, classes = o.classes,
                                           part = o.part, parts = o.parts, rank = o.rank }
   local decode = gf.stage "jpeg_decode" { name = "decode" .. s, size = o.size, channels = o.channels or 1,
-                                          resize = "bilinear", workers = o.decoders or 1, rank = o.rank }
+                                          resize = "bilinear", workers = o.decoders or "auto",
+                                          max_workers = o.max_decoders, rank = o.rank }
   local batch = gf.stage "batch" { name = "batch" .. s, size = o.batch, drop_last = true, rank = o.rank }
   gf.connect(reader.samples, decode.records)
   gf.connect(decode.samples, batch.samples)

@@ -30,6 +30,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
@@ -38,7 +39,8 @@ local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 
 -- D's rank reads every record (part 0 of 1): the data feeds only D
-local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, part = 0, parts = 1, rank = drank }
+local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, part = 0, parts = 1, rank = drank,
+                         decoders = opt.decoders }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.d_lr, betas = { 0.5, 0.999 } },
                               mode = "async", staleness = opt.staleness, cache = opt.cache, max_batch = opt.batch,
                               rank = drank, precision = opt.precision }

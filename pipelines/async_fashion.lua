@@ -24,13 +24,14 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 
-local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch }
+local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.d_lr, betas = { 0.5, 0.999 } },
                               mode = "async", staleness = opt.staleness, reuse = opt.reuse, cache = opt.cache,

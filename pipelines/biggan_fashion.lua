@@ -34,6 +34,7 @@ local opt = gf.args {
   eval_n = 2000,
   eval_real_n = 0,
   classifier = "data/fashion-mnist/classifier.safetensors",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
 }
 
 local attention = opt.attention > 0 and opt.attention or nil
@@ -42,7 +43,7 @@ local G = biggan.G { size = 32, ch = opt.ch, z = 128, shared = 128, channels = 1
                      attention = attention }
 local D = biggan.D { size = 32, ch = opt.ch, channels = 1, classes = 10, attention = attention, augment = augment }
 
-local real = gan.data { path = opt.data, size = 32, batch = opt.batch }
+local real = gan.data { path = opt.data, size = 32, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = 10, eval = opt.eval,
                           eval_n = opt.eval_n, eval_real_n = opt.eval_real_n, classifier = opt.classifier,
                           data = opt.data }

@@ -30,7 +30,7 @@ local opt = gf.args {
   ema = 0.9999,
   ema_start = 20000,
   augment = "",        -- DiffAugment policy for D
-  decoders = 4,        -- jpeg_decode workers
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   samples = 1000,
   log = 50,
   precision = "fp32",  -- tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision with backend=cuda

@@ -23,13 +23,14 @@ local opt = gf.args {
   eval_n = 2000,
   eval_real_n = 0,
   classifier = "data/fashion-mnist/classifier.safetensors",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
 }
 
 local G = dcgan.CG { z = 100, size = opt.size, channels = 1, classes = 10, init = opt.init }
 local D = dcgan.CD { size = opt.size, channels = 1, classes = 10, init = opt.init }
 local adam = gf.adam { lr = opt.lr, betas = { 0.5, 0.999 } }
 
-local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch }
+local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = 10, eval = opt.eval,
                           eval_n = opt.eval_n, eval_real_n = opt.eval_real_n, classifier = opt.classifier,
                           data = opt.data }

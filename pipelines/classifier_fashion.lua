@@ -17,12 +17,14 @@ local opt = gf.args {
   lr = 1e-3,
   size = 32,
   log = 100,
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local net = cls.classifier { size = opt.size, channels = 1, classes = 10 }
 local reader = gf.stage "lmdb_reader" { name = "reader", path = opt.data, shuffle = true }
-local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear" }
+local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channels = 1, resize = "bilinear",
+                                        workers = opt.decoders }
 local batch = gf.stage "batch" { size = opt.batch, drop_last = true }
 local clf = gf.stage "classifier_step" { name = "clf", net = net, opt = gf.adam { lr = opt.lr },
                                          max_batch = opt.batch, size = opt.size, channels = 1,

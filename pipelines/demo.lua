@@ -1,7 +1,7 @@
 -- demo: the runtime's own test stages in a small graph, to see ganflow run
 -- (live progress line, end-of-run edge table) in a few seconds:
 --
---   count_source --> jitter (2 workers, random delays) --> check_sink
+--   count_source --> jitter (workers = "auto", random delays) --> check_sink
 --
 -- The sink fails the run if an item is missing or out of order.
 -- Try:  ./build/ganflow run pipelines/demo.lua n=50000 dist=bursty
@@ -12,7 +12,7 @@ local opt = gf.args {
   n = 10000,          -- items
   dist = "exponential", -- jitter delay distribution: none, uniform, exponential, bursty
   mean_us = 400,      -- mean delay per item, microseconds
-  workers = 2,        -- jitter workers
+  workers = "auto",   -- jitter workers: "auto" (as many as the sink takes, up to the cores) or a number
   width = 16,         -- floats carried (and checked) per item
 }
 

@@ -45,6 +45,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
@@ -54,7 +55,7 @@ local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 local adam = gf.adam { lr = sc.lr, betas = { 0.5, 0.999 } }
 
-local batch = gan.data { path = opt.data, size = opt.size, batch = sc.batch }
+local batch = gan.data { path = opt.data, size = opt.size, batch = sc.batch, decoders = opt.decoders }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = sc.batch,
                               lr_warmup = sc.warmup, clip = opt.clip, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = sc.batch, opt = adam, loss = "bce",

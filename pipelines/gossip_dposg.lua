@@ -27,6 +27,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
@@ -34,7 +35,7 @@ local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
 local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 local oadam = gf.oadam { lr = opt.lr, betas = { 0.5, 0.999 } }
 
-local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch }
+local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
 local d = gf.stage "d_step" { name = "d", net = D, opt = oadam, max_batch = opt.batch, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = oadam,
                               publish_every = opt.samples, precision = opt.precision }

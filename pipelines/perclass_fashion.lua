@@ -37,6 +37,7 @@ local opt = gf.args {
   eval_real_n = 0,
   classifier = "data/fashion-mnist/classifier.safetensors",
   books = true,        -- false: no sample grid / metrics / evaluator stages (benchmarks)
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
@@ -49,7 +50,7 @@ local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, rows = op
 for c = 0, opt.classes - 1 do
   local r = gf.class_rank(c, opt.classes)
   local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, classes = { c }, suffix = c,
-                          part = 0, parts = 1, rank = r }
+                          part = 0, parts = 1, rank = r, decoders = opt.decoders }
   local d = gf.stage "d_step" { name = "d" .. c, net = D, opt = adam, class = c,
                                 max_batch = opt.batch, threads = opt.threads, precision = opt.precision, rank = r }
   local g = gf.stage "g_step" { name = "g" .. c, net = G, d_net = D, batch = opt.batch, opt = adam, class = c,

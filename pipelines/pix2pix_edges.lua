@@ -36,7 +36,7 @@ local opt = gf.args {
   samples = 250,       -- sample grid every this many steps
   rows = 8,            -- pairs in the grid
   log = 50,            -- metrics line every this many steps
-  decoders = 1,        -- jpeg_decode workers
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 

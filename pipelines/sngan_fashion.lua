@@ -30,6 +30,7 @@ local opt = gf.args {
   eval_n = 2000,
   eval_real_n = 0,
   classifier = "data/fashion-mnist/classifier.safetensors",
+  decoders = "auto",   -- jpeg_decode workers: "auto" (adapts to what batch takes) or a number
 }
 
 local attention = opt.attention > 0 and opt.attention or nil
@@ -39,7 +40,7 @@ local D = sngan.D { size = 32, ch = opt.ch_d, channels = 1, classes = opt.classe
                     augment = augment }
 local adam = gf.adam { lr = opt.lr, betas = { 0.0, 0.9 } }
 
-local real = gan.data { path = opt.data, size = 32, batch = opt.batch }
+local real = gan.data { path = opt.data, size = 32, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = opt.classes > 0 and opt.classes or nil,
                           eval = opt.eval, eval_n = opt.eval_n, eval_real_n = opt.eval_real_n,
                           classifier = opt.classifier, data = opt.data }

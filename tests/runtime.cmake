@@ -21,6 +21,8 @@ gf_add_test(test_depth SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_depth.c LABELS tsa
 gf_add_test(test_params SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_params.c LABELS runtime TIMEOUT 60)
 gf_add_test(test_graph SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_graph.c LABELS tsan runtime TIMEOUT 240)
 gf_add_test(test_lua SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lua.c LABELS runtime TIMEOUT 120)
+# Adaptive worker counts: the controller, the deal table (threads), graphs.
+gf_add_test(test_workers SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_workers.c LABELS tsan runtime TIMEOUT 240)
 # The same ring and graph tests with full fences on both sides instead of
 # membarrier, and no spinning, so every wait goes through the futex path.
 foreach(t test_ring test_graph)
@@ -28,7 +30,7 @@ foreach(t test_ring test_graph)
   set_tests_properties(${t}_sleepy PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77 LABELS "tsan;runtime"
     ENVIRONMENT "GANFLOW_MEMBARRIER=0;GANFLOW_SPIN_US=0;GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")
 endforeach()
-foreach(t test_graph test_lua)
+foreach(t test_graph test_lua test_workers)
   add_dependencies(${t} stage_count_source stage_jitter stage_check_sink stage_collect stage_bad_abi stage_no_desc)
 endforeach()
 target_compile_definitions(test_lua PRIVATE GF_BAD_STAGE_DIR="${GF_BAD_STAGE_DIR}")

@@ -237,6 +237,54 @@ static void test_workers_in_lua(void **state)
 	expect_ok(run_script(path, 0, NULL));
 }
 
+/* workers = "auto" (with max_workers), and a count given as text, which is
+ * what a command-line decoders=3 makes of a default of "auto" */
+static void test_workers_auto_in_lua(void **state)
+{
+	(void)state;
+	const char *path = script("auto.lua",
+	                          "local gf = require 'ganflow'\n"
+	                          "local opt = gf.args { jw = 'auto' }\n"
+	                          "local src = gf.stage 'count_source' { n = 600 }\n"
+	                          "local j = gf.stage 'jitter' { mean_us = 5, workers = opt.jw, max_workers = 3, name = 'j' }\n"
+	                          "local sink = gf.stage 'check_sink' { expect = 600 }\n"
+	                          "gf.connect(src.out, j.inp)\n"
+	                          "gf.connect(j.out, sink.inp)\n"
+	                          "local r = gf.run { dir = '@DIR@/a', quiet = true }\n"
+	                          "assert(r.items == 600)\n");
+	expect_ok(run_script(path, 0, NULL));
+	path = script("text.lua",
+	              "local gf = require 'ganflow'\n"
+	              "local opt = gf.args { jw = 'auto' }\n"
+	              "local src = gf.stage 'count_source' { n = 600 }\n"
+	              "local j = gf.stage 'jitter' { mean_us = 5, workers = opt.jw, name = 'j' }\n"
+	              "local sink = gf.stage 'check_sink' { expect = 600 }\n"
+	              "gf.connect(src.out, j.inp)\n"
+	              "gf.connect(j.out, sink.inp)\n"
+	              "local r = gf.run { dir = '@DIR@/t', quiet = true }\n"
+	              "assert(r.items == 600)\n");
+	const char *args[] = { "jw=3" };
+	expect_ok(run_script(path, 1, args));
+	/* the bad ones, each at the script line */
+	static const char *const bad[][2] = {
+		{ "workers = 0", "w.lua:2: gf.stage \"jitter\": workers must be \"auto\" or an integer from 1 to 64, got 0" },
+		{ "workers = 'many'", "w.lua:2: gf.stage \"jitter\": workers must be \"auto\" or an integer from 1 to 64, got \"many\"" },
+		{ "workers = '3x'", "w.lua:2: gf.stage \"jitter\": workers must be \"auto\" or an integer from 1 to 64, got \"3x\"" },
+		{ "workers = 1.5", "w.lua:2: gf.stage \"jitter\": workers must be \"auto\" or an integer from 1 to 64, got 1.5" },
+		{ "workers = 2, max_workers = 4", "w.lua:2: gf.stage \"jitter\": max_workers = 4 is the limit of workers = \"auto\", not of workers = 2" },
+		{ "workers = 'auto', max_workers = 0", "w.lua:2: gf.stage \"jitter\": max_workers must be an integer from 1 to 64, got 0" },
+		{ "workers = 'auto', max_workers = 65", "w.lua:2: gf.stage \"jitter\": max_workers must be an integer from 1 to 64, got 65" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char body[512];
+		snprintf(body, sizeof(body), "local gf = require 'ganflow'\nlocal j = gf.stage 'jitter' { %s }\n", bad[i][0]);
+		expect_err(run_script(script("w.lua", body), 0, NULL), GF_ELUA, bad[i][1]);
+	}
+	const char *p = script("wa.lua", "local gf = require 'ganflow'\nlocal s = gf.stage 'check_sink' { workers = 'auto' }\n");
+	expect_err(run_script(p, 0, NULL), GF_ELUA,
+	           "wa.lua:2: stage 'check_sink' (check_sink): cannot run workers = \"auto\" (the stage does not declare GF_STAGE_WORKERS)");
+}
+
 /* ---- bad input ---- */
 
 static void test_script_errors(void **state)
@@ -366,6 +414,7 @@ int main(void)
 		cmocka_unit_test(test_arg_types_and_ext),
 		cmocka_unit_test(test_rank_from_launcher),
 		cmocka_unit_test(test_workers_in_lua),
+		cmocka_unit_test(test_workers_auto_in_lua),
 		cmocka_unit_test(test_script_errors),
 		cmocka_unit_test(test_stage_errors),
 		cmocka_unit_test(test_connect_errors),

@@ -86,6 +86,16 @@ static inline void gf_store_relaxed_u64(atomic_uint_least64_t *p, uint64_t v)
 	atomic_store_explicit(p, v, memory_order_relaxed);
 }
 
+static inline uint64_t gf_load_acquire_u64(const atomic_uint_least64_t *p)
+{
+	return atomic_load_explicit((atomic_uint_least64_t *)p, memory_order_acquire);
+}
+
+static inline void gf_store_release_u64(atomic_uint_least64_t *p, uint64_t v)
+{
+	atomic_store_explicit(p, v, memory_order_release);
+}
+
 static inline int64_t gf_load_relaxed_i64(const atomic_int_least64_t *p)
 {
 	return atomic_load_explicit((atomic_int_least64_t *)p, memory_order_relaxed);
@@ -112,6 +122,24 @@ static inline void gf_store_relaxed_f64(atomic_uint_least64_t *p, double d)
 	uint64_t bits;
 	memcpy(&bits, &d, sizeof(bits));
 	gf_store_relaxed_u64(p, bits);
+}
+
+/* The same with acquire / release: a figure read together with another
+ * one that must be consistent with it (a sum and the start of the wait in
+ * progress, stage_api.c). */
+static inline double gf_load_acquire_f64(const atomic_uint_least64_t *p)
+{
+	uint64_t bits = gf_load_acquire_u64(p);
+	double d;
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+static inline void gf_store_release_f64(atomic_uint_least64_t *p, double d)
+{
+	uint64_t bits;
+	memcpy(&bits, &d, sizeof(bits));
+	gf_store_release_u64(p, bits);
 }
 
 /* ---- read-modify-write ---- */

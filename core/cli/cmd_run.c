@@ -14,11 +14,13 @@
 
 #include <ganflow/dist.h>
 #include <ganflow/err.h>
+#include <ganflow/graph.h>
 #include <ganflow/loader.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
+#include <ganflow/workers.h>
 
 #include "cmd.h"
 
@@ -148,7 +150,10 @@ static void print_stage(const char *name, const char *path, const gf_stage_desc 
 	if (d->doc)
 		printf("    %s\n", d->doc);
 	if (d->flags & GF_STAGE_WORKERS)
-		printf("    runs as several workers with workers = n\n");
+		printf("    runs as several workers: workers = n, or workers = \"auto\" (a count that follows the consumer:\n"
+		       "    a worker is added while the consumer waits on this stage and cores are idle, one is dropped\n"
+		       "    while the output stays full; max_workers = m, default the usable cores, here %d)\n",
+		       gf_workers_cores() < GF_MAX_WORKERS ? gf_workers_cores() : GF_MAX_WORKERS);
 	print_ports("inputs", d->inputs, d->ninputs);
 	print_ports("outputs", d->outputs, d->noutputs);
 	if (d->nparams) {

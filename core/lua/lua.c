@@ -9,7 +9,7 @@
  * here: the script runs in a fresh Lua 5.4 state where `require "ganflow"`
  * gives
  *
- *	gf.stage "name" { params..., name = "x", workers = n, rank = r }   a stage instance
+ *	gf.stage "name" { params..., name = "x", workers = n | "auto", rank = r }   a stage instance
  *	gf.connect(a.out, b.inp [, { depth =, capacity =, min =, transport =, address =, timeout =, latency = }])
  *	gf.run { steps =, seed =, dir =, backend =, threads =, resume = }
  *	gf.arg("key", default)   command-line value converted to default's type

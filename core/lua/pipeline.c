@@ -5,6 +5,7 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ganflow/err.h>
@@ -17,7 +18,7 @@
 
 /* ---- gf.stage: the runtime's keys ---- */
 
-/* Integer runtime key (workers, rank); returns -1 with a message in err
+/* Integer runtime key (rank); returns -1 with a message in err
  * when it is not an integer. */
 static int runtime_int(const char *stage, const char *key, const gf_value *v, int def, int *out, char *err,
                        size_t errsize)
@@ -37,6 +38,52 @@ static int runtime_int(const char *stage, const char *key, const gf_value *v, in
 	return 0;
 }
 
+/* workers = n (a number, or its text: a command-line value given for a
+ * default of "auto") or "auto" with max_workers = m, into gf_graph_add's
+ * encoding (<ganflow/graph.h>). Returns -1 with err set when bad. */
+static int workers_key(const char *stage, const gf_value *all, int *workers, char *err, size_t errsize)
+{
+	const gf_value *v = gf_value_get(all, "workers"), *vmax = gf_value_get(all, "max_workers");
+	char shown[64];
+	int max = 0, ok;
+	if (vmax && vmax->type != GF_VNIL) {
+		int64_t m = gf_value_as_int(vmax, 0, &ok);
+		if (!ok || m < 1 || m > GF_MAX_WORKERS) {
+			gf_value_format(vmax, shown, sizeof(shown));
+			snprintf(err, errsize, "gf.stage \"%s\": max_workers must be an integer from 1 to %d, got %s", stage,
+			         GF_MAX_WORKERS, shown);
+			return -1;
+		}
+		max = (int)m;
+	}
+	if (v && v->type == GF_VSTR && !strcmp(v->u.s, "auto")) {
+		*workers = max ? GF_WORKERS_AUTO_MAX(max) : GF_WORKERS_AUTO;
+		return 0;
+	}
+	int64_t n = 1;
+	ok = 1;
+	if (v && v->type == GF_VSTR) {
+		char *end;
+		n = strtoll(v->u.s, &end, 10);
+		ok = end != v->u.s && !*end;
+	} else if (v && v->type != GF_VNIL) {
+		n = gf_value_as_int(v, 1, &ok);
+	}
+	if (!ok || n < 1 || n > GF_MAX_WORKERS) {
+		gf_value_format(v, shown, sizeof(shown));
+		snprintf(err, errsize, "gf.stage \"%s\": workers must be \"auto\" or an integer from 1 to %d, got %s", stage,
+		         GF_MAX_WORKERS, shown);
+		return -1;
+	}
+	if (max) {
+		snprintf(err, errsize, "gf.stage \"%s\": max_workers = %d is the limit of workers = \"auto\", not of workers = %lld",
+		         stage, max, (long long)n);
+		return -1;
+	}
+	*workers = (int)n;
+	return 0;
+}
+
 int gf_pipeline_stage_keys(const char *stage, const gf_value *all, gf_value *params, char *name, size_t namesize,
                            int *workers, int *rank, char *err, size_t errsize)
 {
@@ -53,12 +100,12 @@ int gf_pipeline_stage_keys(const char *stage, const gf_value *all, gf_value *par
 	name[0] = '\0';
 	if (vname)
 		snprintf(name, namesize, "%s", vname->u.s);
-	if (runtime_int(stage, "workers", gf_value_get(all, "workers"), 1, workers, err, errsize) ||
+	if (workers_key(stage, all, workers, err, errsize) ||
 	    runtime_int(stage, "rank", gf_value_get(all, "rank"), -1, rank, err, errsize))
 		return -1;
 	for (size_t i = 0; all->type == GF_VMAP && i < all->u.c.len; i++) {
 		const char *k = all->u.c.keys[i];
-		if (!strcmp(k, "name") || !strcmp(k, "workers") || !strcmp(k, "rank"))
+		if (!strcmp(k, "name") || !strcmp(k, "workers") || !strcmp(k, "max_workers") || !strcmp(k, "rank"))
 			continue;
 		gf_value copy;
 		if (gf_value_copy(&copy, &all->u.c.items[i]) || gf_value_set(params, k, copy)) {

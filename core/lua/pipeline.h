@@ -20,8 +20,9 @@
 
 /* gf.stage "NAME" { ... }: moves the stage's parameters of all (a map)
  * into *params (a new map, the caller's) and reads the runtime's keys:
- * name (a string, "" when absent), workers (default 1) and rank (default
- * -1: every rank). Returns 0, or -1 with err naming the stage and the key
+ * name (a string, "" when absent), workers (default 1; "auto" and
+ * max_workers become GF_WORKERS_AUTO or GF_WORKERS_AUTO_MAX(m)) and rank
+ * (default -1: every rank). Returns 0, or -1 with err naming the stage and the key
  * (*params then holds nothing to free). */
 int gf_pipeline_stage_keys(const char *stage, const gf_value *all, gf_value *params, char *name, size_t namesize,
                            int *workers, int *rank, char *err, size_t errsize);

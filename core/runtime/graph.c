@@ -20,10 +20,10 @@
 #include <ganflow/loader.h>
 #include <ganflow/params.h>
 #include <ganflow/ring.h>
+#include <ganflow/workers.h>
 
 #include "graph_internal.h"
 
-#define MAX_WORKERS 64
 #define GRACE_DEFAULT 30.0
 
 /* ---- errors ---- */
@@ -127,9 +127,27 @@ int gf_graph_add_desc(gf_graph *g, const gf_stage_desc *desc, const char *name, 
 		for (int k = 2; find_node(g, inst) >= 0; k++)
 			snprintf(inst, sizeof(inst), "%.50s%d", desc->name, k);
 	}
-	if (workers < 1 || workers > MAX_WORKERS)
+	int adaptive = 0;
+	if (workers <= GF_WORKERS_AUTO) {
+		/* workers = "auto": as many instances as it may use, dealt to
+		 * as the controller decides */
+		if (!(desc->flags & GF_STAGE_WORKERS))
+			return gf_graph_seterr(
+			    g, GF_EPARAM,
+			    "stage '%s' (%s): cannot run workers = \"auto\" (the stage does not declare GF_STAGE_WORKERS)",
+			    inst, desc->name);
+		int max = workers < 0 ? -workers : gf_workers_cores();
+		if (workers == GF_WORKERS_AUTO && max > GF_MAX_WORKERS)
+			max = GF_MAX_WORKERS;
+		if (max > GF_MAX_WORKERS)
+			return gf_graph_seterr(g, GF_EPARAM, "stage '%s' (%s): max_workers must be 1 to %d, not %d", inst,
+			                       desc->name, GF_MAX_WORKERS, max);
+		workers = max;
+		adaptive = max > 1;
+	}
+	if (workers > GF_MAX_WORKERS)
 		return gf_graph_seterr(g, GF_EPARAM, "stage '%s' (%s): workers must be 1 to %d, not %d", inst,
-		                       desc->name, MAX_WORKERS, workers);
+		                       desc->name, GF_MAX_WORKERS, workers);
 	if (workers > 1 && !(desc->flags & GF_STAGE_WORKERS))
 		return gf_graph_seterr(
 		    g, GF_EPARAM,
@@ -155,6 +173,7 @@ int gf_graph_add_desc(gf_graph *g, const gf_stage_desc *desc, const char *name, 
 	n->desc = desc;
 	n->params = checked;
 	n->workers = workers;
+	n->adaptive = adaptive;
 	n->in_links = calloc(desc->ninputs + 1, sizeof(int));
 	n->out_links = calloc(desc->noutputs + 1, sizeof(int));
 	if (!n->in_links || !n->out_links) {
@@ -395,6 +414,15 @@ int gf_graph_validate(gf_graph *g)
 {
 	if (g->nnodes == 0)
 		return gf_graph_seterr(g, GF_EGRAPH, "the pipeline declares no stages");
+	/* one dealer moves an adaptive stage's deal table (deal.h) */
+	for (int i = 0; i < g->nnodes; i++) {
+		struct node *n = &g->nodes[i];
+		if (n->adaptive && n->in_links[0] > 1)
+			return gf_graph_seterr(
+			    g, GF_EGRAPH,
+			    "stage '%s' (%s) runs workers = \"auto\" but its input '%s' has %d edges: the order its workers keep comes from one upstream stage (give it one edge, or a fixed workers = n)",
+			    n->name, n->desc->name, n->desc->inputs[0].name, n->in_links[0]);
+	}
 	/* inputs first: a stage that gets nothing is the likelier mistake */
 	for (int i = 0; i < g->nnodes; i++) {
 		struct node *n = &g->nodes[i];
@@ -451,10 +479,22 @@ void gf_graph_destroy(gf_graph *g)
 	for (int i = 0; i < g->nlinks; i++)
 		free(g->links[i].edges);
 	for (int i = 0; i < g->nnodes; i++) {
-		gf_value_free(&g->nodes[i].params);
-		free(g->nodes[i].in_links);
-		free(g->nodes[i].out_links);
-		free(g->nodes[i].inst);
+		struct node *n = &g->nodes[i];
+		gf_value_free(&n->params);
+		free(n->in_links);
+		free(n->out_links);
+		free(n->inst);
+		if (n->wk) {
+			gf_deal_free(&n->wk->deal);
+			gf_workers_destroy(n->wk->ctl);
+			free(n->wk->in_wait);
+			free(n->wk->out_wait);
+			free(n->wk->items);
+			free(n->wk->cpu);
+			free(n->wk->starved);
+			free(n->wk->outlinks);
+			free(n->wk);
+		}
 	}
 	free(g->edges);
 	free(g->links);

@@ -4,6 +4,7 @@
  *	graph.c        building and validating (gf_graph_add, gf_graph_connect, ...)
  *	graph_stop.c   stop reasons, the graceful and the hard stop, failures, requests
  *	graph_agree.c  the stop every rank agrees on (the runtime's side)
+ *	graph_workers.c adaptive worker counts: the monitor's observations and decisions
  *	graph_stats.c  edge statistics, the stall limits, the progress line, the end-of-run table
  *	stage_api.c    what stages call (<ganflow/stage.h>: gf_pop, gf_push, gf_fail, ...)
  *	graph_run.c    setting up the run, one thread per instance, the monitor, draining
@@ -17,7 +18,9 @@
  * side that has several workers: an upstream stage deals messages
  * round-robin over the rings of a multi-worker stage, and the consumer of
  * a multi-worker stage pops its rings in the same round-robin order, so
- * order is kept without any extra thread.
+ * order is kept without any extra thread. Both sides look up which worker
+ * holds message s in the node's deal table (deal.h), which is what lets a
+ * workers = "auto" stage change its count mid-run without losing order.
  *
  * Stopping: `stop` (graceful: gf_should_stop) and `hard` (every wait
  * returns GF_ESTOP) only ever go from 0 to 1. External requests (signal
@@ -36,7 +39,10 @@
 #include <ganflow/ring.h>
 #include <ganflow/stage.h>
 
+#include <ganflow/workers.h>
+
 #include "../base/atomics.h"
+#include "deal.h"
 
 #define NAME_MAX_LEN 64
 #define MAX_VALUES 16
@@ -68,10 +74,16 @@ struct in_port {
 	int nedges;
 	struct edge **edges;
 	int mode;        /* IN_* */
-	int rr;          /* next edge in turn (merge) or to look at first (any) */
+	int rr;          /* next edge to look at first (IN_ANY) */
+	gf_deal *deal;   /* IN_MERGE: the producing node's table */
+	gf_deal_cursor cur;
+	int64_t merged;  /* IN_MERGE: messages popped so far */
 	char *eof;       /* (nedges) edge finished, IN_ANY */
 	gf_event ev;     /* shared consumer event of IN_ANY */
 	double last_end; /* when the previous pop returned */
+	/* the owner writes, the monitor reads (graph_workers.c) */
+	atomic_uint_least64_t wait_s; /* f64: seconds waited on this input in all */
+	atomic_uint_least64_t items;  /* messages popped */
 	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
 	gf_device dev;   /* the device memory it accepts */
 	int dev_index;
@@ -79,8 +91,11 @@ struct in_port {
 
 struct target {       /* one link out of a port, as seen by one instance */
 	int n;
-	struct edge **edges; /* n > 1: deal round-robin */
-	int rr;
+	struct edge **edges; /* n > 1: edges[w] leads to worker w */
+	gf_deal *deal;       /* n > 1: the consuming node's table */
+	gf_deal_cursor cur;
+	int64_t dealt;       /* messages dealt so far */
+	int adaptive;        /* this instance moves the table to the wanted count */
 };
 
 struct out_port {
@@ -89,17 +104,35 @@ struct out_port {
 	int nlinks;
 	int ntargets;
 	struct target *targets;
-	int64_t seq, seq_stride;
+	int64_t seq;      /* next sequence number (a single instance's) */
+	atomic_uint_least64_t wait_s; /* f64: seconds waited to push or for an envelope */
+};
+
+/* A node of several workers (deal table) and, with workers = "auto", its
+ * controller and the monitor's view of the current window. */
+struct node_workers {
+	gf_deal deal;
+	gf_workers *ctl;    /* NULL: the count is fixed */
+	double t0, cpu0;    /* window start: gf_now(), process CPU seconds */
+	double *in_wait;    /* (workers) each instance's input wait at t0 */
+	double *out_wait;   /* (workers) its output wait at t0 */
+	uint64_t *items;    /* (workers) its messages taken in at t0 */
+	double *cpu;        /* (workers) its thread's CPU seconds at t0 */
+	double *starved;    /* (noutlinks) each consumer's wait on the node at t0 */
+	int noutlinks;
+	int *outlinks;      /* (noutlinks) link indices out of the node */
 };
 
 struct node {
 	char name[NAME_MAX_LEN];
 	const gf_stage_desc *desc;
 	gf_value params;
-	int workers;
+	int workers;    /* instances */
+	int adaptive;   /* workers = "auto" (and more than one instance) */
 	int *in_links;  /* (ninputs) links per input port */
 	int *out_links; /* (noutputs) */
 	gf_ctx *inst;   /* (workers) */
+	struct node_workers *wk; /* workers > 1, while the graph runs */
 };
 
 struct gf_ctx {
@@ -117,6 +150,10 @@ struct gf_ctx {
 	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
 	                         stall watchdog reports (relaxed: a snapshot) */
 	atomic_int wait_port; /* the port of that wait */
+	atomic_uint_least64_t wait_t0; /* f64: when that wait began, 0 = none
+	                                  (release/acquire with the port's wait_s) */
+	int64_t in_seq;       /* sequence number of the message popped last: a
+	                         worker's output carries its input's */
 	pthread_t thread;
 	atomic_int_least64_t busy_ns; /* gf_report_busy's sum (relaxed: a figure shown) */
 	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
@@ -177,6 +214,7 @@ struct gf_graph {
 	int nvalues;
 
 	double t_start, t_end;
+	int cores;            /* the cores this process may use (gf_workers_cores) */
 };
 
 /* ---- graph.c ---- */
@@ -243,6 +281,35 @@ int gf_graph_agree_begin(gf_graph *g, double now);
 /* Monitor, every tick while agreeing: stops hard when no agreement came
  * within the grace period (a rank lost, rank 0 busy). */
 void gf_graph_agree_check(gf_graph *g, double now);
+
+/* ---- graph_workers.c: adaptive worker counts, the monitor's side ----
+ *
+ * Every window (GF_WORKERS_WINDOW) the monitor measures each workers =
+ * "auto" node (its instances' work and waits, its consumers' waits on it,
+ * the process's idle cores), hands the figures to the node's controller
+ * (<ganflow/workers.h>) and tells the dealer the count it wants
+ * (gf_deal_set_want). */
+
+/* gf_graph_run, after the ports are built: the controllers and windows.
+ * Returns 0 or -ENOMEM. */
+int gf_graph_workers_setup(gf_graph *g);
+void gf_graph_workers_start(gf_graph *g, double now);
+void gf_graph_workers_tick(gf_graph *g, double now);
+void gf_graph_workers_finish(gf_graph *g, double now);
+
+/* 1 when e leads to or from a worker that never got a message (beyond
+ * the most workers = "auto" used so far): left out of the edge table. */
+int gf_graph_edge_unused(const gf_graph *g, const struct edge *e);
+
+/* 1 when c is a worker parked by its stage's controller (not dealt to). */
+int gf_graph_worker_parked(const gf_ctx *c);
+
+/* The progress line's part: "  workers decode=3" for every workers =
+ * "auto" stage ("" when none). */
+void gf_graph_workers_text(gf_graph *g, char *buf, size_t size);
+
+/* The end-of-run table of the stages with several workers. */
+void gf_graph_print_workers(gf_graph *g);
 
 /* ---- graph_stats.c: what the monitor shows ---- */
 

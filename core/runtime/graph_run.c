@@ -122,6 +122,8 @@ static int build_ports(gf_graph *g, gf_ctx *c)
 			if (g->nodes[l->from].workers > 1)
 				merge_from = l->from;
 		}
+		atomic_init(&ip->wait_s, 0);
+		atomic_init(&ip->items, 0);
 		if (ip->nedges == 0)
 			ip->mode = IN_NONE;
 		else if (ip->nlinks == 1 && merge_from >= 0)
@@ -133,10 +135,17 @@ static int build_ports(gf_graph *g, gf_ctx *c)
 		if (ip->mode == IN_ANY)
 			for (int k = 0; k < ip->nedges; k++)
 				gf_ring_set_consumer_event(ip->edges[k]->ring, &ip->ev);
+		if (ip->mode == IN_MERGE) {
+			ip->deal = &g->nodes[merge_from].wk->deal;
+			int rc = gf_deal_cursor_init(ip->deal, &ip->cur, 1);
+			if (rc)
+				return rc;
+		}
 	}
 	for (uint32_t p = 0; p < d->noutputs; p++) {
 		struct out_port *op = &c->out[p];
 		gf_event_init(&op->pool_ev);
+		atomic_init(&op->wait_s, 0);
 		op->nlinks = c->node->out_links[p];
 		op->targets = calloc((size_t)op->nlinks + 1, sizeof(*op->targets));
 		if (!op->targets)
@@ -159,9 +168,14 @@ static int build_ports(gf_graph *g, gf_ctx *c)
 			}
 			if (sum > need)
 				need = sum;
+			if (t->n > 1) { /* we deal to the workers of l->to */
+				struct node *to = &g->nodes[l->to];
+				t->deal = &to->wk->deal;
+				t->adaptive = to->adaptive;
+				gf_deal_cursor_init(t->deal, &t->cur, 0);
+			}
 		}
-		op->seq = c->worker;
-		op->seq_stride = c->node->workers;
+		op->seq = 0;
 		int rc = gf_msg_pool_create(need + POOL_SLACK, NULL, &op->pool);
 		if (rc)
 			return rc;
@@ -198,6 +212,8 @@ static int setup(gf_graph *g)
 			atomic_init(&c->entered, -1);
 			atomic_init(&c->wait, WAIT_NONE);
 			atomic_init(&c->wait_port, 0);
+			atomic_init(&c->wait_t0, 0);
+			c->in_seq = -1;
 			atomic_init(&c->busy_ns, 0);
 			atomic_init(&c->busy_kind, 0);
 			if (n->workers > 1)
@@ -208,8 +224,20 @@ static int setup(gf_graph *g)
 		}
 	}
 	int rc = build_edges(g);
+	/* a node of several workers: the table its dealer and mergers share,
+	 * a reader slot for each link out of it */
+	for (int i = 0; i < g->nnodes && !rc; i++) {
+		struct node *n = &g->nodes[i];
+		if (n->workers < 2)
+			continue;
+		if (!(n->wk = calloc(1, sizeof(*n->wk))))
+			return -ENOMEM;
+		rc = gf_deal_init(&n->wk->deal, n->adaptive ? 1 : n->workers, n->out_links[0]);
+	}
 	for (int i = 0; i < g->ninst && !rc; i++)
 		rc = build_ports(g, g->inst[i]);
+	if (!rc)
+		rc = gf_graph_workers_setup(g);
 	return rc;
 }
 
@@ -412,6 +440,7 @@ static void monitor(gf_graph *g)
 		gf_graph_agree_check(g, now);
 		if (!gf_load_relaxed_int(&g->stop))
 			watchdog(g, now);
+		gf_graph_workers_tick(g, now);
 		if (gf_load_relaxed_int(&g->stop) && !gf_graph_is_hard(g)) {
 			if (t_stop == 0) {
 				t_stop = t_cpu = now;
@@ -562,6 +591,7 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	g->t_progress = g->t_start;
 	for (int i = 0; i < g->nedges; i++)
 		gf_depth_start(g->edges[i]->depth, g->t_start);
+	gf_graph_workers_start(g, g->t_start);
 	/* Stage threads leave SIGINT/SIGTERM to the calling thread. */
 	sigset_t block, old;
 	sigemptyset(&block);
@@ -592,6 +622,7 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	g->t_end = gf_now();
 	for (int i = 0; i < g->nedges; i++)
 		gf_depth_finish(g->edges[i]->depth, g->t_end);
+	gf_graph_workers_finish(g, g->t_end);
 
 	gf_graph_set_reason(g, GF_STOP_EOF);
 	if (gf_load_acquire_int(&g->failed) || g->stalled)

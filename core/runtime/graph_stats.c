@@ -95,6 +95,10 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 		len += (size_t)snprintf(buf + len, size - len, "  slowest %s>%s %s/item d=%u", slow->from, slow->to, b,
 		                        gf_ring_depth(slow->ring));
 	}
+	if (len < size) {
+		gf_graph_workers_text(g, buf + len, size - len);
+		len += strlen(buf + len);
+	}
 	/* a rate decaying through a stall gives ETAs of years: say what it is */
 	double idle = now - g->t_progress;
 	int stalled = g->t_progress > 0 && idle >= 5 && idle >= 3 * g->slowest;
@@ -185,6 +189,8 @@ void gf_graph_stall_text(gf_graph *g, char *buf, size_t size)
 			continue;
 		int wait = gf_load_relaxed_int(&c->wait), port = gf_load_relaxed_int(&c->wait_port);
 		const gf_stage_desc *d = c->node->desc;
+		if (wait == WAIT_POP && gf_graph_worker_parked(c))
+			continue; /* nothing is dealt to it: not a starved edge */
 		if (wait == WAIT_POP && port >= 0 && (uint32_t)port < d->ninputs) {
 			struct in_port *ip = &c->in[port];
 			for (int k = 0; k < ip->nedges && len < size; k++)
@@ -210,14 +216,20 @@ void gf_graph_stall_text(gf_graph *g, char *buf, size_t size)
 int gf_graph_edge_stats(gf_graph *g, gf_edge_stat *out, int max)
 {
 	double now = gf_now();
-	for (int i = 0; i < g->nedges && i < max; i++) {
+	int n = 0;
+	for (int i = 0; i < g->nedges; i++) {
 		struct edge *e = g->edges[i];
-		memset(&out[i], 0, sizeof(out[i]));
-		snprintf(out[i].from, sizeof(out[i].from), "%s", e->from);
-		snprintf(out[i].to, sizeof(out[i].to), "%s", e->to);
-		gf_depth_stat(e->depth, now, &out[i]);
+		if (gf_graph_edge_unused(g, e))
+			continue; /* a worker never dealt to */
+		if (n < max) {
+			memset(&out[n], 0, sizeof(out[n]));
+			snprintf(out[n].from, sizeof(out[n].from), "%s", e->from);
+			snprintf(out[n].to, sizeof(out[n].to), "%s", e->to);
+			gf_depth_stat(e->depth, now, &out[n]);
+		}
+		n++;
 	}
-	return g->nedges;
+	return n;
 }
 
 int64_t gf_graph_step(const gf_graph *g)
@@ -291,5 +303,6 @@ void gf_graph_print_summary(gf_graph *g)
 	       gf_stop_reason_name(gf_graph_stop_reason(g)), b, el, gf_load_relaxed_i64(&g->step),
 	       gf_load_relaxed_i64(&g->items), a);
 	gf_graph_print_edges(g);
+	gf_graph_print_workers(g);
 	print_busy(g, el);
 }

@@ -26,16 +26,26 @@
 
 /* ---- the stage ABI: ports ---- */
 
-/* What an instance is blocked on, for the stall watchdog. Relaxed: the
- * monitor only needs a recent snapshot, never an order with the data. */
-static inline void wait_begin(gf_ctx *c, int kind, int port)
+/* What an instance is blocked on since when, for the stall watchdog and
+ * the worker controller. The kind and port are relaxed (a snapshot); the
+ * start is released after them and cleared before the wait is added to the
+ * port's total, so a reader that sees the same start before and after
+ * reading the total (graph_workers.c) has a total without this wait and
+ * the kind and port of it. */
+static inline void wait_begin(gf_ctx *c, int kind, int port, double t0)
 {
 	gf_store_relaxed_int(&c->wait_port, port);
 	gf_store_relaxed_int(&c->wait, kind);
+	gf_store_release_f64(&c->wait_t0, t0);
 }
 
-static inline void wait_end(gf_ctx *c)
+static inline void wait_end(gf_ctx *c, double t1)
 {
+	int kind = gf_load_relaxed_int(&c->wait), port = gf_load_relaxed_int(&c->wait_port);
+	double t0 = gf_load_relaxed_f64(&c->wait_t0); /* ours */
+	atomic_uint_least64_t *sum = kind == WAIT_POP ? &c->in[port].wait_s : &c->out[port].wait_s;
+	gf_store_release_f64(&c->wait_t0, 0.0);
+	gf_store_release_f64(sum, gf_load_relaxed_f64(sum) + (t1 > t0 ? t1 - t0 : 0.0));
 	gf_store_relaxed_int(&c->wait, WAIT_NONE);
 }
 
@@ -50,10 +60,10 @@ static int pop_edge(gf_ctx *c, int port, struct in_port *ip, struct edge *e, gf_
 		if (!block)
 			return rc;
 		stalled = 1;
-		wait_begin(c, WAIT_POP, port);
+		wait_begin(c, WAIT_POP, port, t0);
 		rc = gf_ring_pop(e->ring, &p);
-		wait_end(c);
 		t1 = gf_now();
+		wait_end(c, t1);
 	}
 	if (rc)
 		return rc;
@@ -99,11 +109,11 @@ static int pop_any(gf_ctx *c, int port, struct in_port *ip, gf_msg **out, int bl
 	int rc = scan_any(ip, out, &e);
 	int stalled = rc == -EAGAIN;
 	if (stalled && block)
-		wait_begin(c, WAIT_POP, port);
+		wait_begin(c, WAIT_POP, port, t0);
 	double deadline = t0 + gf_spin_budget();
 	for (int spin = 0; rc == -EAGAIN && block; spin++) {
 		if (gf_graph_is_hard(c->g)) {
-			wait_end(c);
+			wait_end(c, gf_now());
 			return GF_ESTOP;
 		}
 		if (spin < MIN_POLLS || ((spin & 15) || gf_now() < deadline)) {
@@ -122,11 +132,11 @@ static int pop_any(gf_ctx *c, int port, struct in_port *ip, gf_msg **out, int bl
 		gf_event_wait(&ip->ev, key, -1);
 		rc = scan_any(ip, out, &e);
 	}
+	double t1 = stalled ? gf_now() : t0;
 	if (stalled && block)
-		wait_end(c);
+		wait_end(c, t1);
 	if (rc)
 		return rc;
-	double t1 = stalled ? gf_now() : t0;
 	gf_depth_on_pop(e->depth, ip->last_end > 0 ? t0 - ip->last_end : 0.0, stalled, t1 - t0, t1);
 	ip->last_end = t1;
 	return 0;
@@ -147,9 +157,11 @@ static int do_pop(gf_ctx *c, int port, gf_msg **out, int block)
 			rc = pop_edge(c, port, ip, ip->edges[0], out, block);
 			break;
 		case IN_MERGE:
-			rc = pop_edge(c, port, ip, ip->edges[ip->rr], out, block);
+			/* the worker holding the next message, as the dealer
+			 * decided (deal.h) */
+			rc = pop_edge(c, port, ip, ip->edges[gf_deal_worker(ip->deal, &ip->cur, ip->merged)], out, block);
 			if (rc == 0)
-				ip->rr = (ip->rr + 1) % ip->nedges;
+				ip->merged++;
 			break;
 		default:
 			rc = pop_any(c, port, ip, out, block);
@@ -157,6 +169,9 @@ static int do_pop(gf_ctx *c, int port, gf_msg **out, int block)
 		}
 		if (rc)
 			return rc;
+		/* relaxed: a statistic for the monitor; only we write it */
+		gf_store_relaxed_u64(&ip->items, gf_load_relaxed_u64(&ip->items) + 1);
+		c->in_seq = (*out)->seq;
 		/* a worker's placeholder for an input it skipped: it kept the
 		 * round-robin order, now it goes back to its pool */
 		if ((*out)->flags & GF_MSG_DROPPED) {
@@ -194,7 +209,7 @@ int gf_msg_get(gf_ctx *c, int port, gf_msg **out)
 		if ((*out = gf_msg_pool_get(op->pool)))
 			break;
 		if (spin == 0)
-			wait_begin(c, WAIT_GET, port);
+			wait_begin(c, WAIT_GET, port, gf_now());
 		if (spin < MIN_POLLS || (spin & 15)) {
 			gf_cpu_relax();
 			continue;
@@ -218,8 +233,23 @@ int gf_msg_get(gf_ctx *c, int port, gf_msg **out)
 		gf_event_wait(&op->pool_ev, key, -1);
 	}
 	if (spin > 0)
-		wait_end(c);
+		wait_end(c, gf_now());
 	return rc;
+}
+
+/* The dealer's side of an adaptive stage: the controller wants another
+ * count; from the message after s on, the deal table says so (a merger
+ * may already wait for s on the ring the table gave it). */
+static void deal_follow(struct target *t, int64_t s, double now)
+{
+	gf_deal *d = t->deal;
+	int want = gf_deal_want(d), was = d->last;
+	if (want == was || gf_deal_change(d, s + 1, want))
+		return; /* unchanged, or a merger lags: at the next message */
+	/* a worker that wakes has had no messages for a while: that gap is
+	 * not the producer's pace on its edge */
+	for (int k = was; k < want && k < t->n; k++)
+		t->edges[k]->last_push_end = now;
 }
 
 int gf_push(gf_ctx *c, int port, gf_msg *m)
@@ -235,8 +265,14 @@ int gf_push(gf_ctx *c, int port, gf_msg *m)
 		gf_msg_release(m);
 		return 0;
 	}
-	m->seq = op->seq;
-	op->seq += op->seq_stride;
+	/* a worker's output carries its input's number: the order of the
+	 * stage's input, whichever worker made it */
+	if (c->node->workers > 1) {
+		m->seq = c->in_seq;
+	} else {
+		m->seq = op->seq;
+		op->seq++;
+	}
 	double now = gf_now();
 	/* one reference per target, taken before the first push: a consumer
 	 * may release its reference before we are done with the others */
@@ -245,9 +281,13 @@ int gf_push(gf_ctx *c, int port, gf_msg *m)
 	int delivered = 0;
 	for (int i = 0; i < op->ntargets; i++) {
 		struct target *t = &op->targets[i];
-		struct edge *e = t->edges[t->rr];
-		if (t->n > 1)
-			t->rr = (t->rr + 1) % t->n;
+		struct edge *e = t->edges[0];
+		if (t->n > 1) {
+			int64_t s = t->dealt++;
+			e = t->edges[gf_deal_worker(t->deal, &t->cur, s)];
+			if (t->adaptive)
+				deal_follow(t, s, now);
+		}
 		/* inter-arrival as this edge's consumer sees it: since the end of
 		 * the previous push here, including any wait on sibling edges
 		 * (fan-out, dealing to workers), excluding waits on this one */
@@ -256,10 +296,10 @@ int gf_push(gf_ctx *c, int port, gf_msg *m)
 		int rc = gf_ring_try_push(e->ring, m);
 		if (rc == -EAGAIN) {
 			waited = 1;
-			wait_begin(c, WAIT_PUSH, port);
+			wait_begin(c, WAIT_PUSH, port, now);
 			rc = gf_ring_push(e->ring, m);
-			wait_end(c);
 			now = gf_now();
+			wait_end(c, now);
 		}
 		e->last_push_end = now;
 		if (rc == 0) {
@@ -545,6 +585,11 @@ void gf_report_value(gf_ctx *c, const char *name, double value)
 int gf_edge_stats(gf_ctx *c, gf_edge_stat *out, int max)
 {
 	return gf_graph_edge_stats(c->g, out, max);
+}
+
+int gf_worker_stats(gf_ctx *c, gf_worker_stat *out, int max)
+{
+	return gf_graph_worker_stats(c->g, out, max);
 }
 
 const gf_run_info *gf_ctx_run(gf_ctx *c)

@@ -511,7 +511,13 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		if ((rc = finish(s, ctx, r)) || (rc = maybe_state(s, ctx)))
 			return rc;
 		int last = !s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx);
-		if (s->async ? s->v % s->staleness == 0 && !last : !last && !gf_should_stop(ctx)) {
+		/* sync, stopping: the weights G needs for another step are not
+		 * pushed, so no more fakes can come; D ends here, and a G waiting
+		 * for those weights sees the end of D's output (D waiting for
+		 * fakes instead held both until the grace ran out) */
+		if (!s->async && !last && gf_should_stop(ctx))
+			break;
+		if (s->async ? s->v % s->staleness == 0 && !last : !last) {
 			if ((rc = d_take_next_real(s, ctx)))
 				return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			if ((rc = push_weights(s, ctx)))

@@ -5,15 +5,18 @@
  * This stage averages each scalar over the interval (`every` steps; the
  * evaluation figures and counters keep their latest value), adds wall time,
  * images/s, how far every producing stage got ("sources": its latest step
- * and when that arrived, so a lagging stage or rank shows) and the state of
- * every graph edge (active depth, stalls), and appends the line to RUN_DIR/metrics.jsonl, flushing it so a crash loses
- * at most the line being written. The latest figures also go to the live
+ * and when that arrived, so a lagging stage or rank shows), the state of
+ * every graph edge (active depth, stalls) and the worker count of every
+ * stage running several workers (with workers = "auto": the count now, its
+ * range and mean so far, how often it changed, the workers its consumer
+ * needs), and appends the line to RUN_DIR/metrics.jsonl, flushing it so a
+ * crash loses at most the line being written. The latest figures also go to the live
  * progress line through gf_report_value.
  *
  * The same figures go to the run's TensorBoard event file
  * (<ganflow/tfevents.h>; parameter tensorboard): every scalar of a line
  * under its name, the edges as "edges/<from> -> <to>/depth" and ".../stalls",
- * and at the start the pipeline script and its arguments as texts.
+ * the worker counts as "workers/<stage>", and at the start the pipeline script and its arguments as texts.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,6 +33,7 @@
 #define MAX_NAMES 48
 #define MAX_EDGES 64
 #define MAX_SOURCES 64
+#define MAX_WORKER_STAGES 16
 
 enum { IN_METRICS };
 
@@ -66,6 +70,7 @@ typedef struct metrics {
 	int nsrc;
 	source src[MAX_SOURCES];
 	gf_edge_stat edges[MAX_EDGES];
+	gf_worker_stat workers[MAX_WORKER_STAGES];
 } metrics;
 
 static int is_latest_only(const char *name)
@@ -236,6 +241,24 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 		snprintf(tag, sizeof(tag), "edges/%s -> %s/stalls", e->from, e->to);
 		tb_scalar(m, ctx, tag, step, (double)e->stalls);
 	}
+	fputc(']', f);
+	/* worker counts, as the edges: the decisions of the controllers */
+	n = gf_worker_stats(ctx, m->workers, MAX_WORKER_STAGES);
+	if (n > MAX_WORKER_STAGES)
+		n = MAX_WORKER_STAGES;
+	fputs(",\"workers\":[", f);
+	for (int i = 0; i < n; i++) {
+		const gf_worker_stat *w = &m->workers[i];
+		fprintf(f, "%s{\"stage\":\"%s\",\"workers\":%d,\"adaptive\":%s,\"min\":%d,\"max\":%d,\"mean\":",
+		        i ? "," : "", w->stage, w->workers, w->adaptive ? "true" : "false", w->min, w->max);
+		put_num(f, w->mean);
+		fprintf(f, ",\"limit\":%d,\"changes\":%llu,\"needed\":", w->limit, (unsigned long long)w->changes);
+		put_num(f, w->needed);
+		fputc('}', f);
+		char tag[100];
+		snprintf(tag, sizeof(tag), "workers/%s", w->stage);
+		tb_scalar(m, ctx, tag, step, (double)w->workers);
+	}
 	tb_flush(m, ctx);
 	fputs("]}\n", f);
 	m->t_line = now;
@@ -388,7 +411,7 @@ GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,
 	.size = sizeof(gf_stage_desc),
 	.name = "metrics",
-	.doc = "writes one JSONL line per logging interval: losses, D outputs, images/s, edge depths and stalls",
+	.doc = "writes one JSONL line per logging interval: losses, D outputs, images/s, edge depths and stalls, worker counts",
 	.inputs = inputs,
 	.ninputs = 1,
 	.params = params,

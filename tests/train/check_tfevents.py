@@ -122,7 +122,7 @@ def main():
         rec = json.loads(line)
         step = rec["step"]
         for k, v in rec.items():
-            if k in ("step", "time", "sources", "edges") or v is None:
+            if k in ("step", "time", "sources", "edges", "workers") or v is None:
                 continue
             got = scalars.get((k, step))
             # the event holds float32(x), the line x printed to 9 digits
@@ -134,6 +134,9 @@ def main():
                 tag = "edges/%s -> %s/%s" % (edge["from"], edge["to"], what)
                 check(scalars.get((tag, step)) == edge[what], "%s at step %d" % (tag, step))
                 nedge += 1
+        for w in rec.get("workers", []):
+            tag = "workers/%s" % w["stage"]
+            check(scalars.get((tag, step)) == w["workers"], "%s at step %d" % (tag, step))
     check(nfig > 0 and nedge > 0, "figures and edges were checked")
 
     grids = sorted(glob.glob(os.path.join(run, "samples", "step-*.png")))

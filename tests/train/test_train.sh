@@ -48,6 +48,10 @@ check_metrics() {
   check "! grep -q '\"loss_[dg]\":null' '$f'" "non-finite loss in $f"
   check "grep -q '\"loss_d\":[0-9]' '$f' && grep -q '\"loss_g\":[0-9]' '$f'" "no loss_d/loss_g values in $f"
   check "grep -q '\"edges\":\\[{' '$f'" "no edge statistics in $f"
+  # the decoders run workers = "auto" (gan.data's default) where there are two cores or more
+  if [ "$(nproc)" -ge 2 ]; then
+    check "grep -q '{\"stage\":\"decode[^\"]*\",\"workers\":[0-9]*,\"adaptive\":true' '$f'" "no worker count of decode in $f"
+  fi
 }
 
 latest() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }
@@ -291,7 +295,8 @@ gf.connect(g.state, ck.state) gf.connect(d.state, ck.state)
 gf.run { steps = 100, checkpoint_every = opt.ckpt, seed = 1 }
 EOF
   gr() { local dir=$1; shift; "$G" run "$T/gr.lua" dir="$dir" quiet=true "$@" >"$dir.log" 2>&1; }
-  # metrics_same A B: every value of every line of md/mg.jsonl but the clock's
+  # metrics_same A B: every value of every line of md/mg.jsonl but the clock's and the
+  # runtime's (edge depths, decode's worker count: measured, not computed)
   metrics_same() {
     /usr/bin/python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -300,7 +305,7 @@ def load(d):
     for f in ("md.jsonl", "mg.jsonl"):
         for line in open(d + "/" + f):
             m = json.loads(line)
-            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "sources", "edges")})
+            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "sources", "edges", "workers")})
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
 if a != b or len(a) < 2:
@@ -594,6 +599,22 @@ sigint)
   ck=$(latest "$T/r")
   "$G" sample "$ck" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the checkpoint written on SIGINT should load"
+  # D the slow side (SNGAN, 10 D steps per G step): the SIGINT finds G
+  # waiting for D's weights; D, stopping, pushes none and must end rather
+  # than wait for fakes that cannot come (it held G and D until the 30 s
+  # grace ran out and the run ended without a checkpoint)
+  "$G" run "$S/pipelines/sngan_fashion.lua" data="$DATA" batch=8 dir="$T/sn" quiet=true steps=1000000 \
+    samples=1000000 log=1 ch_g=8 ch_d=16 n_dis=10 >"$T/sn.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    [ "$(cat "$T/sn/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  check "[ $rc -eq 130 ]" "SIGINT (D the slow side) should end the run with status 130, got $rc: $(tail -3 "$T/sn.log")"
+  check "[ -f '$T/sn/checkpoints/latest' ]" "no checkpoint written on SIGINT (D the slow side)"
   ;;
 pix2pix)
   # pix2pix on edges2fashion (U-Net G, PatchGAN D, adversarial + 100 L1):

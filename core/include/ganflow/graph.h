@@ -83,12 +83,22 @@ int gf_graph_create(gf_graph **out);
 /* Destroys the graph (after gf_graph_run returned, or without running it). */
 void gf_graph_destroy(gf_graph *g);
 
+/* The `workers` argument of gf_graph_add: n >= 1 runs n workers (more
+ * than 1 needs a GF_STAGE_WORKERS stage); GF_WORKERS_AUTO lets the count
+ * adapt between 1 and the cores this process may use (gf_workers_cores,
+ * at most GF_MAX_WORKERS), GF_WORKERS_AUTO_MAX(m) between 1 and m
+ * (<ganflow/workers.h>; Lua: workers = "auto", max_workers = m). */
+#define GF_MAX_WORKERS 64
+#define GF_WORKERS_AUTO 0
+#define GF_WORKERS_AUTO_MAX(m) (-(m))
+
 /* Adds a stage instance of the stage `stage` (loaded with gf_stage_load).
  * name: the instance name, unique in the graph (NULL: the stage name, then
  * "name2", "name3" ...). params: a GF_VMAP (or NULL) checked with
- * gf_params_check; the graph keeps its own checked copy. workers >= 1;
- * more than 1 needs a GF_STAGE_WORKERS stage. *node (may be NULL) receives
- * the instance's index for gf_graph_connect.
+ * gf_params_check; the graph keeps its own checked copy. workers: see
+ * GF_WORKERS_AUTO above; an adaptive stage has as many instances as its
+ * maximum and a count that changes while it runs. *node (may be NULL)
+ * receives the instance's index for gf_graph_connect.
  * Returns 0, or GF_ENOTFOUND / GF_EABI / -ENOEXEC (loading), GF_EPARAM
  * (parameters, workers), GF_EGRAPH (duplicate name, graph already run),
  * with the message in gf_graph_error(g). */
@@ -167,9 +177,16 @@ int gf_graph_nodes(const gf_graph *g);
 const char *gf_graph_node_name(const gf_graph *g, int node);
 
 /* Edge statistics (one per ring; a link to or from a stage with n workers
- * is n rings, named "stage#i.port"); copies up to max into out and returns
+ * is n rings, named "stage#i.port", less the rings of workers a workers =
+ * "auto" stage has not used so far); copies up to max into out and returns
  * the number of rings. Valid during and after the run. */
 int gf_graph_edge_stats(gf_graph *g, gf_edge_stat *out, int max);
+
+/* Worker statistics (one per stage with several workers or workers =
+ * "auto"); copies up to max into out and returns the number of such
+ * stages. Valid during and after the run. Edges to or from workers an
+ * adaptive stage never used are left out of gf_graph_edge_stats. */
+int gf_graph_worker_stats(gf_graph *g, gf_worker_stat *out, int max);
 
 /* Last step and total items reported with gf_report_step, and the run's
  * wall time in seconds (so far, or total after the run). */

@@ -106,12 +106,14 @@ typedef struct gf_port_desc {
 } gf_port_desc;
 
 enum {
-	/* The stage may run as several workers (`workers = n` in Lua). Such a
+	/* The stage may run as several workers (`workers = n` or
+	 * `workers = "auto"` in Lua: <ganflow/workers.h>). Such a
 	 * stage has one input and one output and pushes exactly one message per
 	 * message it pops, in order (a skipped input is pushed back as a message
 	 * flagged GF_MSG_DROPPED). The runtime deals inputs round-robin over the
-	 * workers and merges their outputs in the same order, so downstream sees
-	 * the order of upstream. */
+	 * workers (those active, with "auto") and merges their outputs in the
+	 * same order, so downstream sees the order of upstream whatever the
+	 * count; an output carries the sequence number of its input. */
 	GF_STAGE_WORKERS = 1u << 0,
 	/* The stage pushes before anything arrives on the inputs that close a
 	 * cycle through it (it starts a loop of stages, such as a ping that
@@ -168,6 +170,21 @@ typedef struct gf_edge_stat {
 	uint64_t full_waits;  /* pushes that found the active depth full */
 	int fixed;            /* 1 when the pipeline fixed the depth */
 } gf_edge_stat;
+
+/* Worker count of a stage that runs several workers (workers = n > 1, or
+ * workers = "auto": <ganflow/workers.h>), as shown in the end-of-run table
+ * and recorded by the metrics stage. */
+typedef struct gf_worker_stat {
+	char stage[64];       /* instance name of the stage */
+	int workers;          /* workers that get messages now */
+	int min, max;         /* range over the run */
+	int limit;            /* instances: the most it may use (max_workers) */
+	double mean;          /* time-weighted since the start */
+	uint64_t changes;     /* times the count changed */
+	double needed;        /* the controller's latest estimate of the workers
+	                         the consumer needs (0 before the first window) */
+	int adaptive;         /* 1: workers = "auto"; 0: the pipeline fixed it */
+} gf_worker_stat;
 
 /* ---- messages in and out ---- */
 
@@ -312,6 +329,11 @@ void gf_report_busy(gf_ctx *ctx, double seconds, int device);
 /* Copies up to max edge statistics into out; returns the number of edges. */
 int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);
 
+/* Copies up to max worker statistics (one per stage running several
+ * workers or workers = "auto") into out; returns the number of such
+ * stages. */
+int gf_worker_stats(gf_ctx *ctx, gf_worker_stat *out, int max);
+
 /* ---- who and where ---- */
 
 const gf_run_info *gf_ctx_run(gf_ctx *ctx);
@@ -322,7 +344,9 @@ const gf_run_info *gf_ctx_run(gf_ctx *ctx);
 int64_t gf_ctx_steps(gf_ctx *ctx);
 /* Instance name ("reader", "d"); valid for the life of the graph. */
 const char *gf_ctx_name(gf_ctx *ctx);
-/* Worker index (0-based) and count for GF_STAGE_WORKERS stages; 0 and 1 otherwise. */
+/* Worker index (0-based) and count of instances for GF_STAGE_WORKERS
+ * stages; 0 and 1 otherwise. With workers = "auto" the count is the
+ * maximum: how many of them get messages changes during the run. */
 int gf_ctx_worker(gf_ctx *ctx);
 int gf_ctx_workers(gf_ctx *ctx);
 

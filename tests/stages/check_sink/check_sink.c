@@ -7,7 +7,12 @@
  * repeat or a wrong value fails the stage with a message naming the item.
  * At the end of the data it checks the count against `expect`. It reports
  * every item as a step (gf_report_step), can take a fixed service time per
- * item (a consumer of known speed for the depth benchmark), and publishes
+ * item (a consumer of known speed for the depth benchmark) or act as a
+ * device of known speed (pace_us: each item keeps it busy that long, from
+ * when it arrives or the previous one is done, and the stage takes the
+ * next item as soon as the device starts on this one, a queue of one as a
+ * GPU stream has: its thread waking late costs nothing, an item arriving
+ * late does; the worker-count benchmark's consumer), and publishes
  * "sink_items" and "sink_sum" (sum of keys) with gf_report_value. Its
  * flush can compute for a while (`flush_cpu_s`: a final evaluation, as
  * classifier_step's test pass), to test that a graceful stop waits for it.
@@ -24,7 +29,8 @@
 
 typedef struct check_sink {
 	int64_t expect, start, drop_every;
-	double service, flush_cpu;
+	double service, pace, flush_cpu;
+	double t_free; /* pace: when the device is done with what it has */
 	int report;
 	int64_t count, sum, last_seq;
 } check_sink;
@@ -36,6 +42,7 @@ static const gf_param_desc params[] = {
 	{ "start", GF_PARAM_INT, "0", "key of the first item", NULL },
 	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing", "0.." },
 	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", "0.." },
+	{ "pace_us", GF_PARAM_NUM, "0", "a device that takes this long per item, with a queue of one, microseconds", "0.." },
 	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)", NULL },
 	{ "flush_cpu_s", GF_PARAM_NUM, "0", "CPU seconds flush() computes before it reports", "0.." },
 };
@@ -50,6 +57,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->start = gf_param_int(p, "start");
 	s->drop_every = gf_param_int(p, "drop_every");
 	s->service = gf_param_num(p, "service_us") * 1e-6;
+	s->pace = gf_param_num(p, "pace_us") * 1e-6;
 	s->report = gf_param_bool(p, "report");
 	s->flush_cpu = gf_param_num(p, "flush_cpu_s");
 	s->last_seq = -1;
@@ -78,6 +86,23 @@ static void serve(double d)
 		;
 }
 
+/* Sleeps until gf_now() reaches t (coarse, then exact). */
+static void sleep_until(double t)
+{
+	double now = gf_now();
+	if (t > now)
+		serve(t - now);
+}
+
+/* The device of pace_us: this item starts when it is here and the device
+ * is free; the stage may take the next one once it has started. */
+static void pace(check_sink *s)
+{
+	double now = gf_now(), start = s->t_free > now ? s->t_free : now;
+	s->t_free = start + s->pace;
+	sleep_until(start);
+}
+
 static int run(void *self, gf_ctx *ctx)
 {
 	check_sink *s = self;
@@ -88,8 +113,10 @@ static int run(void *self, gf_ctx *ctx)
 	for (;;) {
 		gf_msg *m;
 		int rc = gf_pop(ctx, 0, &m);
-		if (rc == GF_EEOF)
+		if (rc == GF_EEOF) {
+			sleep_until(s->t_free); /* the device finishes the last item */
 			break;
+		}
 		if (rc)
 			return rc;
 		int64_t key = (int64_t)m->key, seq = m->seq;
@@ -115,6 +142,8 @@ static int run(void *self, gf_ctx *ctx)
 		s->last_seq = seq;
 		want = next_key(s, want);
 		serve(s->service);
+		if (s->pace > 0)
+			pace(s);
 		s->count++;
 		s->sum += key;
 		if (s->report)

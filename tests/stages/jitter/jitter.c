@@ -7,7 +7,12 @@
  *   bursty       mean_us, plus a pause of burst_us before every
  *                burst_every-th item (a producer that mostly keeps up but
  *                stops now and then: what adaptive depth is for)
- * seeded per worker (seed + worker), so runs repeat. It can run as several
+ * seeded per worker (seed + worker), so runs repeat. The delay is a sleep
+ * (the item waits, no core works); cpu_us adds work that does use a core:
+ * each item burns that much of the thread's CPU time (a decoder of fixed
+ * cost, for the worker-count benchmark). delay_until ends both at a key:
+ * from it on items pass at once (a stage whose work drops mid-run). It
+ * can run as several
  * workers (GF_STAGE_WORKERS), replace every drop_every-th item with a
  * GF_MSG_DROPPED placeholder (the merge must release it and keep order),
  * fail at a given key (failure-path tests), and stall at a given key: sit
@@ -30,8 +35,8 @@ enum { DIST_NONE, DIST_UNIFORM, DIST_EXP, DIST_BURSTY };
 
 typedef struct jitter {
 	int dist;
-	double mean, burst; /* seconds */
-	int64_t burst_every, drop_every, fail_at, stall_at;
+	double mean, burst, cpu; /* seconds */
+	int64_t burst_every, drop_every, fail_at, stall_at, until;
 	uint64_t rng;
 	int64_t count;
 } jitter;
@@ -48,6 +53,8 @@ static const gf_param_desc params[] = {
 	{ "drop_every", GF_PARAM_INT, "0", "replace every k-th item (key % k == k - 1) by a dropped placeholder", "0.." },
 	{ "fail_at", GF_PARAM_INT, "-1", "fail on the item with this key (-1: never)", NULL },
 	{ "stall_at", GF_PARAM_INT, "-1", "on the item with this key, stop passing items on until the graph stops (-1: never)", NULL },
+	{ "cpu_us", GF_PARAM_NUM, "0", "CPU time each item burns (thread CPU clock), microseconds", "0.." },
+	{ "delay_until", GF_PARAM_INT, "-1", "items with this key or later pass without delay or CPU work (-1: never)", "-1.." },
 };
 
 static uint64_t next_u64(uint64_t *s)
@@ -81,6 +88,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	j->drop_every = gf_param_int(p, "drop_every");
 	j->fail_at = gf_param_int(p, "fail_at");
 	j->stall_at = gf_param_int(p, "stall_at");
+	j->cpu = gf_param_num(p, "cpu_us") * 1e-6;
+	j->until = gf_param_int(p, "delay_until");
 	j->rng = (uint64_t)gf_param_int(p, "seed") + (uint64_t)gf_ctx_worker(ctx);
 	return 0;
 }
@@ -99,6 +108,27 @@ static void delay(double d)
 	}
 	while (gf_now() < end)
 		;
+}
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Works for d seconds of this thread's CPU time: on a busy machine it
+ * takes longer, never less work. */
+static void burn(double d)
+{
+	if (d <= 0)
+		return;
+	volatile uint64_t x = 1;
+	double end = thread_cpu() + d;
+	do {
+		for (int i = 0; i < 2000; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	} while (thread_cpu() < end);
 }
 
 static double draw(jitter *j, int64_t key)
@@ -135,7 +165,10 @@ static int run(void *self, gf_ctx *ctx)
 				delay(0.01);
 			return 0;
 		}
-		delay(draw(j, key));
+		if (j->until < 0 || key < j->until) {
+			delay(draw(j, key));
+			burn(j->cpu);
+		}
 		if ((rc = gf_msg_get(ctx, 0, &out))) {
 			gf_msg_release(in);
 			return rc;
