@@ -32,11 +32,27 @@
  * - D(G(z)))^2) with a_real, a_fake exponential moving averages (decay
  * `lecam_decay`) of D's mean outputs over the previous D steps (the first
  * step sets them and adds nothing), scaled like the two halves of D's loss
- * (1/2 each) and checkpointed as "<instance>.lecam". R1 and gradient
- * penalties need a double backward the engine does not have: asked for,
- * they are refused by name.
+ * (1/2 each) and checkpointed as "<instance>.lecam".
+ *
+ * Gradient penalties (docs/train.md "Gradient penalties"), through the nn
+ * engine's double backward (gf_penalty, gf_net_backward2), each weighted
+ * like the halves of D's loss (1/2 each), so gamma and lambda mean what
+ * they mean in their papers relative to D's adversarial loss:
+ *  - `r1` = gamma: gamma/2 E|grad_x D(x)|^2 on the real batches (Mescheder
+ *    et al. 2018). r1_every = 1: in every D step, in the real half-step's
+ *    own backward. r1_every = k > 1: StyleGAN2's lazy regularisation, a
+ *    step of its own (a second forward of the step's real batch, the
+ *    penalty times k, an optimiser update) after every k-th D step, with
+ *    Adam's lr and betas adjusted (gf_penalty_adam_ratio).
+ *  - `gp` = lambda (WGAN-GP, Gulrajani et al. 2017, loss = "wgan"): lambda
+ *    E(|grad D(x^)| - 1)^2 on x^ = e x + (1 - e) G(z), e ~ U(0, 1) per
+ *    sample from the stage's own generator (checkpointed as
+ *    "<instance>.gp_rng"), in every D step; a conditional D sees the real
+ *    batch's labels.
+ * Their values go to the metrics as r1 and gp.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +90,53 @@ typedef struct dstep {
 	float *reg_dev;         /* and device */
 	gf_msg *next_real;      /* sync: the next iteration's first real batch, taken before the weights
 	                           that let G start that iteration are pushed (see take_next_real) */
+	/* gradient penalties */
+	float r1, gp;           /* gamma, lambda; 0 = none */
+	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
+	gf_penalty *pen;        /* r1 or gp */
+	gf_rng gp_rng;          /* gp: the interpolation weights */
+	float *xhat;            /* gp: (max_batch, D input) host interpolates */
+	size_t nin;             /* D's input values per sample */
 } dstep;
 
 /* ---- setup ---- */
+
+/* r1, r1_every, gp: what they may be combined with. */
+static int penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
+{
+	s->r1 = (float)gf_param_num(p, "r1");
+	s->r1_every = (int)gf_param_int(p, "r1_every");
+	s->gp = (float)gf_param_num(p, "gp");
+	if (s->gp > 0 && s->loss.d != GF_LOSS_WGAN)
+		return gf_fail(ctx, "parameter 'gp': WGAN-GP's penalty pulls the critic's gradient norm to 1, which belongs "
+		                    "with loss = \"wgan\" (the critic's unbounded output); loss = \"%s\" here: use r1 = "
+		                    "gamma for it",
+		               gf_param_str(p, "loss"));
+	if (s->r1 > 0 && s->r1_every > 1 && s->acc > 1)
+		return gf_fail(ctx, "parameter 'r1_every': the lazy R1 step (r1_every = %d) reuses the D step's real batch, "
+		                    "one of accumulate = %d micro-batches; use r1_every = 1 with accumulate",
+		               s->r1_every, s->acc);
+	return 0;
+}
+
+/* The penalty's buffers and generator, once D exists. */
+static int penalty_setup(dstep *s, gf_ctx *ctx)
+{
+	if (s->r1 <= 0 && s->gp <= 0)
+		return 0;
+	if (gf_penalty_create(&s->pen, s->d, s->max_batch))
+		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1 > 0 ? "r1" : "gp", gf_errmsg());
+	gf_tensor din;
+	gf_net_shapes(s->d, &din, NULL);
+	s->nin = (size_t)gf_tensor_numel(&din) / (size_t)din.shape[0];
+	if (s->gp > 0) {
+		if (!(s->xhat = malloc((size_t)s->max_batch * s->nin * sizeof(float))))
+			return gf_fail(ctx, "out of memory");
+		gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
+		return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
+	}
+	return 0;
+}
 
 static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -84,6 +144,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	dstep *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	int rc;
 	*self = s;
 	s->async = !strcmp(gf_param_str(p, "mode"), "async");
 	s->staleness = gf_param_int(p, "staleness");
@@ -96,21 +157,16 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->ckpt_every = run->checkpoint_every;
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
-	static const char *const penalties[] = { "r1", "gp" };
-	for (int i = 0; i < 2; i++)
-		if (gf_param_num(p, penalties[i]) != 0)
-			return gf_fail(ctx, "parameter '%s': %s needs the gradient of a gradient (double backward), which "
-			                    "ganflow's nn engine does not compute; not supported. Spectral norm (sn = true in "
-			                    "D's layers) or lecam regularise D without it",
-			               penalties[i], i ? "a gradient penalty" : "the R1 penalty");
+	if ((rc = penalty_conf(s, ctx, p)))
+		return rc;
 	s->lecam.lambda = (float)gf_param_num(p, "lecam");
 	s->lecam.decay = (float)gf_param_num(p, "lecam_decay");
 
 	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
-	                       .state_port = OUT_STATE, .cls = s->cls };
+	                       .state_port = OUT_STATE, .cls = s->cls, .reg_every = s->r1 > 0 ? s->r1_every : 0 };
 	gf_gan_optim_defaults(&tc.opt);
-	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
+	rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
 	s->d = gf_trainer_net(s->tr);
@@ -126,6 +182,8 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	    (s->async && gf_fake_cache_create(&s->cache, (int)gf_param_int(p, "cache"), (int)gf_param_int(p, "reuse"),
 	                                      s->staleness)))
 		return gf_fail(ctx, "out of memory");
+	if ((rc = penalty_setup(s, ctx)))
+		return rc;
 	s->data_pos[0] = s->data_pos[1] = -1;
 	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
 		return rc;
@@ -200,6 +258,8 @@ static int push_state(dstep *s, gf_ctx *ctx)
 		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
 		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
 	}
+	if (!rc && s->gp > 0)
+		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
@@ -216,9 +276,78 @@ static int lecam_add(dstep *s, int fake, size_t n, float scale, double *reg)
 	return rc ? rc : o->axpy(s->be, s->dpred, s->reg_dev, n, 1.0f);
 }
 
-/* D forward + loss + backward on one batch; adds the mean output to *mean. */
+/* ---- gradient penalties ---- */
+
+/* The penalty of D's last forward, weighted like a half of D's loss (1/2,
+ * over the micro-batches) times gain, its gradient added to D's (or
+ * written: accumulate 0), with dy (may be NULL) walked in the same pass. */
+static int penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, double gain, const float *dy,
+                   unsigned accumulate, double *value)
+{
+	double mean;
+	int rc = gf_penalty_lengths(s->pen, NULL, &mean);
+	if (!rc)
+		rc = gf_penalty_apply(s->pen, kind, weight, 1.0, 0.5 * gain / s->acc, dy, GF_NEED_DW | accumulate, value);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, kind == GF_PENALTY_SQUARE ? "R1" : "gradient",
+		               gf_errmsg());
+	if (!isfinite(*value))
+		return gf_fail(ctx, "iteration %lld: the %s penalty is %g (non-finite); the last good checkpoint is kept",
+		               (long long)s->v, kind == GF_PENALTY_SQUARE ? "R1" : "gradient", *value);
+	return 0;
+}
+
+/* WGAN-GP on one micro-batch: x^ = e x + (1 - e) G(z) per sample, D's
+ * gradient norm there pulled to 1. */
+static int gp_step(dstep *s, gf_ctx *ctx, const gf_msg *real, const gf_msg *fake, double *value)
+{
+	const gf_tensor *x = &real->t[0], *f = &fake->t[0];
+	int64_t n = x->shape[0] < f->shape[0] ? x->shape[0] : f->shape[0];
+	float e[1];
+	const float *xr = x->data, *xf = f->data;
+	for (int64_t i = 0; i < n; i++) {
+		gf_rng_uniform(&s->gp_rng, e, 1, 0.0f, 1.0f);
+		for (size_t j = 0; j < s->nin; j++) {
+			size_t at = (size_t)i * s->nin + j;
+			s->xhat[at] = e[0] * xr[at] + (1.0f - e[0]) * xf[at];
+		}
+	}
+	gf_tensor xh = *x, lab = real->ntensors > 1 ? real->t[1] : *x;
+	xh.data = s->xhat;
+	xh.shape[0] = n;
+	lab.shape[0] = n;
+	int rc = gf_net_forward(s->d, &xh, gf_net_classes(s->d) ? &lab : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward on the interpolates: %s", (long long)s->v, gf_errmsg());
+	double v;
+	if ((rc = penalty(s, ctx, GF_PENALTY_DISTANCE, s->gp, 1.0, NULL, GF_ACCUMULATE, &v)))
+		return rc;
+	*value += v / s->acc;
+	return 0;
+}
+
+/* StyleGAN2's lazy R1: after D step `step` (counted over the run) when
+ * step % r1_every == 0, a step of its own on that step's real batch: the
+ * penalty times r1_every, an optimiser update. */
+static int r1_lazy(dstep *s, gf_ctx *ctx, const gf_msg *real, double *value)
+{
+	int rc = gf_net_forward(s->d, &real->t[0], gf_net_classes(s->d) && real->ntensors > 1 ? &real->t[1] : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward (R1): %s", (long long)s->v, gf_errmsg());
+	gf_trainer_arm(s->tr, s->v); /* data parallel: buckets leave during the double backward's walk */
+	double v;
+	if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, &v)))
+		return rc;
+	*value += v;
+	return gf_trainer_update(s->tr, s->v, NULL);
+}
+
+/* D forward + loss + backward on one batch; adds the mean output to *mean.
+ * The real half-step with r1 and r1_every = 1 adds R1 in the same walk. */
 static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, int fake,
-                     unsigned accumulate, double *loss, double *mean, double *reg)
+                     unsigned accumulate, double *loss, double *mean, double *reg, double *r1)
 {
 	int rc = gf_net_forward(s->d, x, gf_net_classes(s->d) ? labels : NULL, GF_TRAIN);
 	if (rc)
@@ -238,6 +367,13 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	*mean += sum / (double)n / s->acc;
 	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, fake, n, 0.5f / (float)s->acc, reg)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
+	if (!fake && s->r1 > 0 && s->r1_every == 1) {
+		double v;
+		if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, 1.0, s->dpred, accumulate, &v)))
+			return rc;
+		*r1 += v / s->acc;
+		return 0;
+	}
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
@@ -248,6 +384,8 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
 	double loss, dreal, dfake, images, stale, lecam;
+	double r1, gp;  /* penalties: sums over the D steps that computed them */
+	int nr1;        /* D steps that computed R1 */
 } sums;
 
 static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
@@ -262,6 +400,10 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 	gf_msg_set_scalar(m, "images", t->images);
 	if (s->lecam.lambda > 0)
 		gf_msg_set_scalar(m, "lecam", t->lecam / s->d_steps);
+	if (t->nr1) /* lazy R1: only the iterations that ran it */
+		gf_msg_set_scalar(m, "r1", t->r1 / t->nr1);
+	if (s->gp > 0)
+		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
@@ -269,9 +411,11 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 	return gf_push(ctx, OUT_METRICS, m);
 }
 
-/* One micro-batch: a real and a fake batch, D's loss on both, gradients
- * summed into D's. pos receives the real batch's data position. */
-static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
+/* One micro-batch: a real and a fake batch, D's loss on both (and the
+ * gradient penalty), gradients summed into D's. pos receives the real
+ * batch's data position; keep (may be NULL) the real batch, which the
+ * caller then releases (the lazy R1 step's). */
+static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2], gf_msg **keep)
 {
 	gf_msg *real = s->next_real, *fake = NULL;
 	int64_t stale = 0;
@@ -299,16 +443,24 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2])
 		s->gseen = fake->step + 1;
 	t->stale += (double)stale;
 	unsigned a = micro ? GF_ACCUMULATE : 0;
-	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], 0, a, &t->loss, &t->dreal, &t->lecam))) {
-		if (micro == s->acc - 1)
+	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], 0, a, &t->loss, &t->dreal, &t->lecam, &t->r1))) {
+		/* WGAN-GP first: the exchange's buckets leave during the last
+		 * backward of the D step, the fake half-step's */
+		if (s->gp > 0)
+			rc = gp_step(s, ctx, real, fake, &t->gp);
+		if (!rc && micro == s->acc - 1)
 			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
-		rc = half_step(s, ctx, &fake->t[0], &fake->t[1], 1, GF_ACCUMULATE, &t->loss, &t->dfake,
-		               &t->lecam);
+		if (!rc)
+			rc = half_step(s, ctx, &fake->t[0], &fake->t[1], 1, GF_ACCUMULATE, &t->loss, &t->dfake, &t->lecam,
+			               NULL);
 	}
 	t->images += (double)real->t[0].shape[0];
 	pos[0] = real->epoch;
 	pos[1] = (int64_t)real->pos;
-	gf_msg_release(real);
+	if (keep && !rc)
+		*keep = real;
+	else
+		gf_msg_release(real);
 	if (!s->async)
 		gf_msg_release(fake);
 	return rc;
@@ -381,11 +533,20 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
 			double real0 = t.dreal, fake0 = t.dfake;
+			/* lazy R1 after every r1_every-th D step of the run */
+			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
+			gf_msg *keep = NULL;
 			for (int micro = 0; micro < s->acc; micro++)
-				if ((rc = micro_step(s, ctx, micro, &t, pos)))
+				if ((rc = micro_step(s, ctx, micro, &t, pos, lazy ? &keep : NULL)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-			if ((rc = gf_trainer_update(s->tr, s->v, NULL)))
+			rc = gf_trainer_update(s->tr, s->v, NULL);
+			if (!rc && lazy)
+				rc = r1_lazy(s, ctx, keep, &t.r1);
+			if (keep)
+				gf_msg_release(keep);
+			if (rc)
 				return rc == GF_ESTOP ? 0 : rc;
+			t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
 			if (s->lecam.lambda > 0)
 				gf_lecam_average(&s->lecam, t.dreal - real0, t.dfake - fake0);
 		}
@@ -418,6 +579,8 @@ static void dstep_destroy(void *self)
 {
 	dstep *s = self;
 	gf_fake_cache_destroy(s->cache);
+	gf_penalty_destroy(s->pen);
+	free(s->xhat);
 	if (s->dpred)
 		s->be->ops->free(s->be, s->dpred);
 	if (s->reg_dev)
@@ -436,7 +599,7 @@ static const gf_port_desc inputs[] = {
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
@@ -464,9 +627,12 @@ static const gf_param_desc params[] = {
 	  "0.." },
 	{ "lecam", GF_PARAM_NUM, "0", "LeCam regularisation lambda (Tseng et al. 2021; 0 = none)", "0.." },
 	{ "lecam_decay", GF_PARAM_NUM, "0.99", "LeCam: decay of the averages of D's real and fake outputs", "0..1" },
-	{ "r1", GF_PARAM_NUM, "0", "R1 penalty: not supported (needs double backward); refused unless 0", NULL },
-	{ "gp", GF_PARAM_NUM, "0", "gradient penalty (WGAN-GP): not supported (needs double backward); refused unless 0",
-	  NULL },
+	{ "r1", GF_PARAM_NUM, "0", "R1 penalty gamma: gamma/2 E|grad D(x)|^2 on real batches (0 = none)", "0.." },
+	{ "r1_every", GF_PARAM_INT, "16", "R1: 1 = in every D step; k > 1 = StyleGAN2's lazy regularisation, a step of "
+	                                  "its own every k D steps (penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))",
+	  "1..1000000" },
+	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "
+	                           "(loss = \"wgan\"; 0 = none)", "0.." },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

@@ -37,8 +37,19 @@
  * l1 x mean |G(A) - B|. In sync mode G step v and D iteration v see the
  * same batch, so a resumed run continues exactly from d_step's data
  * position. G's dropout is its noise (no z).
+ *
+ * Path length (StyleGAN2, `pl` = w; docs/train.md "Gradient penalties"):
+ * on a batch of max(1, batch / 2) fresh z, the lengths L_i = |J_z^T y_i|
+ * of G's input gradient for y ~ N(0, I) / sqrt(H W) (the engine's double
+ * backward, gf_penalty), their mean folded into an exponential moving
+ * average a (decay pl_decay, checkpointed as "<instance>.pl_mean") and the
+ * penalty w mean (L_i - a)^2. pl_every = k > 1: a step of its own after
+ * every k-th G step, the penalty times k, Adam adjusted as for d_step's
+ * lazy R1; pl_every = 1: in every G step. z, labels and y come from the
+ * noise generator.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +95,15 @@ typedef struct gstep {
 	int32_t *real_labels;   /* (batch) labels of the last (A, B) batch */
 	int nreal;              /* samples in it */
 	double l1_sum;          /* mean L1 of this step's micro-batches */
+	/* path length */
+	float pl, pl_decay;     /* weight (0 = none), decay of its mean */
+	int pl_every, pl_batch;
+	double pl_mean;         /* the moving average of the lengths */
+	gf_penalty *pen;
+	float *pl_y;            /* (pl_batch, G output) host noise */
+	float *pl_dev;          /* and device */
+	size_t pl_n;            /* G output values per sample */
+	float pl_scale;         /* 1 / sqrt(H W) */
 } gstep;
 
 /* ---- setup ---- */
@@ -121,6 +141,34 @@ static int paired_setup(gstep *s, gf_ctx *ctx, const gf_tensor *gin, const gf_te
 	return 0;
 }
 
+/* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
+static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
+{
+	s->pl = (float)gf_param_num(p, "pl");
+	s->pl_every = (int)gf_param_int(p, "pl_every");
+	s->pl_decay = (float)gf_param_num(p, "pl_decay");
+	if (s->pl <= 0)
+		return 0;
+	if (s->paired)
+		return gf_fail(ctx, "parameter 'pl': the path length is a penalty on G's Jacobian with respect to its noise; "
+		                    "a paired (pix2pix) G takes images");
+	s->pl_batch = s->batch / 2 > 0 ? s->batch / 2 : 1;
+	if (gf_penalty_create(&s->pen, s->g, s->batch))
+		return gf_fail(ctx, "parameter 'pl': G (net): %s", gf_errmsg());
+	gf_tensor out;
+	gf_net_shapes(s->g, NULL, &out);
+	s->pl_n = (size_t)gf_tensor_numel(&out) / (size_t)out.shape[0];
+	double hw = out.ndim == 4 ? (double)out.shape[2] * (double)out.shape[3] : (double)s->pl_n;
+	s->pl_scale = (float)(1.0 / sqrt(hw));
+	size_t n = (size_t)s->pl_batch * s->pl_n;
+	if (!(s->pl_y = malloc(n * sizeof(float))) || s->be->ops->alloc(s->be, (void **)&s->pl_dev, n * sizeof(float)))
+		return gf_fail(ctx, "out of memory");
+	int64_t bits = 0;
+	int rc = gf_train_resume_i64(ctx, "pl_mean", &bits, 1);
+	memcpy(&s->pl_mean, &bits, sizeof(bits));   /* 0.0 on a fresh run */
+	return rc;
+}
+
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -141,7 +189,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 	gf_trainer_conf tc = { .what = "G", .tag = "g", .role = "generator", .unit = "step", .max_batch = s->batch,
 	                       .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED, .state_port = OUT_STATE,
-	                       .cls = s->cls };
+	                       .cls = s->cls,
+	                       .reg_every = gf_param_num(p, "pl") > 0 ? (int)gf_param_int(p, "pl_every") : 0 };
 	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
@@ -189,6 +238,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->labels = malloc((size_t)s->batch * sizeof(int32_t));
 	if (!s->z || !s->labels || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)))
 		return gf_fail(ctx, "out of memory");
+	if ((rc = pl_setup(s, ctx, p)))
+		return rc;
 	s->dver = -1;
 	s->fakes_per_step = 1;
 	if ((rc = gf_trainer_resume(s->tr, &s->step)) || (rc = gf_train_resume_rng(ctx, "noise_rng", &s->noise)) ||
@@ -252,24 +303,57 @@ static int generate_paired(gstep *s, gf_ctx *ctx)
 	return rc ? gf_fail(ctx, "step %lld: (A, G(A)): %s", (long long)s->step, gf_errmsg()) : 0;
 }
 
-/* G forward on fresh noise (training mode). */
-static int generate(gstep *s, gf_ctx *ctx)
+/* G forward on n fresh noise vectors (training mode). */
+static int generate_n(gstep *s, gf_ctx *ctx, int n)
 {
-	if (s->paired)
-		return generate_paired(s, ctx);
-	int64_t zs[2] = { s->batch, s->zdim }, ls[1] = { s->batch };
+	int64_t zs[2] = { n, s->zdim }, ls[1] = { n };
 	const gf_run_info *run = gf_ctx_run(ctx);
 	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
 	if (sliced)
-		gf_dist_normal_slice(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, rank, world);
+		gf_dist_normal_slice(&s->noise, s->z, (size_t)n * (size_t)s->zdim, rank, world);
 	else
-		gf_rng_normal(&s->noise, s->z, (size_t)s->batch * (size_t)s->zdim, 0.0f, 1.0f);
-	gf_labels_draw(s->draw, &s->noise, s->labels, s->batch, rank, world);
+		gf_rng_normal(&s->noise, s->z, (size_t)n * (size_t)s->zdim, 0.0f, 1.0f);
+	gf_labels_draw(s->draw, &s->noise, s->labels, n, rank, world);
 	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs);
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
 	int rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
 	if (rc)
 		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
+	return 0;
+}
+
+/* G forward on fresh noise (training mode). */
+static int generate(gstep *s, gf_ctx *ctx)
+{
+	return s->paired ? generate_paired(s, ctx) : generate_n(s, ctx, s->batch);
+}
+
+/* ---- path length ---- */
+
+/* The path-length penalty on a batch of its own, times gain, into G's
+ * gradients (written: the caller adds the adversarial ones after it, or
+ * updates with it alone). */
+static int pl_step(gstep *s, gf_ctx *ctx, double gain, double *value)
+{
+	int rc = generate_n(s, ctx, s->pl_batch);
+	if (rc)
+		return rc;
+	size_t n = (size_t)s->pl_batch * s->pl_n;
+	gf_rng_normal(&s->noise, s->pl_y, n, 0.0f, s->pl_scale);
+	double mean;
+	if ((rc = s->be->ops->copy(s->be, s->pl_dev, s->pl_y, n * sizeof(float), GF_COPY_H2D)) ||
+	    (rc = gf_penalty_lengths(s->pen, s->pl_dev, &mean)))
+		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
+	/* StyleGAN2: the mean moves first, the penalty is around the new mean */
+	s->pl_mean += s->pl_decay * (mean - s->pl_mean);
+	rc = gf_penalty_apply(s->pen, GF_PENALTY_DISTANCE, s->pl, s->pl_mean, gain, NULL, GF_NEED_DW, value);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	if (rc)
+		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
+	if (!isfinite(*value))
+		return gf_fail(ctx, "step %lld: the path-length penalty is %g (non-finite); the last good checkpoint is kept",
+		               (long long)s->step, *value);
 	return 0;
 }
 
@@ -356,6 +440,11 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
 	if (!rc)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
+	if (!rc && s->pl > 0) { /* the mean's bits, so a resumed run goes on exactly */
+		int64_t bits;
+		memcpy(&bits, &s->pl_mean, sizeof(bits));
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
+	}
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
@@ -379,8 +468,9 @@ static int paired_grad(gstep *s, gf_ctx *ctx, const gf_tensor *dfake)
 }
 
 /* One micro-batch: G forward, the replica on the fakes, G's loss, the
- * replica's input gradient and G's backward into G's gradients. */
-static int micro_step(gstep *s, gf_ctx *ctx, int micro, double *loss)
+ * replica's input gradient and G's backward into G's gradients (added to
+ * them after the first micro-batch, or after a path-length term: acc). */
+static int micro_step(gstep *s, gf_ctx *ctx, int micro, int acc, double *loss)
 {
 	int64_t ls[1] = { s->batch };
 	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls), fake, dout, dfake;
@@ -402,7 +492,7 @@ static int micro_step(gstep *s, gf_ctx *ctx, int micro, double *loss)
 		return rc;
 	if (micro == s->acc - 1)
 		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
-	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | (micro ? GF_ACCUMULATE : 0))))
+	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | (micro || acc ? GF_ACCUMULATE : 0))))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
 		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
@@ -427,9 +517,13 @@ static int gstep_run(void *self, gf_ctx *ctx)
 		/* a stop may have been decided while we waited */
 		if (gf_should_stop(ctx))
 			break;
-		double loss = 0;
+		double loss = 0, pl = 0;
 		int64_t pushed = 0;
 		s->l1_sum = 0;
+		/* path length: in this step (pl_every = 1), or a step of its own after it */
+		int pl_now = s->pl > 0 && s->step % s->pl_every == 0, pl_first = pl_now && s->pl_every == 1;
+		if (pl_first && (rc = pl_step(s, ctx, 1.0, &pl)))
+			return rc;
 		for (int micro = 0; micro < s->acc; micro++) {
 			if ((rc = generate(s, ctx)))
 				return rc;
@@ -438,7 +532,7 @@ static int gstep_run(void *self, gf_ctx *ctx)
 					return rc;
 				pushed++;
 			}
-			if ((rc = micro_step(s, ctx, micro, &loss)))
+			if ((rc = micro_step(s, ctx, micro, pl_first, &loss)))
 				return rc;
 		}
 		for (; pushed < s->fakes_per_step; pushed++)
@@ -447,6 +541,11 @@ static int gstep_run(void *self, gf_ctx *ctx)
 		float gnorm;
 		if ((rc = gf_trainer_update(s->tr, s->step, &gnorm)))
 			return rc;
+		if (pl_now && !pl_first) {
+			gf_trainer_arm(s->tr, s->step); /* data parallel: buckets leave during the double backward */
+			if ((rc = pl_step(s, ctx, s->pl_every, &pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
+				return rc;
+		}
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
@@ -458,6 +557,10 @@ static int gstep_run(void *self, gf_ctx *ctx)
 			gf_msg_set_scalar(m, "grad_norm_g", gnorm);
 			if (s->paired && s->l1 > 0)
 				gf_msg_set_scalar(m, "l1_g", s->l1_sum); /* mean |G(A) - B|, the adversarial part is loss_g */
+			if (pl_now) {
+				gf_msg_set_scalar(m, "pl", pl);
+				gf_msg_set_scalar(m, "pl_mean", s->pl_mean);
+			}
 			if ((rc = gf_push(ctx, OUT_METRICS, m)))
 				return rc;
 		}
@@ -483,11 +586,13 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 static void gstep_destroy(void *self)
 {
 	gstep *s = self;
-	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga };
+	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->pl_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
 	free(s->real_labels);
+	free(s->pl_y);
+	gf_penalty_destroy(s->pen);
 	gf_net_destroy(s->d);
 	gf_trainer_destroy(s->tr);
 	gf_labels_destroy(s->draw);
@@ -505,7 +610,7 @@ static const gf_port_desc inputs[] = {
 static const gf_port_desc outputs[] = {
 	{ "fakes", "fakes", 0, "generated images (and their labels) for d_step; paired: (A, G(A))" },
 	{ "weights", "g_weights", GF_PORT_OPTIONAL, "G's weights every publish_every steps and at the end" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step; pl and pl_mean when run" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every steps and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: G's gradient buckets / parameters to an exchange stage" },
 };
@@ -537,6 +642,12 @@ static const gf_param_desc params[] = {
 	{ "ema", GF_PARAM_NUM, "0", "decay of an exponential moving average of G's weights (BigGAN: 0.9999; 0 = none): "
 	                            "checkpointed, and what sample grids, the evaluator and ganflow sample use", "0..1" },
 	{ "ema_start", GF_PARAM_INT, "0", "G steps before which the average is a plain copy of G", "0.." },
+	{ "pl", GF_PARAM_NUM, "0", "path-length penalty weight (StyleGAN2: 2): w E(|J_z^T y| - a)^2, y ~ N(0, I)/sqrt(HW), "
+	                           "a the lengths' moving mean (0 = none)", "0.." },
+	{ "pl_every", GF_PARAM_INT, "4", "path length: 1 = in every G step; k > 1 = a step of its own every k G steps "
+	                                 "(penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))", "1..1000000" },
+	{ "pl_decay", GF_PARAM_NUM, "0.01", "path length: the mean moves this fraction of the way to each batch's mean",
+	  "0..1" },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets |
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
 #                                  sample_folder
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
@@ -222,9 +222,9 @@ EOF
 regularise)
   # LeCam in D and orthogonal regularisation in G (step-stage options),
   # written into a copy of dcgan_fashion: they change training, are
-  # reported, resume exactly; R1 / gradient penalties are refused by name
-  sed -e 's/^  classifier = /  lecam = 0.0, ortho = 0.0, r1 = 0.0, gp = 0.0,\n  classifier = /' \
-      -e 's/loss = "bce", max_batch = opt.batch,/loss = "bce", max_batch = opt.batch, lecam = opt.lecam, r1 = opt.r1, gp = opt.gp,/' \
+  # reported, resume exactly (the gradient penalties: case penalties)
+  sed -e 's/^  classifier = /  lecam = 0.0, ortho = 0.0,\n  classifier = /' \
+      -e 's/loss = opt.loss, max_batch = opt.batch,/loss = opt.loss, max_batch = opt.batch, lecam = opt.lecam,/' \
       -e 's/d_net = D, batch = opt.batch,/d_net = D, batch = opt.batch, ortho = opt.ortho,/' \
       "$S/pipelines/dcgan_fashion.lua" >"$T/reg.lua"
   check "grep -q 'lecam = opt.lecam' '$T/reg.lua' && grep -q 'ortho = opt.ortho' '$T/reg.lua'" "the test pipeline was not patched"
@@ -246,11 +246,59 @@ regularise)
   check "[ $? -eq 0 ]" "resumed regularised run failed: $(tail -3 "$T/c.log")"
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
   check "[ $? -eq 0 ]" "N + resume + N differs from 2N with lecam/ortho: $(cat "$T/cmp.log")"
-  for k in r1 gp; do
-    rr "$T/$k" steps=2 $k=10
-    check "[ $? -ne 0 ]" "$k = 10 should be refused"
-    check "grep -q \"parameter '$k'.*double backward\" '$T/$k.log'" "the $k refusal should say why: $(tail -2 "$T/$k.log")"
+  ;;
+penalties)
+  # R1 (in the D step, and lazy), WGAN-GP and the path length through the
+  # nn engine's double backward: they run, report their values, change
+  # training, resume exactly (the lazy schedules, gp's generator and pl's
+  # mean in the checkpoint); the refusals name what is at fault
+  n=$((STEPS / 20))
+  pr() { local dir=$1; shift; run dcgan_fashion "$dir" samples=1000 log=1 "$@"; }
+  pr "$T/plain" steps=4
+  for c in "r1 r1=10 r1_every=1" "r1lazy r1=10 r1_every=3" "gp loss=wgan gp=10" "pl pl=2 pl_every=2"; do
+    set -- $c
+    k=$1
+    shift
+    pr "$T/$k" steps=4 "$@"
+    check "[ $? -eq 0 ]" "$k: the run failed: $(tail -3 "$T/$k.log")"
+    m=${k%lazy}
+    check "grep -q '\"$m\":[0-9.e-]*[1-9]' '$T/$k/metrics.jsonl'" "$k: no non-zero $m metric: $(tail -1 "$T/$k/metrics.jsonl")"
+    check "! grep -q '\"$m\":null' '$T/$k/metrics.jsonl'" "$k: a non-finite $m metric"
   done
+  check "grep -q '\"pl_mean\":[0-9.e-]*[1-9]' '$T/pl/metrics.jsonl'" "no pl_mean metric"
+  check "[ \$(grep -c '\"r1\"' '$T/r1lazy/metrics.jsonl') -eq 2 ]" "lazy R1 every 3 steps of 4 should report twice: $(grep -c '"r1"' "$T/r1lazy/metrics.jsonl")"
+  check "[ \$(grep -c '\"r1\"' '$T/r1/metrics.jsonl') -eq 4 ]" "R1 every step should report 4 times"
+  "$B/tests/st_compare" "$(latest "$T/plain")" "$(latest "$T/r1")" >"$T/cmp_r1.log" 2>&1
+  check "[ $? -ne 0 ]" "r1 did not change the networks"
+  # TensorBoard gets them too: every figure of metrics.jsonl is a scalar
+  # of the event file (check_tfevents.py), and gp and pl are figures there
+  if /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null; then
+    for k in gp pl; do
+      /usr/bin/python3 "$S/tests/train/check_tfevents.py" "$T/$k" 274 274 >"$T/tb_$k.log" 2>&1
+      check "[ $? -eq 0 ]" "$k: the event file: $(tail -3 "$T/tb_$k.log")"
+    done
+  fi
+  # resume: N + resume + N = 2N, with the lazy schedules mid-interval
+  for c in "r1lazy r1=10 r1_every=3" "gp loss=wgan gp=10" "pl pl=2 pl_every=3"; do
+    set -- $c
+    k=$1
+    shift
+    pr "$T/${k}_a" steps=$((2 * n)) "$@"
+    pr "$T/${k}_b" steps=$((n + 1)) "$@"
+    pr "$T/${k}_c" steps=$((2 * n)) resume="$T/${k}_b" "$@"
+    check "[ $? -eq 0 ]" "$k: the resumed run failed: $(tail -3 "$T/${k}_c.log")"
+    "$B/tests/st_compare" "$(latest "$T/${k}_a")" "$(latest "$T/${k}_c")" >"$T/cmp_$k.log" 2>&1
+    check "[ $? -eq 0 ]" "$k: N + resume + N differs from 2N: $(head -3 "$T/cmp_$k.log")"
+  done
+  # refusals
+  pr "$T/gpbce" steps=2 gp=10
+  check "[ $? -ne 0 ] && grep -q \"parameter 'gp'.*loss = \\\"wgan\\\"\" '$T/gpbce.log'" "gp with loss = bce: $(tail -1 "$T/gpbce.log")"
+  run sngan_fashion "$T/attn" ch_g=8 ch_d=8 n_dis=1 steps=2 samples=1000 log=1 attention=16 r1=1
+  check "[ $? -ne 0 ] && grep -q \"parameter 'r1'.*(attention): has no double backward\" '$T/attn.log'" \
+    "r1 with a self-attention D should name the layer: $(tail -1 "$T/attn.log")"
+  run sngan_fashion "$T/cbn" ch_g=8 ch_d=8 n_dis=1 steps=2 samples=1000 log=1 classes=10 pl=2
+  check "[ $? -ne 0 ] && grep -q \"parameter 'pl'.*(cbn): has no double backward\" '$T/cbn.log'" \
+    "pl with a cBN G should name the layer: $(tail -1 "$T/cbn.log")"
   ;;
 ema)
   # g_step's moving average of G: checkpointed, the average of what G was
