@@ -112,9 +112,8 @@ int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flag
 		                            "GF_NEED_DX (whose input gradient the penalty is on)");
 	if (!t)
 		return gf_seterr(GF_EPARAM, "network double backward: no tangent (dP/dg)");
-	if ((rc = gf_net_check_backward2(net)))
-		return rc;
-	if (!net->tan_work && (rc = plan_tangents(net)))
+	/* once: the network's layers do not change */
+	if (!net->tan_work && ((rc = gf_net_check_backward2(net)) || (rc = plan_tangents(net))))
 		return rc;
 	net->dx_kept = 0;   /* the node gradients are about to be overwritten */
 	if ((flags & GF_NEED_DW) && !(flags & GF_ACCUMULATE) && (rc = gf_net_zero_grad(net)))

@@ -1,7 +1,8 @@
 /* core/train, the training skeleton the step stages share: the trainer
  * (this file), backends, networks and messages of a step (train.c),
  * checkpoints and resume (ckpt.c), the exchange client of data-parallel
- * runs (exchange_client.c), labels, the fake cache and LeCam. It uses
+ * runs (exchange_client.c), labels, the fake cache, LeCam and the
+ * gradient penalties (penalty.c). It uses
  * core/base, core/runtime (the stage API), core/data, core/nn and
  * core/dist; core/eval, core/lua (resume) and the stages use it.
  *

@@ -96,6 +96,7 @@ typedef struct dstep {
 	gf_penalty *pen;        /* r1 or gp */
 	gf_rng gp_rng;          /* gp: the interpolation weights */
 	float *xhat;            /* gp: (max_batch, D input) host interpolates */
+	float *eps;             /* gp: (max_batch) their weights */
 	size_t nin;             /* D's input values per sample */
 } dstep;
 
@@ -130,7 +131,8 @@ static int penalty_setup(dstep *s, gf_ctx *ctx)
 	gf_net_shapes(s->d, &din, NULL);
 	s->nin = (size_t)gf_tensor_numel(&din) / (size_t)din.shape[0];
 	if (s->gp > 0) {
-		if (!(s->xhat = malloc((size_t)s->max_batch * s->nin * sizeof(float))))
+		if (!(s->xhat = malloc((size_t)s->max_batch * s->nin * sizeof(float))) ||
+		    !(s->eps = malloc((size_t)s->max_batch * sizeof(float))))
 			return gf_fail(ctx, "out of memory");
 		gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
 		return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
@@ -305,15 +307,13 @@ static int gp_step(dstep *s, gf_ctx *ctx, const gf_msg *real, const gf_msg *fake
 {
 	const gf_tensor *x = &real->t[0], *f = &fake->t[0];
 	int64_t n = x->shape[0] < f->shape[0] ? x->shape[0] : f->shape[0];
-	float e[1];
 	const float *xr = x->data, *xf = f->data;
-	for (int64_t i = 0; i < n; i++) {
-		gf_rng_uniform(&s->gp_rng, e, 1, 0.0f, 1.0f);
+	gf_rng_uniform(&s->gp_rng, s->eps, (size_t)n, 0.0f, 1.0f);
+	for (int64_t i = 0; i < n; i++)
 		for (size_t j = 0; j < s->nin; j++) {
 			size_t at = (size_t)i * s->nin + j;
-			s->xhat[at] = e[0] * xr[at] + (1.0f - e[0]) * xf[at];
+			s->xhat[at] = s->eps[i] * xr[at] + (1.0f - s->eps[i]) * xf[at];
 		}
-	}
 	gf_tensor xh = *x, lab = real->ntensors > 1 ? real->t[1] : *x;
 	xh.data = s->xhat;
 	xh.shape[0] = n;
@@ -581,6 +581,7 @@ static void dstep_destroy(void *self)
 	gf_fake_cache_destroy(s->cache);
 	gf_penalty_destroy(s->pen);
 	free(s->xhat);
+	free(s->eps);
 	if (s->dpred)
 		s->be->ops->free(s->be, s->dpred);
 	if (s->reg_dev)
