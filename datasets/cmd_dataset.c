@@ -632,7 +632,8 @@ typedef struct verify_ctx {
 	int workers;
 	const int32_t *label_of; /* (count) label from the meta index, -1 unlabelled */
 	atomic_uint_fast64_t done, bad, printed;
-	atomic_uint_fast64_t summed; /* records that carry a checksum (checked) */
+	atomic_uint_fast64_t summed; /* records whose header says they carry a checksum */
+	int caffe;               /* Caffe Datums: no ganflow header */
 	atomic_int fatal;
 	char fatal_msg[512];
 	pthread_mutex_t lock;
@@ -667,8 +668,6 @@ static void *verify_worker(void *p)
 		if (!rc) {
 			const uint8_t *pix;
 			int w, h;
-			if (r.h.flags & GF_RECORD_CRC32C)
-				atomic_fetch_add(&v->summed, 1);
 			rc = gf_record_check(&r.h, r.payload);
 			if (!rc)
 				rc = gf_decode_pixels(dec, &r.h, r.payload, 0, &pix, &w, &h);
@@ -683,6 +682,12 @@ static void *verify_worker(void *p)
 		} else {
 			snprintf(why, sizeof(why), "%s", gf_errmsg());
 		}
+		/* whether it carries a checksum is its header's to say, also when
+		 * the record is bad for another reason (a label out of range) */
+		gf_record_header hh;
+		if (r.value && !v->caffe && gf_record_parse(r.value, r.value_len, &hh, NULL) == 0 &&
+		    (hh.flags & GF_RECORD_CRC32C))
+			atomic_fetch_add(&v->summed, 1);
 		if (rc) {
 			atomic_fetch_add(&v->bad, 1);
 			if (atomic_fetch_add(&v->printed, 1) < 100)
@@ -727,6 +732,7 @@ static int cmd_verify(args *a)
 			label_of[m->class_index[c][j]] = (int32_t)c;
 	v.label_of = label_of;
 	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
+	v.caffe = caffe;
 	gf_dataset_close(ds);
 	pthread_mutex_init(&v.lock, NULL);
 	pthread_t th[64];

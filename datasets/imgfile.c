@@ -108,7 +108,8 @@ int gf_image_file_decode(gf_decoder *d, const uint8_t *buf, size_t len, int chan
 {
 	int rc;
 	*is_jpeg = 0;
-	if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) {
+	gf_image_kind kind = gf_image_sniff(buf, len);
+	if (kind == GF_IMAGE_JPEG) {
 		*is_jpeg = 1;
 		int jc;
 		if ((rc = gf_jpeg_info(d, buf, len, w, h, &jc)))
@@ -128,7 +129,7 @@ int gf_image_file_decode(gf_decoder *d, const uint8_t *buf, size_t len, int chan
 		memcpy(*pix, px, n);
 		return 0;
 	}
-	if (len >= 8 && !png_sig_cmp(buf, 0, 8)) {
+	if (kind == GF_IMAGE_PNG) {
 		png_image img;
 		memset(&img, 0, sizeof(img));
 		img.version = PNG_IMAGE_VERSION;

@@ -30,6 +30,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local drank = gf.world() > 1 and 1 or 0
@@ -40,10 +41,10 @@ local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch, part = 0, parts = 1, rank = drank }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.d_lr, betas = { 0.5, 0.999 } },
                               mode = "async", staleness = opt.staleness, cache = opt.cache, max_batch = opt.batch,
-                              rank = drank }
+                              rank = drank, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, mode = "async",
                               opt = gf.adam { lr = opt.g_lr, betas = { 0.5, 0.999 } }, publish_every = opt.samples,
-                              rank = 0 }
+                              rank = 0, precision = opt.precision }
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { capacity = 16 })     -- across ranks: the fake cache in flight
 gf.connect(d.weights, g.d_weights, { capacity = 4 })

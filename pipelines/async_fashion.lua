@@ -24,7 +24,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
-  precision = "fp32",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }

@@ -29,7 +29,7 @@ local opt = gf.args {
   lecam = 0.0,
   samples = 250,
   log = 50,
-  precision = "fp32",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
   eval = 0,
   eval_n = 2000,
   eval_real_n = 0,

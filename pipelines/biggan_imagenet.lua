@@ -33,7 +33,7 @@ local opt = gf.args {
   decoders = 4,        -- jpeg_decode workers
   samples = 1000,
   log = 50,
-  precision = "fp32",  -- bf16 / fp16 mixed precision with backend=cuda
+  precision = "fp32",  -- tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision with backend=cuda
 }
 
 local info = gf.dataset(opt.data)

@@ -17,6 +17,7 @@ local opt = gf.args {
   lr = 1e-3,
   size = 32,
   log = 100,
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local net = cls.classifier { size = opt.size, channels = 1, classes = 10 }
@@ -25,7 +26,8 @@ local decode = gf.stage "jpeg_decode" { name = "decode", size = opt.size, channe
 local batch = gf.stage "batch" { size = opt.batch, drop_last = true }
 local clf = gf.stage "classifier_step" { name = "clf", net = net, opt = gf.adam { lr = opt.lr },
                                          max_batch = opt.batch, size = opt.size, channels = 1,
-                                         resize = "bilinear", test = opt.test, export = opt.out }
+                                         resize = "bilinear", test = opt.test, export = opt.out,
+                                         precision = opt.precision }
 local metrics = gf.stage "metrics" { every = opt.log }
 local ckpt = gf.stage "checkpoint" { keep = 1 }
 

@@ -40,7 +40,7 @@ local opt = gf.args {
   log = 50,            -- metrics line every this many steps
   init = "torch",      -- "torch" (PyTorch defaults, as the peer) or "dcgan" (N(0, 0.02))
   decoders = 1,        -- jpeg_decode workers
-  precision = "fp32",  -- fp32, or bf16 / fp16 mixed precision (backend=cuda)
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
   eval = 0,            -- FID/IS/KID every this many steps while training (0: off; needs the classifier)
   eval_n = 2000,       -- generated images per evaluation
   eval_real_n = 0,     -- real images behind the reference statistics (0: the whole split; cached)

@@ -45,6 +45,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local sc = gf.scale { global_batch = opt.global_batch > 0 and opt.global_batch or opt.batch * gf.world(),
@@ -55,9 +56,10 @@ local adam = gf.adam { lr = sc.lr, betas = { 0.5, 0.999 } }
 
 local batch = gan.data { path = opt.data, size = opt.size, batch = sc.batch }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = sc.batch,
-                              lr_warmup = sc.warmup, clip = opt.clip }
+                              lr_warmup = sc.warmup, clip = opt.clip, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = sc.batch, opt = adam, loss = "bce",
-                              publish_every = opt.samples, lr_warmup = sc.warmup, clip = opt.clip }
+                              publish_every = opt.samples, lr_warmup = sc.warmup, clip = opt.clip,
+                              precision = opt.precision }
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = 1 })
 gf.connect(d.weights, g.d_weights, { depth = 1 })

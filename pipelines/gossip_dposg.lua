@@ -27,6 +27,7 @@ local opt = gf.args {
   samples = 250,
   log = 50,
   init = "torch",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
@@ -34,9 +35,9 @@ local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
 local oadam = gf.oadam { lr = opt.lr, betas = { 0.5, 0.999 } }
 
 local batch = gan.data { path = opt.data, size = opt.size, batch = opt.batch }
-local d = gf.stage "d_step" { name = "d", net = D, opt = oadam, max_batch = opt.batch }
+local d = gf.stage "d_step" { name = "d", net = D, opt = oadam, max_batch = opt.batch, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = oadam,
-                              publish_every = opt.samples }
+                              publish_every = opt.samples, precision = opt.precision }
 gf.connect(batch.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = 1 })
 gf.connect(d.weights, g.d_weights, { depth = 1 })

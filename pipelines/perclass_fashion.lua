@@ -31,7 +31,7 @@ local opt = gf.args {
   log = 50,
   threads = 1,         -- compute threads per step stage (many pairs share the cores)
   init = "torch",
-  precision = "fp32",
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
   eval = 0,            -- FID/IS/KID of the mixture (and per-class FID) every this many steps (0: off)
   eval_n = 2000,
   eval_real_n = 0,

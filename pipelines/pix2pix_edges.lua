@@ -37,7 +37,7 @@ local opt = gf.args {
   rows = 8,            -- pairs in the grid
   log = 50,            -- metrics line every this many steps
   decoders = 1,        -- jpeg_decode workers
-  precision = "fp32",  -- fp32, or bf16 / fp16 mixed precision (backend=cuda)
+  precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
 }
 
 local G = p2p.G { size = opt.size, channels = opt.channels, ngf = opt.ngf, norm = opt.norm }

@@ -102,8 +102,9 @@ function(gf_data_test_deps)
   endif()
 endfunction()
 cmake_language(DEFER CALL gf_data_test_deps)
-# CRC-32C (core/base/crc32c.c): every implementation the CPU allows against a
-# bitwise one; the second run turns the AVX-512 folding off.
+# CRC-32C (core/base/crc32c.c): every implementation the CPU allows, forced in
+# turn, against a bitwise one; the second and third runs check the choice
+# made at start from the environment (GF_CRC32C_NO_FOLD, GF_CRC32C).
 gf_add_test(test_crc32c
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_crc32c.c
   LABELS data
@@ -111,3 +112,6 @@ gf_add_test(test_crc32c
 add_test(NAME test_crc32c_nofold COMMAND test_crc32c)
 set_tests_properties(test_crc32c_nofold PROPERTIES TIMEOUT 60 LABELS data
   ENVIRONMENT "GF_CRC32C_NO_FOLD=1")
+add_test(NAME test_crc32c_pclmul COMMAND test_crc32c)
+set_tests_properties(test_crc32c_pclmul PROPERTIES TIMEOUT 60 LABELS data
+  ENVIRONMENT "GF_CRC32C=pclmulqdq")

@@ -3,7 +3,8 @@
  * JSON round trips keep types and give sorted, stable text, bad JSON names
  * the offset; resume paths resolve through `latest` with messages naming
  * the path; a checkpoint's parts, roles, classes, tables (JSON, and the Lua
- * text of older checkpoints), networks and data positions read back. */
+ * text of older checkpoints), networks and data positions read back; the
+ * formats ganflow wrote are read and others refused. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,8 +261,8 @@ static void test_parts(void **state)
 static void test_bad_table(void **state)
 {
 	(void)state;
-	const char *meta[] = { "x.role", "generator", "x.table", "{\"1\": [\"linear\", 3 2]}", "y.role", "classifier",
-	                       NULL };
+	const char *meta[] = { "format", GF_CKPT_FORMAT, "x.role", "generator", "x.table", "{\"1\": [\"linear\", 3 2]}",
+	                       "y.role", "classifier", NULL };
 	assert_int_equal(gf_st_write(at("bad.safetensors"), NULL, 0, meta), 0);
 	gf_ckpt *c;
 	gf_value t;
@@ -275,6 +276,67 @@ static void test_bad_table(void **state)
 	assert_int_not_equal(gf_ckpt_open(&c, at("missing.safetensors")), 0);
 }
 
+/* The formats: every one ganflow ever wrote opens (training checkpoints,
+ * "ganflow-checkpoint-1" since the first, with JSON or older Lua-text
+ * tables; single networks, "ganflow-nn-1", as the evaluator's classifier
+ * and `ganflow weights import` save them); any other, or none, is refused
+ * naming the file, what it holds and what is read. */
+static void test_formats(void **state)
+{
+	(void)state;
+	/* the training checkpoint of make_checkpoint (JSON and Lua-text tables) */
+	gf_ckpt *c;
+	assert_int_equal(gf_ckpt_check_format(make_checkpoint()), 0);
+	/* a network saved as the classifier export and `weights import` do */
+	gf_backend *be;
+	gf_backend_opts o = { .threads = 1 };
+	assert_int_equal(gf_backend_open("cpu", &o, &be), 0);
+	const char *json = "{\"1\": [\"linear\", 3, 2], \"input_shape\": [3]}";
+	gf_value table;
+	assert_int_equal(gf_value_from_json(json, &table), 0);
+	gf_net *net;
+	gf_net_opts no = { .max_batch = 2 };
+	assert_int_equal(gf_net_create(&net, be, &table, &no), 0);
+	gf_value_free(&table);
+	gf_ckpt_part part = { "clf.net", net, NULL };
+	const char *nmeta[] = { "clf.role", "classifier", "clf.table", json, NULL };
+	assert_int_equal(gf_ckpt_save(at("clf.safetensors"), &part, 1, 5, NULL, nmeta), 0);
+	assert_int_equal(gf_ckpt_open(&c, at("clf.safetensors")), 0);
+	gf_net *back;
+	assert_int_equal(gf_ckpt_net(c, gf_ckpt_find(c, "classifier"), be, 2, &back), 0);
+	gf_net_destroy(back);
+	gf_ckpt_close(c);
+	gf_net_destroy(net);
+	gf_backend_close(be);
+
+	static const struct {
+		const char *file, *format, *want[3];
+	} bad[] = {
+		{ "v99.safetensors", "ganflow-checkpoint-99",
+		  { "v99.safetensors: checkpoint format 'ganflow-checkpoint-99' is not one this version reads (written by "
+		    "another version of ganflow)", "it reads formats ganflow-checkpoint-1, ganflow-nn-1" } },
+		{ "foreign.safetensors", "pt",
+		  { "foreign.safetensors: checkpoint format 'pt' is not one this version reads (not a ganflow checkpoint)",
+		    "ganflow-checkpoint-1, ganflow-nn-1" } },
+		{ "none.safetensors", NULL,
+		  { "none.safetensors: no checkpoint format in its metadata (\"format\"): not a ganflow checkpoint",
+		    "reads formats ganflow-checkpoint-1, ganflow-nn-1" } },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *meta[] = { "format", bad[i].format, "g.role", "generator", "g.table", json, NULL };
+		assert_int_equal(gf_st_write(at(bad[i].file), NULL, 0, bad[i].format ? meta : meta + 2), 0);
+		for (int k = 0; k < 2; k++) {
+			c = NULL;
+			int rc = k ? gf_ckpt_open(&c, at(bad[i].file)) : gf_ckpt_check_format(at(bad[i].file));
+			assert_int_equal(rc, GF_ECORRUPT);
+			assert_null(c);
+			for (int j = 0; bad[i].want[j]; j++)
+				if (!strstr(gf_errmsg(), bad[i].want[j]))
+					fail_msg("%s: \"%s\" lacks \"%s\"", bad[i].file, gf_errmsg(), bad[i].want[j]);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_parts),
 		cmocka_unit_test(test_bad_table),
+		cmocka_unit_test(test_formats),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

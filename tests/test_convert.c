@@ -436,6 +436,29 @@ static void test_command(void **st)
 	    !strstr(txt, "payload checksums: every record"))
 		fail_msg("verify printed:\n%s", txt);
 	free(txt);
+	/* every label out of range (9 of 3 classes): each record is named bad,
+	 * and the checksums their headers announce are still counted */
+	char *bl = path_fmt("%s/cmd-labels", dir);
+	assert_int_equal(run_cmd("%s dataset synth %s count=5 width=16 height=16 classes=3 >%s 2>&1", g, bl, log), 0);
+	assert_int_equal(gf_dataset_open(bl, &d), 0);
+	free(file);
+	file = strdup(gf_dataset_shard(d, 0)->file);
+	fd = open(file, O_WRONLY);
+	assert_true(fd >= 0);
+	for (uint64_t k = 0; k < 5; k++) {
+		static const uint8_t nine[4] = { 9, 0, 0, 0 }; /* i32 label at offset 4 of the header */
+		assert_int_equal(gf_dataset_locate(d, k, &r), 0);
+		assert_int_equal(pwrite(fd, nine, 4, (off_t)(r.offset + 4)), 4);
+	}
+	close(fd);
+	gf_dataset_close(d);
+	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, bl, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "key 4: label 9 >= class count 3") || !strstr(txt, "5 records verified, 5 bad") ||
+	    !strstr(txt, "payload checksums: every record"))
+		fail_msg("verify printed:\n%s", txt);
+	free(txt);
+	free(bl);
 	/* export writes class folders */
 	char *ex = path_fmt("%s/export", dir), *one = path_fmt("%s/export/1/00000001.jpg", dir);
 	assert_int_equal(run_cmd("%s dataset export %s %s >%s 2>&1", g, ds, ex, log), 0);

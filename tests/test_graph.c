@@ -3,12 +3,15 @@
  * plain edges, multi-worker stages (with dropped placeholders), fan-out
  * and multi-edge inputs; back edges; every way a run ends (end of data,
  * step target, graceful and hard stop requests, grace timeout, failure in
- * create and mid-run) ends promptly with the right reason and message; and
- * validation errors name what is wrong. Run under TSan too. */
+ * create and mid-run) ends promptly with the right reason and message;
+ * validation errors name what is wrong; and a stop agreed across ranks
+ * ends after the step under way. Run under TSan too. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
@@ -301,6 +305,26 @@ static void test_grace_timeout(void **state)
 	assert_int_equal(run(g, 50), GF_ESTOP);
 	assert_true(gf_now() - t0 < 10.0);
 	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_GRACE);
+	gf_graph_destroy(g);
+}
+
+/* A stage that computes in its flush for longer than the grace (a final
+ * evaluation on a loaded machine) is not stopped hard: the grace counts
+ * time without progress, and a flush that uses CPU is progress. */
+static void test_grace_busy_flush(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+	int sink = add(g, "check_sink", "sink", "{ flush_cpu_s = 3 }", 1);
+	link_(g, src, "out", sink, "inp", NULL);
+	gf_graph_set_grace(g, 1.0);
+	assert_int_equal(run(g, 50), 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_STEPS);
+	double v = 0;
+	assert_int_equal(gf_graph_value(g, "sink_items", &v), 1); /* published after the computing */
+	assert_true(v >= 50);
 	gf_graph_destroy(g);
 }
 
@@ -597,6 +621,162 @@ static void test_cycles_without_source(void **state)
 	gf_graph_destroy(g);
 }
 
+/* ---- message memory for devices (gf_port_set_allocator and friends) ----
+ *
+ * A "producer" pushes N messages with a tensor; "consumer" stages ask, in
+ * create(), for the producer's buffers from a counting allocator of
+ * theirs (dir 0) and declare the device memory their input accepts; the
+ * producer asks in run() whether all its consumers take device memory,
+ * and reports the answer. */
+
+#define MEM_N 20
+
+static atomic_int mem_allocs, mem_frees;
+
+static void *mem_alloc(void *ud, size_t bytes)
+{
+	(void)ud;
+	atomic_fetch_add(&mem_allocs, 1);
+	return malloc(bytes ? bytes : 1);
+}
+
+static void mem_free(void *ud, void *p)
+{
+	(void)ud;
+	if (p)
+		atomic_fetch_add(&mem_frees, 1);
+	free(p);
+}
+
+static void *other_alloc(void *ud, size_t bytes)
+{
+	return mem_alloc(ud, bytes);
+}
+
+static int mem_prod_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	gf_report_value(ctx, "device_ok_0", gf_port_device_ok(ctx, 0, GF_CUDA, 0));
+	gf_report_value(ctx, "device_ok_1", gf_port_device_ok(ctx, 0, GF_CUDA, 1));
+	for (int i = 0; i < MEM_N; i++) {
+		gf_msg *m;
+		int rc = gf_msg_get(ctx, 0, &m);
+		if (rc)
+			return rc;
+		int64_t sh[1] = { 16 };
+		float *x = gf_msg_tensor(m, 0, GF_F32, 1, sh);
+		if (!x) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "out of memory");
+		}
+		x[0] = (float)i;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc;
+	}
+	return 0;
+}
+
+/* parameters: dev = device index accepted (-1: none), alloc = 0 none, 1
+ * the counting allocator, 2 another one */
+static int mem_cons_create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	*self = NULL;
+	int dev = (int)gf_value_as_int(gf_value_get(p, "dev"), -1, NULL);
+	int which = (int)gf_value_as_int(gf_value_get(p, "alloc"), 0, NULL);
+	if (dev >= 0)
+		gf_port_accept_device(ctx, 0, GF_CUDA, dev);
+	if (which) {
+		gf_allocator a = { which == 1 ? mem_alloc : other_alloc, mem_free, NULL };
+		int rc = gf_port_set_allocator(ctx, 0, 0, &a);
+		gf_report_value(ctx, which == 1 ? "set_1" : "set_2", rc);
+	}
+	return 0;
+}
+
+static int mem_cons_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (int i = 0;; i++) {
+		gf_msg *m;
+		int rc = gf_pop(ctx, 0, &m);
+		if (rc)
+			return rc == GF_EEOF ? 0 : rc;
+		float v = ((const float *)m->t[0].data)[0];
+		gf_msg_release(m);
+		if (v != (float)i)
+			return gf_fail(ctx, "message %d holds %g", i, (double)v);
+	}
+}
+
+static const gf_param_desc mem_params[] = {
+	{ "dev", GF_PARAM_INT, "-1", "", NULL },
+	{ "alloc", GF_PARAM_INT, "0", "", NULL },
+};
+static const gf_stage_desc mem_prod = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "mem_prod", .doc = "",
+	.outputs = tok_out, .noutputs = 1, .create = null_create, .run = mem_prod_run,
+};
+static const gf_stage_desc mem_cons = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "mem_cons", .doc = "",
+	.inputs = tok_in, .ninputs = 1, .params = mem_params, .nparams = 2,
+	.create = mem_cons_create, .run = mem_cons_run,
+};
+
+/* One producer, consumers with params a and b (b NULL: one consumer). */
+static gf_graph *mem_graph(const char *a, const char *b)
+{
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int p, c1, c2;
+	assert_int_equal(gf_graph_add_desc(g, &mem_prod, "p", NULL, 1, &p), 0);
+	gf_value va = lua_params(a), vb = b ? lua_params(b) : gf_value_nil();
+	assert_int_equal(gf_graph_add_desc(g, &mem_cons, "c1", &va, 1, &c1), 0);
+	link_(g, p, "out", c1, "inp", NULL);
+	if (b) {
+		assert_int_equal(gf_graph_add_desc(g, &mem_cons, "c2", &vb, 1, &c2), 0);
+		link_(g, p, "out", c2, "inp", NULL);
+	}
+	gf_value_free(&va);
+	gf_value_free(&vb);
+	return g;
+}
+
+static void test_port_memory(void **state)
+{
+	(void)state;
+	/* a consumer's allocator serves the producer's buffers, all freed
+	 * with the graph; the producer sees its consumer's device */
+	atomic_store(&mem_allocs, 0);
+	atomic_store(&mem_frees, 0);
+	gf_graph *g = mem_graph("{ dev = 0, alloc = 1 }", NULL);
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_1") == 0);
+	assert_true(value(g, "device_ok_0") == 1);
+	assert_true(value(g, "device_ok_1") == 0); /* another device index */
+	int allocs = atomic_load(&mem_allocs);
+	assert_true(allocs >= 1 && allocs <= MEM_N);
+	gf_graph_destroy(g);
+	assert_int_equal(atomic_load(&mem_frees), allocs);
+
+	/* two consumers on one device asking for the same allocator: fine;
+	 * one that takes no device memory makes the answer 0 */
+	g = mem_graph("{ dev = 0, alloc = 1 }", "{ dev = 0, alloc = 1 }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_1") == 0);
+	assert_true(value(g, "device_ok_0") == 1);
+	gf_graph_destroy(g);
+	g = mem_graph("{ dev = 0 }", "{ }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "device_ok_0") == 0);
+	gf_graph_destroy(g);
+
+	/* two consumers asking for different allocators: the second is told */
+	g = mem_graph("{ alloc = 1 }", "{ alloc = 2 }");
+	assert_int_equal(run(g, 0), 0);
+	assert_true(value(g, "set_2") == -EEXIST);
+	gf_graph_destroy(g);
+}
+
 /* The stall watchdog: a run where no step completes reports the starved
  * edge and the busy stage, then stops with GF_EFAIL: at once before the
  * first step, gracefully (stages flush) after it. */
@@ -630,6 +810,148 @@ static void test_stall_watchdog(void **state)
 	(void)state;
 	stall_run(0, 0);   /* nothing ever reaches the sink */
 	stall_run(20, 20); /* 20 steps, then nothing */
+}
+
+/* ---- the agreed stop of a distributed run ----
+ *
+ * A synchronous GAN in miniature: `lead` (g_step) begins step k when the
+ * follower's token k - 1 is back, sends its fakes k and then computes for
+ * a long time; `follow` (d_step) takes fakes k, reports step k at once and
+ * sends its token back, then waits for fakes k + 1. A stop requested while
+ * the lead computes step K must end the run after K, the step under way:
+ * the follower has finished K but cannot begin K + 1 without the lead.
+ * Ending after K + 1 (what the follower's last report alone allows) would
+ * cost the lead a whole step more, past mpirun's 2 s (docs/dist.md). The
+ * peers table stands in for core/dist: rank 0 of a world of 2 whose other
+ * rank answers at once with nothing further to run. */
+
+#define AGREE_K 3
+
+static atomic_int agree_go;           /* the test lets the lead finish step K */
+static atomic_llong agree_s = -1;     /* the step the "ranks" agreed on */
+static atomic_llong lead_done;        /* steps the lead completed */
+static _Atomic(gf_graph *) agree_g;
+
+static void agree_attach(gf_graph *g)
+{
+	atomic_store(&agree_g, g);
+}
+
+static void *agree_thread(void *arg)
+{
+	(void)arg;
+	gf_graph *g = atomic_load(&agree_g);
+	int64_t s = gf_graph_hold(g); /* as dist.c's responder does for each rank */
+	atomic_store(&agree_s, s);
+	gf_graph_stop_at(g, s);
+	return NULL;
+}
+
+static int agree_request(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, agree_thread, NULL))
+		return gf_seterr(-EAGAIN, "cannot start the agreement thread");
+	pthread_detach(t);
+	return 0;
+}
+
+static const gf_graph_peers agree_peers = { .attach = agree_attach, .stop_request = agree_request };
+
+static int lead_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (int64_t k = 1;; k++) {
+		gf_msg *m;
+		int rc;
+		if (k > 1 && (rc = gf_pop(ctx, 0, &m)))
+			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+		if (k > 1)
+			gf_msg_release(m);
+		if ((rc = gf_step_begin(ctx, k)))
+			return rc == GF_ESTOP ? 0 : rc;
+		if ((rc = gf_msg_get(ctx, 0, &m)))
+			return rc == GF_ESTOP ? 0 : rc;
+		m->step = k;
+		if ((rc = gf_push(ctx, 0, m)))
+			return rc == GF_ESTOP ? 0 : rc;
+		while (k == AGREE_K && !atomic_load(&agree_go) && !gf_ctx_hard_stop(ctx)) /* the long step */
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		atomic_store(&lead_done, k);
+	}
+}
+
+static int follow_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	for (;;) {
+		gf_msg *in, *out;
+		int rc = gf_pop(ctx, 0, &in);
+		if (rc)
+			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+		int64_t k = in->step;
+		gf_msg_release(in);
+		if ((rc = gf_step_begin(ctx, k)))
+			return rc == GF_ESTOP ? 0 : rc;
+		gf_report_step(ctx, k, 1);
+		if ((rc = gf_msg_get(ctx, 0, &out)))
+			return rc == GF_ESTOP ? 0 : rc;
+		if ((rc = gf_push(ctx, 0, out)))
+			return rc == GF_ESTOP ? 0 : rc;
+	}
+}
+
+static const gf_stage_desc lead = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "lead", .doc = "",
+	.inputs = back_in, .ninputs = 1, .outputs = tok_out, .noutputs = 1,
+	.flags = GF_STAGE_CYCLE_START, .create = null_create, .run = lead_run,
+};
+
+static const gf_stage_desc follow = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "follow", .doc = "",
+	.inputs = tok_in, .ninputs = 1, .outputs = back_out, .noutputs = 1,
+	.create = null_create, .run = follow_run,
+};
+
+static void *stop_in_step_k(void *arg)
+{
+	gf_graph *g = arg;
+	while (gf_graph_step(g) < AGREE_K)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	/* the follower has reported K and now waits for fakes K + 1 */
+	nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	gf_graph_request_stop(g, 0);
+	while (atomic_load(&agree_s) < 0)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	atomic_store(&agree_go, 1);
+	return NULL;
+}
+
+static void test_agreed_stop_in_flight(void **state)
+{
+	(void)state;
+	gf_graph *g;
+	assert_int_equal(gf_graph_create(&g), 0);
+	int a, b;
+	assert_int_equal(gf_graph_add_desc(g, &lead, NULL, NULL, 1, &a), 0);
+	assert_int_equal(gf_graph_add_desc(g, &follow, NULL, NULL, 1, &b), 0);
+	gf_edge_opts one = { .depth = 1 };
+	link_(g, a, "out", b, "inp", &one);
+	link_(g, b, "back", a, "back", &one);
+	gf_graph_set_peers(&agree_peers);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, stop_in_step_k, g), 0);
+	gf_run_info info = { .steps = 0, .seed = 1, .world = 2, .backend = "cpu" };
+	int rc = gf_graph_run(g, &info, GF_GRAPH_QUIET);
+	pthread_join(t, NULL);
+	gf_graph_set_peers(NULL);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_REQUEST);
+	/* the step under way, not the one after it */
+	assert_int_equal(atomic_load(&agree_s), AGREE_K);
+	assert_int_equal(atomic_load(&lead_done), AGREE_K);
+	assert_int_equal(gf_graph_step(g), AGREE_K);
+	gf_graph_destroy(g);
 }
 
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
@@ -685,13 +1007,16 @@ int main(void)
 		cmocka_unit_test(test_graceful_request),
 		cmocka_unit_test(test_hard_request),
 		cmocka_unit_test(test_grace_timeout),
+		cmocka_unit_test(test_grace_busy_flush),
 		cmocka_unit_test(test_failure_mid_run),
 		cmocka_unit_test(test_failure_in_create),
 		cmocka_unit_test(test_validation_errors),
 		cmocka_unit_test(test_back_edge_lockstep),
 		cmocka_unit_test(test_cycles_without_source),
+		cmocka_unit_test(test_port_memory),
 		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
+		cmocka_unit_test(test_agreed_stop_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,9 @@
  * reported position, bad records, and the lmdb_reader stage in a graph
  * (epochs, ranks, class filter, class sharding, resume, bad fraction).
  */
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include "test_shard_util.h"
 
 static char *dir, *ds_path, *big_path, *bad_path, *worse_path;
@@ -180,6 +183,106 @@ static void test_stream_large(void **st)
 		check_epochs(v, n, 60, 3);
 		free(v);
 	}
+}
+
+/* How far ahead the stream locates: readahead records, more to cover
+ * readahead_bytes of values on the mmap path, 1024 with direct, never
+ * beyond an epoch. */
+static void test_stream_window(void **st)
+{
+	(void)st;
+	gf_dataset *ds;
+	assert_int_equal(gf_dataset_open(big_path, &ds), 0); /* 60 values of 21000 bytes */
+	static const struct {
+		uint32_t readahead;
+		uint64_t bytes;
+		int direct;
+		uint32_t want;
+	} cases[] = { { 1, 0, 0, 1 },          { 7, 0, 0, 7 },        { 1, 100000, 0, 100000 / 21001 + 1 },
+		          { 30, 100000, 0, 30 }, { 1, 1u << 30, 0, 60 }, { 1, 100000, 1, 60 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gf_stream_opts o = { .epochs = 1, .readahead = cases[i].readahead, .readahead_bytes = cases[i].bytes,
+			                 .direct = cases[i].direct };
+		gf_stream *s;
+		assert_int_equal(gf_stream_open(ds, &o, &s), 0);
+		if (gf_stream_window(s) != cases[i].want)
+			fail_msg("readahead %u, readahead_bytes %llu, direct %d: %u records ahead, expected %u",
+			         cases[i].readahead, (unsigned long long)cases[i].bytes, cases[i].direct, gf_stream_window(s),
+			         cases[i].want);
+		gf_stream_item it;
+		uint64_t n = 0;
+		int rc;
+		while ((rc = gf_stream_next(s, &it)) == 0)
+			n++;
+		assert_int_equal(rc, GF_EEOF);
+		assert_int_equal(n, 60);
+		gf_stream_close(s);
+	}
+	gf_dataset_close(ds);
+}
+
+/* 0 and the file's pages out of the page cache (written back, then
+ * POSIX_FADV_DONTNEED; none mapped), 1 where they stay (tmpfs...). */
+static int uncache(const char *file)
+{
+	int fd = open(file, O_RDONLY);
+	assert_true(fd >= 0);
+	struct stat sb;
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	size_t pages = ((size_t)sb.st_size + 4095) / 4096, resident = 0;
+	void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	unsigned char *vec = malloc(pages);
+	assert_int_equal(mincore(map, (size_t)sb.st_size, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		resident += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)sb.st_size);
+	close(fd);
+	return resident > 0;
+}
+
+/* Opening a stream reads the B-tree: on a cold cache, locating every
+ * record afterwards takes no major fault (each leaf page would otherwise
+ * be a synchronous read, queued behind the readahead). 400 values of 3 KiB
+ * in overflow pages: three leaves, the meta record's (the last) read when
+ * the dataset opens. */
+static void test_stream_index(void **st)
+{
+	(void)st;
+	char *path = path_fmt("%s/leaves", dir);
+	ds_spec sp = { .n = 400, .nclasses = 2, .shard_records = 400, .encoding = GF_ENC_RAW, .w = 32, .h = 32, .c = 3 };
+	make_dataset(path, &sp);
+	gf_dataset *ds;
+	assert_int_equal(gf_dataset_open(path, &ds), 0);
+	char *file = strdup(gf_dataset_shard(ds, 0)->file);
+	gf_dataset_close(ds);
+	if (uncache(file)) {
+		printf("skipped: %s stays in the page cache after POSIX_FADV_DONTNEED (tmpfs?)\n", file);
+		free(file);
+		gf_remove_tree(path);
+		free(path);
+		skip();
+	}
+	assert_int_equal(gf_dataset_open(path, &ds), 0);
+	gf_stream_opts o = { .epochs = 1, .readahead = 1 };
+	gf_stream *s;
+	assert_int_equal(gf_stream_open(ds, &o, &s), 0);
+	struct rusage r0, r1;
+	assert_int_equal(getrusage(RUSAGE_SELF, &r0), 0);
+	gf_record rec;
+	for (uint64_t k = 0; k < 400; k++)
+		assert_int_equal(gf_dataset_locate(ds, k, &rec), 0);
+	assert_int_equal(getrusage(RUSAGE_SELF, &r1), 0);
+	if (r1.ru_majflt != r0.ru_majflt)
+		fail_msg("locating 400 records after gf_stream_open took %ld major faults", r1.ru_majflt - r0.ru_majflt);
+	gf_stream_close(s);
+	gf_dataset_close(ds);
+	free(file);
+	gf_remove_tree(path);
+	free(path);
 }
 
 static void test_stream_resume(void **st)
@@ -471,6 +574,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stream_modes),   cmocka_unit_test(test_stream_large),
+		cmocka_unit_test(test_stream_window),  cmocka_unit_test(test_stream_index),
 		cmocka_unit_test(test_stream_resume),  cmocka_unit_test(test_stream_bad),
 		cmocka_unit_test(test_reader_epochs),  cmocka_unit_test(test_reader_ranks),
 		cmocka_unit_test(test_reader_classes), cmocka_unit_test(test_reader_resume),

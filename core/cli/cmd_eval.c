@@ -1,7 +1,7 @@
 /* `ganflow eval CHECKPOINT|DATASET|DIR [REAL] [n=10000] [classifier=PATH]
  *  [features=classifier|inception] [weights=PATH] [resize=bilinear|clean] [real=PATH]
  *  [real_n=0] [batch=500] [seed=1] [kid=true] [pr=true] [json=PATH]
- *  [threads=0] [cache=true] [max_bad_fraction=0.01] [ema=0|1]`
+ *  [threads=0] [cache=true] [max_bad_fraction=0.01] [ema=0|1] [per_class=true]`
  *
  * REAL (the second positional argument) is real=; DIR is a folder of PNG /
  * JPEG images (`ganflow eval DIR DIR` as `python -m pytorch_fid DIR DIR`).
@@ -17,7 +17,11 @@
  * against the real split's statistics (cached beside the dataset). Bad
  * records of a dataset are skipped and counted as in training, up to
  * max_bad_fraction. A checkpoint of a g_step with `ema` is measured on G's
- * moving average unless ema=0 (ema=1 requires it), as `ganflow sample`. */
+ * moving average unless ema=0 (ema=1 requires it), as `ganflow sample`. A
+ * conditional G generates the classes its training data held (as the
+ * checkpoint records them), and per-class FID needs real images of each:
+ * a real split without one is refused before any work (per_class=false
+ * skips per-class FID). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -32,6 +36,7 @@
 #include <ganflow/err.h>
 #include <ganflow/evaluate.h>
 #include <ganflow/log.h>
+#include <ganflow/train.h>
 
 #include "cmd.h"
 
@@ -45,70 +50,81 @@ static int usage(void)
 	        "                    [features=classifier|inception weights=INCEPTION.safetensors resize=bilinear|clean]\n"
 	        "                    [real=" DEFAULT_REAL "] [real_n=0] [batch=500] [seed=1] [kid=true]\n"
 	        "                    [pr=true] [json=PATH] [threads=0] [cache=true] [max_bad_fraction=0.01]\n"
-	        "                    [ema=0|1]\n"
+	        "                    [ema=0|1] [per_class=true]\n"
 	        "  FID, IS, KID, precision/recall of n generated (or dataset) images against the real split;\n"
 	        "  a checkpoint with G's moving average is measured on it unless ema=0\n");
 	return 2;
 }
 
-/* 1 when the directory holds a .png, .jpg or .jpeg file. */
-static int has_images(const char *path)
+/* 1 when the directory holds a .png, .jpg or .jpeg file, in it or in its
+ * subfolders (as deep as the folder reader looks: core/eval/folder.c). */
+static int has_images(const char *path, int depth)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
 	int found = 0;
 	while (d && !found && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
 		const char *dot = strrchr(e->d_name, '.');
-		found = e->d_name[0] != '.' && dot &&
-		        (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+		char sub[4200];
+		struct stat st;
+		if (dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg")))
+			found = 1;
+		else if (depth < 8 && snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) < (int)sizeof(sub) &&
+		         !stat(sub, &st) && S_ISDIR(st.st_mode))
+			found = has_images(sub, depth + 1);
 	}
 	if (d)
 		closedir(d);
 	return found;
 }
 
-/* A dataset, or a folder of images (a directory of image files that is
- * neither a dataset nor a run directory or checkpoints folder): both read
- * as a dataset. */
+/* What a path to evaluate holds, decided by its contents: a dataset (data.mdb
+ * or shard-00000) or a folder of images anywhere below it (what `ganflow
+ * sample out=DIR/` writes: DIR/<class>/NNNNNN.png) is read as images (1); a
+ * checkpoint file, a run directory or a checkpoints folder (checkpoints/ or
+ * latest) as a checkpoint (0); a directory holding none of these is -1. */
 static int is_dataset(const char *path)
 {
 	struct stat st;
 	char p[4200];
 	if (stat(path, &st) || !S_ISDIR(st.st_mode))
 		return 0;
-	snprintf(p, sizeof(p), "%s/checkpoints", path);
-	int run = !stat(p, &st);
-	snprintf(p, sizeof(p), "%s/latest", path);
-	run |= !stat(p, &st);
 	snprintf(p, sizeof(p), "%s/data.mdb", path);
 	if (!stat(p, &st))
 		return 1;
 	snprintf(p, sizeof(p), "%s/shard-00000", path);
-	return !stat(p, &st) || (!run && has_images(path));   /* a dataset, or else an image folder */
+	if (!stat(p, &st))
+		return 1;
+	snprintf(p, sizeof(p), "%s/checkpoints", path);
+	int run = !stat(p, &st);
+	snprintf(p, sizeof(p), "%s/latest", path);
+	run |= !stat(p, &st);
+	return run ? 0 : has_images(path, 0) ? 1 : -1;
 }
 
-/* Generates n images from the checkpoint's generators into e. */
-static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch, uint64_t seed, int ema,
+/* Generates n images from the checkpoint's generators gs (opened from path)
+ * into e: conditional and per-class ones balanced over the classes they
+ * draw (a conditional G: those its training data held). */
+static int add_generated(gf_evaluator *e, gf_generators *gs, const char *path, int64_t n, int batch, uint64_t seed,
                          double *gen_sec)
 {
-	gf_backend *be;
-	gf_generators *gs = NULL;
-	gf_generators_opts go = { .ema = ema };
-	int rc = gf_backend_open("cpu", NULL, &be);
-	if (rc || (rc = gf_generators_open_with(&gs, path, be, batch, &go)))
-		goto out;
-	if (gf_generators_ema(gs))
-		fprintf(stderr, "ganflow eval: %s: generating with G's moving-average weights (g_step ema)\n", path);
+	int rc = 0;
 	int c, h, w, classes = gf_generators_classes(gs);
 	gf_generators_shape(gs, &c, &h, &w);
 	int ec, eh, ew;
 	gf_evaluator_shape(e, &ec, &eh, &ew);
-	if (c != ec || h != eh || w != ew) {
-		rc = gf_seterr(GF_ESHAPE, "%s makes %dx%dx%d images, the classifier takes %dx%dx%d: train a classifier at "
-		                          "the generator's size",
-		               path, c, h, w, ec, eh, ew);
-		goto out;
-	}
+	if (c != ec || h != eh || w != ew)
+		return gf_seterr(GF_ESHAPE, "%s makes %dx%dx%d images, the classifier takes %dx%dx%d: train a classifier at "
+		                            "the generator's size",
+		                 path, c, h, w, ec, eh, ew);
+	int *use = malloc((size_t)(classes ? classes : 1) * sizeof(int)), nuse = 0;
+	if (!use)
+		return -ENOMEM;
+	for (int k = 0; k < classes; k++)
+		if (gf_generators_seen(gs, k))
+			use[nuse++] = k;
 	float *img = malloc((size_t)batch * (size_t)(c * h * w) * sizeof(float));
 	int32_t *lab = malloc((size_t)batch * sizeof(int32_t));
 	if (!img || !lab) {
@@ -123,7 +139,7 @@ static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch
 	for (int64_t i = 0; i < n && !rc; i += batch) {
 		int b = (int)(n - i < batch ? n - i : batch);
 		for (int j = 0; j < b; j++)
-			lab[j] = classes ? (int32_t)((i + j) % classes) : -1; /* balanced classes */
+			lab[j] = classes ? (int32_t)use[(i + j) % nuse] : -1; /* balanced classes */
 		double t0 = gf_now();
 		rc = gf_generators_sample(gs, &r, classes ? lab : NULL, b, GF_EVAL, img);
 		*gen_sec += gf_now() - t0;
@@ -134,9 +150,38 @@ static int add_generated(gf_evaluator *e, const char *path, int64_t n, int batch
 	free(img);
 	free(lab);
 out:
-	gf_generators_close(gs);
-	gf_backend_close(be);
+	free(use);
 	return rc;
+}
+
+/* Per-class FID needs real images of every class generated: 0, or a
+ * message (and 1) naming the first class the real split holds none of. */
+static int check_real_classes(gf_generators *gs, const char *real)
+{
+	int classes = gf_generators_classes(gs);
+	gf_dataset *ds;
+	if (!classes || !is_dataset(real) || gf_dataset_open(real, &ds))
+		return 0; /* unconditional, an image folder (no labels), or reported when read */
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	int bad = -1;
+	for (int k = 0; k < classes && bad < 0 && m->nclasses; k++)
+		if (gf_generators_seen(gs, k) && ((uint32_t)k >= m->nclasses || m->class_count[k] == 0))
+			bad = k;
+	if (bad >= 0) {
+		unsigned char *has = calloc(m->nclasses, 1);
+		char list[256] = "?";
+		if (has) {
+			for (uint32_t c = 0; c < m->nclasses; c++)
+				has[c] = m->class_count[c] > 0;
+			gf_data_classes_format(has, (int)m->nclasses, list, sizeof(list));
+		}
+		free(has);
+		fprintf(stderr, "ganflow eval: per-class FID of class %d: the real split '%s' holds no image of it (it holds "
+		                "classes %s): give a real split with every class the generator draws, or per_class=false\n",
+		        bad, real, list);
+	}
+	gf_dataset_close(ds);
+	return bad >= 0;
 }
 
 static int parse_bool(const char *v, int *out)
@@ -161,7 +206,7 @@ int gf_cmd_eval(int argc, char **argv)
 		real = argv[first++];   /* ganflow eval A B */
 	long long n = 10000, real_n = 0, batch = 500, seed = 1, threads = 0, ema = -1;
 	double max_bad = 0.01;
-	int kid = 1, pr = 1, cache = 1;
+	int kid = 1, pr = 1, cache = 1, per_class = 1;
 	for (int i = first; i < argc; i++) {
 		char *v = strchr(argv[i], '=');
 		if (!v) {
@@ -192,6 +237,8 @@ int gf_cmd_eval(int argc, char **argv)
 			bad = parse_bool(v, &pr);
 		else if (!strcmp(k, "cache"))
 			bad = parse_bool(v, &cache);
+		else if (!strcmp(k, "per_class"))
+			bad = parse_bool(v, &per_class);
 		else if (!strcmp(k, "n"))
 			n = strtoll(v, &end, 10);
 		else if (!strcmp(k, "real_n"))
@@ -210,7 +257,7 @@ int gf_cmd_eval(int argc, char **argv)
 			bad = !(max_bad >= 0 && max_bad <= 1);
 		} else {
 			fprintf(stderr, "ganflow eval: unknown key '%s' (n, classifier, features, weights, resize, real, real_n, "
-			                "batch, seed, kid, pr, json, threads, cache, max_bad_fraction, ema)\n", k);
+			                "batch, seed, kid, pr, json, threads, cache, max_bad_fraction, ema, per_class)\n", k);
 			return 2;
 		}
 		if (bad || (end && (*end || end == v))) {
@@ -219,6 +266,12 @@ int gf_cmd_eval(int argc, char **argv)
 		}
 	}
 	int images = is_dataset(what);   /* a dataset or image folder, not a checkpoint */
+	if (images < 0) {
+		fprintf(stderr, "ganflow eval: '%s' is a directory without checkpoints/latest, a ganflow dataset or .png/.jpg "
+		                "images in it or its subfolders: give a checkpoint, a run directory, a dataset or an image "
+		                "folder\n", what);
+		return 1;
+	}
 	if (ema != -1 && images) {
 		fprintf(stderr, "ganflow eval: ema=%lld: %s is images, not a checkpoint with a generator\n", ema, what);
 		return 2;
@@ -245,12 +298,37 @@ int gf_cmd_eval(int argc, char **argv)
 		                "transform)\n");
 		return 2;
 	}
+	/* before the real statistics: the generators (a checkpoint that cannot be
+	 * read fails at once), and the classes they draw against the real split's */
+	gf_backend *gbe = NULL;
+	gf_generators *gs = NULL;
+	gf_generators_opts go = { .ema = (int)ema };
+	if (!images && (gf_backend_open("cpu", NULL, &gbe) || gf_generators_open_with(&gs, what, gbe, (int)batch, &go))) {
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		gf_backend_close(gbe);
+		return 1;
+	}
+	if (gs && gf_generators_ema(gs))
+		fprintf(stderr, "ganflow eval: %s: generating with G's moving-average weights (g_step ema)\n", what);
+	if (gs && gf_generators_seen_text(gs)) {
+		int classes = gf_generators_classes(gs), nseen = 0;
+		for (int k = 0; k < classes; k++)
+			nseen += gf_generators_seen(gs, k);
+		if (nseen < classes)
+			fprintf(stderr, "ganflow eval: %s: G is conditional on %d classes, its training data held images of %s "
+			                "only: generating those\n", what, classes, gf_generators_seen_text(gs));
+	}
+	int status = 1;
+	gf_evaluator *e = NULL;
+	double *per = NULL;
+	if (gs && per_class && strcmp(features, "inception") && check_real_classes(gs, real))
+		goto done;
 	struct stat st;
 	if (stat(classifier, &st)) {
 		fprintf(stderr, "ganflow eval: no classifier at %s (%s): train one with\n"
 		                "  ./build/ganflow run pipelines/classifier_fashion.lua   (writes %s)\n"
 		                "or give classifier=PATH\n", classifier, strerror(errno), DEFAULT_CLASSIFIER);
-		return 1;
+		goto done;
 	}
 
 	gf_evaluator_opts o = gf_evaluator_defaults();
@@ -265,17 +343,16 @@ int gf_cmd_eval(int argc, char **argv)
 	o.stats.kid_subsets = kid ? o.stats.kid_subsets : 0;
 	o.stats.pr_k = pr ? o.stats.pr_k : 0;
 	o.clean_resize = !strcmp(resize, "clean");
-	gf_evaluator *e = NULL;
+	o.per_class = per_class;
 	double t0 = gf_now();
 	if (gf_evaluator_open(&e, &o)) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
-		return 1;
+		goto done;
 	}
 	if (!strcmp(features, "inception") && !gf_evaluator_fid(e)) {
 		fprintf(stderr, "ganflow eval: %s is not an FID Inception file (write one with ganflow weights import)\n",
 		        weights);
-		gf_evaluator_close(e);
-		return 1;
+		goto done;
 	}
 	const char *net_name = gf_evaluator_fid(e) ? "inception-pool3" : "classifier";
 	const char *resizer = !gf_evaluator_fid(e) ? "classifier transform"
@@ -287,26 +364,22 @@ int gf_cmd_eval(int argc, char **argv)
 	if (!images && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
 		/* before generating anything: n=0 would reach the statistics empty */
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
-		gf_evaluator_close(e);
-		return 1;
+		goto done;
 	}
 	int64_t count = n;
 	uint64_t bad = 0;
 	int rc = images ? gf_evaluator_add_dataset(e, what, n, &count, &bad)
-	                : add_generated(e, what, n, (int)batch, (uint64_t)seed, (int)ema, &gen_sec);
+	                : add_generated(e, gs, what, n, (int)batch, (uint64_t)seed, &gen_sec);
 	if (rc) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
-		gf_evaluator_close(e);
-		return 1;
+		goto done;
 	}
 	int classes = gf_evaluator_classes(e);
-	double *per = calloc((size_t)classes, sizeof(double));
+	per = calloc((size_t)(classes ? classes : 1), sizeof(double));
 	gf_eval_result res;
 	if (!per || gf_evaluator_compute(e, &res, per)) {
 		fprintf(stderr, "ganflow eval: %s\n", per ? gf_errmsg() : "out of memory");
-		free(per);
-		gf_evaluator_close(e);
-		return 1;
+		goto done;
 	}
 	const gf_feat_stats *rs = gf_evaluator_real(e);
 	double stats_sec = res.sec_stats + res.sec_fid + res.sec_is + res.sec_kid;
@@ -335,7 +408,7 @@ int gf_cmd_eval(int argc, char **argv)
 	printf("  seconds: real statistics %.2f, generation %.2f, features %.2f, statistics %.2f (FID+IS+KID), "
 	       "precision/recall %.2f\n",
 	       real_sec, gen_sec, gf_evaluator_feature_seconds(e), stats_sec, res.sec_pr);
-	int status = 0;
+	status = 0;
 	if (json) {
 		FILE *f = fopen(json, "w");
 		if (!f) {
@@ -358,7 +431,10 @@ int gf_cmd_eval(int argc, char **argv)
 				status = 1;
 		}
 	}
+done:
 	free(per);
 	gf_evaluator_close(e);
+	gf_generators_close(gs);
+	gf_backend_close(gbe);
 	return status;
 }

@@ -177,7 +177,11 @@ static int write_files(const char *dir, int classes, long first, int b, long n, 
 	for (int j = 0; j < b; j++) {
 		char folder[4096], path[4200];
 		class_dir(folder, sizeof(folder), dir, classes, labels[j]);
-		snprintf(path, sizeof(path), "%s/%0*ld.png", folder, digits, first + j);
+		if (snprintf(path, sizeof(path), "%s/%0*ld.png", folder, digits, first + j) >= (int)sizeof(path)) {
+			gf_progress_done(NULL);
+			fprintf(stderr, "ganflow sample: %s/...: path too long\n", folder);
+			return 1;
+		}
 		gf_grid_tile(pix, images + (size_t)j * (size_t)(c * h * w), 1, c, h, w, 1, 0);
 		if (gf_png_write(path, pix, w, h, c, 0)) {
 			gf_progress_done(NULL);
@@ -279,6 +283,7 @@ int gf_cmd_sample(int argc, char **argv)
 	int32_t *labels = NULL;
 	uint8_t *png = NULL;
 	float *zall = NULL;
+	int *use = NULL;
 	char note[96];
 	if (gf_backend_open("cpu", NULL, &be) ||
 	    gf_generators_open_with(&gs, path, be, (int)chunk, &(gf_generators_opts){ (int)ema, (float)trunc })) {
@@ -292,6 +297,22 @@ int gf_cmd_sample(int argc, char **argv)
 		        classes ? "the checkpoint has fewer classes" : "the generator is not conditional");
 		goto out;
 	}
+	/* a conditional G draws only the classes its training data held */
+	const char *seen = gf_generators_seen_text(gs);
+	if (cls >= 0 && !gf_generators_seen(gs, (int)cls)) {
+		fprintf(stderr, "ganflow sample: class=%ld: %s never saw a real image of class %ld: its training data held "
+		                "class%s %s only\n", cls, path, cls, strpbrk(seen, ",-") ? "es" : "", seen);
+		goto out;
+	}
+	int nuse = 0; /* the classes drawn, in turn */
+	if (!(use = malloc((size_t)(classes ? classes : 1) * sizeof(int))))
+		goto oom;
+	for (int k = 0; k < classes; k++)
+		if (gf_generators_seen(gs, k))
+			use[nuse++] = k;
+	if (cls < 0 && classes && nuse < classes)
+		fprintf(stderr, "ganflow sample: %s: G is conditional on %d classes, its training data held images of %s "
+		                "only: drawing those\n", path, classes, seen);
 	long held = keep_all ? n : chunk;
 	gf_tensor zin, zout;
 	gf_net_shapes(gf_generators_net(gs, 0), &zin, &zout);
@@ -301,18 +322,18 @@ int gf_cmd_sample(int argc, char **argv)
 	if (!images || !labels || (npy && !(zall = malloc((size_t)n * zdim * sizeof(float)))))
 		goto oom;
 	if (classes && cls < 0 && !folder)
-		cols = (n + classes - 1) / classes; /* one row per class */
+		cols = (n + nuse - 1) / nuse; /* one row per class */
 	for (long i = 0; i < n; i++) /* a folder: classes in turn, balanced */
 		labels[i] = cls >= 0 ? (int32_t)cls
 		            : !classes ? 0
-		            : folder   ? (int32_t)(i % classes)
-		                       : (int32_t)((i / cols) % classes);
+		            : folder   ? (int32_t)use[i % nuse]
+		                       : (int32_t)use[(i / cols) % nuse];
 	if (folder) {
 		if (make_dir(out, (int)force))
 			goto out;
 		for (int k = 0; k < (classes ? classes : 1); k++) {
 			char d[4096];
-			if (classes && cls >= 0 && k != cls)
+			if (classes && ((cls >= 0 && k != cls) || !gf_generators_seen(gs, k)))
 				continue;
 			class_dir(d, sizeof(d), out, classes, k);
 			if (mkdir(d, 0777) && errno != EEXIST) {
@@ -373,6 +394,7 @@ out:
 	gf_backend_close(be);
 	free(images);
 	free(labels);
+	free(use);
 	free(png);
 	free(zall);
 	return status;

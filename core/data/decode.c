@@ -220,6 +220,16 @@ static int make_taps(gf_decoder *d, int base, size_t wbase, int n, double x0, do
 
 /* ---- the transform ---- */
 
+gf_image_kind gf_image_sniff(const uint8_t *buf, size_t len)
+{
+	static const uint8_t png[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff)
+		return GF_IMAGE_JPEG;
+	if (len >= 8 && !memcmp(buf, png, 8))
+		return GF_IMAGE_PNG;
+	return GF_IMAGE_UNKNOWN;
+}
+
 int gf_transform_shape(const gf_transform *t, const gf_record_header *h, int *c, int *oh, int *ow)
 {
 	if (t->channels != 0 && t->channels != 1 && t->channels != 3)

@@ -503,6 +503,20 @@ const gf_shard_info *gf_dataset_shard(const gf_dataset *ds, uint32_t i)
 
 /* ---- records ---- */
 
+void gf_dataset_touch_index(gf_dataset *ds)
+{
+	for (uint32_t i = 0; i < ds->n; i++) {
+		shard *s = &ds->shards[i];
+		MDB_cursor *c;
+		if (s->caffe || mdb_cursor_open(s->txn, s->dbi, &c))
+			continue;
+		MDB_val k, v; /* v points into a value's overflow pages, which stay untouched */
+		for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+			;
+		mdb_cursor_close(c);
+	}
+}
+
 int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec)
 {
 	if (pos >= ds->meta.count)
@@ -577,4 +591,14 @@ int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec)
 	if (rc)
 		return rc;
 	return gf_dataset_check(ds, rec, rec->value, rec->value_len, &rec->h, &rec->payload);
+}
+
+int gf_dataset_get_checked(gf_dataset *ds, uint64_t pos, gf_record *rec)
+{
+	int rc = gf_dataset_get(ds, pos, rec);
+	if (rc || !(rc = gf_record_check(&rec->h, rec->payload)))
+		return rc;
+	char why[256];
+	snprintf(why, sizeof(why), "%s", gf_errmsg());
+	return gf_seterr(rc, "shard %s key %llu: %s", ds->shards[rec->shard].path, (unsigned long long)rec->key, why);
 }

@@ -81,7 +81,8 @@ static void src_close(struct src *s)
 
 static int src_get(struct src *s, gf_decoder *dec, uint64_t pos, gf_record *r)
 {
-	return s->ds ? gf_dataset_get(s->ds, pos, r) : gf_folder_get(s->dir, dec, pos, r);
+	/* records' payload checksums too, as the training data path checks them */
+	return s->ds ? gf_dataset_get_checked(s->ds, pos, r) : gf_folder_get(s->dir, dec, pos, r);
 }
 
 gf_evaluator_opts gf_evaluator_defaults(void)

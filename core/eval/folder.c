@@ -175,9 +175,18 @@ int gf_folder_get(gf_folder *f, gf_decoder *d, uint64_t i, gf_record *r)
 	r->h.label = -1;
 	free(f->buf);
 	f->buf = NULL;
-	const char *dot = strrchr(f->names[i], '.');
-	int rc;
-	if (!strcasecmp(dot, ".png")) {
+	/* by what the file holds, not its name (a PNG named .jpg is a PNG), as
+	 * `ganflow dataset folder` decides */
+	size_t len = 0;
+	int rc = read_file(path, &f->buf, &len);
+	if (rc)
+		return rc;
+	gf_image_kind kind = gf_image_sniff(f->buf, len);
+	if (kind == GF_IMAGE_UNKNOWN)
+		return gf_seterr(GF_ECORRUPT, "%s: neither a JPEG nor a PNG image (by its first bytes)", path);
+	if (kind == GF_IMAGE_PNG) {
+		free(f->buf);
+		f->buf = NULL;
 		uint8_t *pix;
 		int w, h, c;
 		if ((rc = gf_png_read(path, &pix, &w, &h, &c)))
@@ -195,10 +204,7 @@ int gf_folder_get(gf_folder *f, gf_decoder *d, uint64_t i, gf_record *r)
 		r->h.channels = (uint32_t)oc;
 		r->h.payload = (uint32_t)((size_t)w * h * oc);
 	} else {
-		size_t len = 0;
 		int w, h, c;
-		if ((rc = read_file(path, &f->buf, &len)))
-			return rc;
 		if ((rc = gf_jpeg_info(d, f->buf, len, &w, &h, &c)))
 			return gf_seterr(GF_ECORRUPT, "%s: %s", path, gf_errmsg());
 		r->h.encoding = GF_ENC_JPEG;

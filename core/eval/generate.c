@@ -32,6 +32,8 @@ struct gf_generators {
 	float *z, *zk;    /* (max_batch, zdim) noise, and the rows of one class */
 	int32_t *lk;      /* (max_batch) labels of those rows */
 	int *rows;        /* (max_batch) where they go */
+	unsigned char *seen; /* (classes) classes the training data held; NULL = every class */
+	char seen_text[256]; /* them as ranges */
 };
 
 /* Shapes, class count and buffers, once the networks exist. */
@@ -149,6 +151,32 @@ int gf_generators_open_with(gf_generators **out, const char *given, gf_backend *
 	}
 	if ((rc = finish(gs, path)))
 		goto fail;
+	/* the classes a conditional G's training data held (d_step's
+	 * "<d>.data_classes"; checkpoints of every part agree, older ones have none) */
+	for (int i = 0; !gs->perclass && gs->classes > 0 && i < gf_ckpt_nparts(c); i++) {
+		const char *dc = gf_ckpt_part_meta(c, i, "data_classes");
+		if (!dc)
+			continue;
+		unsigned char *m = malloc((size_t)gs->classes);
+		if (!m) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		if ((rc = gf_data_classes_parse(dc, gs->classes, m))) {
+			free(m);
+			rc = gf_seterr(rc, "%s: part '%s': %s", path, gf_ckpt_part_name(c, i), gf_errmsg());
+			goto fail;
+		}
+		if (!gs->seen) {
+			gs->seen = m;
+		} else {
+			for (int k = 0; k < gs->classes; k++)
+				gs->seen[k] |= m[k];
+			free(m);
+		}
+	}
+	if (gs->seen)
+		gf_data_classes_format(gs->seen, gs->classes, gs->seen_text, sizeof(gs->seen_text));
 	gf_ckpt_close(c);
 	*out = gs;
 	return 0;
@@ -169,7 +197,18 @@ void gf_generators_close(gf_generators *gs)
 	free(gs->zk);
 	free(gs->lk);
 	free(gs->rows);
+	free(gs->seen);
 	free(gs);
+}
+
+int gf_generators_seen(const gf_generators *g, int k)
+{
+	return k >= 0 && k < g->classes && (!g->seen || g->seen[k]);
+}
+
+const char *gf_generators_seen_text(const gf_generators *g)
+{
+	return g->seen ? g->seen_text : NULL;
 }
 
 int gf_generators_count(const gf_generators *g) { return g->n; }

@@ -34,7 +34,7 @@ const char *const gf_run_keys[GF_NRUN_KEYS] = { "steps",  "seed",  "dir",   "bac
 int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
 {
 	char file[4800];
-	if (gf_ckpt_resolve(path, file, sizeof(file))) {
+	if (gf_ckpt_resolve(path, file, sizeof(file)) || gf_ckpt_check_format(file)) {
 		snprintf(err, errsize, "resume: %s", gf_errmsg());
 		return -1;
 	}

@@ -111,9 +111,22 @@ int gf_precision_parse(const char *s, gf_precision *out)
 		*out = GF_PREC_BF16;
 	else if (!strcmp(s, "fp16"))
 		*out = GF_PREC_FP16;
+	else if (!strcmp(s, "tf32"))
+		*out = GF_PREC_TF32;
 	else
-		return gf_seterr(GF_EPARAM, "precision must be \"fp32\", \"bf16\" or \"fp16\", not \"%s\"", s);
+		return gf_seterr(GF_EPARAM, "precision must be \"fp32\", \"tf32\", \"bf16\" or \"fp16\", not \"%s\"", s);
 	return 0;
+}
+
+const char *gf_precision_name(gf_precision p)
+{
+	switch (p) {
+	case GF_PREC_FP32: return "fp32";
+	case GF_PREC_TF32: return "tf32";
+	case GF_PREC_BF16: return "bf16";
+	case GF_PREC_FP16: return "fp16";
+	}
+	return "?";
 }
 
 int gf_layout_parse(const char *s, gf_layout_choice *out)

@@ -35,8 +35,8 @@ const char *gf_loss_name(gf_loss_kind kind)
 	return (int)kind >= 0 && kind < GF_LOSS_COUNT ? names[kind] : "?";
 }
 
-int gf_loss(gf_backend *be, gf_loss_kind kind, float *loss, float *dx, const gf_tensor *pred,
-            const gf_tensor *target, float target_value, float scale)
+static int loss_call(gf_backend *be, gf_loss_kind kind, float *loss, int dev, float *dx, const gf_tensor *pred,
+                     const gf_tensor *target, float target_value, float scale)
 {
 	char a[96], b[96];
 	if ((int)kind < 0 || kind >= GF_LOSS_COUNT)
@@ -61,5 +61,22 @@ int gf_loss(gf_backend *be, gf_loss_kind kind, float *loss, float *dx, const gf_
 			                 gf_tensor_shape_str(target, a, sizeof(a)), gf_tensor_shape_str(pred, b, sizeof(b)));
 		t = target->data;
 	}
+	if (dev) {
+		if (!GF_BACKEND_HAS(be, loss_dev))
+			return gf_seterr(GF_EUNSUPPORTED, "loss %s: backend %s has no loss_dev", names[kind], be->ops->name);
+		return be->ops->loss_dev(be, loss, dx, pred->data, t, labels, &d);
+	}
 	return be->ops->loss(be, loss, dx, pred->data, t, labels, &d);
+}
+
+int gf_loss(gf_backend *be, gf_loss_kind kind, float *loss, float *dx, const gf_tensor *pred,
+            const gf_tensor *target, float target_value, float scale)
+{
+	return loss_call(be, kind, loss, 0, dx, pred, target, target_value, scale);
+}
+
+int gf_loss_dev(gf_backend *be, gf_loss_kind kind, float *loss_dev, float *dx, const gf_tensor *pred,
+                const gf_tensor *target, float target_value, float scale)
+{
+	return loss_call(be, kind, loss_dev, 1, dx, pred, target, target_value, scale);
 }

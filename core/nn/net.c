@@ -204,6 +204,8 @@ void gf_net_destroy(gf_net *net)
 		OPS(net)->free(BE(net), net->work);
 	if (net->tan_work)
 		OPS(net)->free(BE(net), net->tan_work);
+	if (net->ortho_ws)
+		OPS(net)->free(BE(net), net->ortho_ws);
 	for (size_t i = 0; i < net->npviews; i++)
 		free((char *)net->pviews[i].name);
 	for (size_t i = 0; i < net->nbviews; i++)

@@ -99,10 +99,20 @@ int gf_net_ortho_grad(gf_net *net, float beta, const char *skip)
 	}
 	if (!need)
 		return 0;
-	float *ws;
-	int rc = be->ops->alloc(be, (void **)&ws, need * sizeof(float));
-	if (rc)
-		return gf_seterr(rc, "orthogonal regularisation: no memory for %zu floats of workspace", need);
+	/* kept with the network: the first call allocates, later ones (a
+	 * captured step's replays among them) reuse the same buffer */
+	if (need > net->ortho_n) {
+		float *ws;
+		int rc = be->ops->alloc(be, (void **)&ws, need * sizeof(float));
+		if (rc)
+			return gf_seterr(rc, "orthogonal regularisation: no memory for %zu floats of workspace", need);
+		if (net->ortho_ws)
+			be->ops->free(be, net->ortho_ws);
+		net->ortho_ws = ws;
+		net->ortho_n = need;
+	}
+	float *ws = net->ortho_ws;
+	int rc = 0;
 	for (size_t i = 0; i < nv && !rc; i++) {
 		if (v[i].ndim < 2 || skipped(v[i].name, skip))
 			continue;
@@ -113,6 +123,5 @@ int gf_net_ortho_grad(gf_net *net, float beta, const char *skip)
 			gf_seterr(rc, "orthogonal regularisation of %s: %s", v[i].name, why);
 		}
 	}
-	be->ops->free(be, ws);
 	return rc;
 }

@@ -55,6 +55,7 @@ int gf_graph_create(gf_graph **out)
 	atomic_init(&g->reason, GF_STOP_NONE);
 	atomic_init(&g->ndone, 0);
 	atomic_init(&g->step, 0);
+	atomic_init(&g->step_base, 0);
 	atomic_init(&g->items, 0);
 	atomic_init(&g->target, 0);
 	atomic_init(&g->held, 0);

@@ -14,7 +14,16 @@
  * order of these operations either the driver sees `held` and blocks at
  * the step it just published, or its step was published before the hold
  * read it; then it blocks at its next report, step + 1 at most. So the
- * highest step read + 1 bounds every driver of the rank.
+ * highest step read + 1 bounds every driver of the rank that only
+ * reports steps. A driver that also announces the step it begins
+ * (gf_step_begin, before it takes any work of that step) is bounded by
+ * the step it began, by the same argument on `entered`: if the hold read
+ * step e, the driver's announcement of e + 1 comes later in that order,
+ * so it sees `held` there and waits; released with a target below e + 1,
+ * it does not run e + 1. This is what keeps the stop short: in a
+ * synchronous GAN, d_step has finished step t and waits for the fakes of
+ * t + 1 while g_step still computes t; "t + 1" would cost g_step a whole
+ * step more, "t" only the rest of the one it is in.
  */
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
@@ -54,11 +63,16 @@ int64_t gf_graph_hold(gf_graph *g)
 	gf_store_seq_cst_int(&g->held, 1);
 	int64_t high = -1;
 	for (int i = 0; i < g->ninst; i++) {
+		/* a driver that begins its steps through gf_step_begin reaches
+		 * the step it began and no further; one that only reports them
+		 * may already be in the step after its last report */
+		int64_t e = gf_load_seq_cst_i64(&g->inst[i]->entered);
 		int64_t s = gf_load_seq_cst_i64(&g->inst[i]->step);
-		if (s > high)
-			high = s;
+		int64_t reach = e >= 0 ? (e > s ? e : s) : s >= 0 ? s + 1 : -1;
+		if (reach > high)
+			high = reach;
 	}
-	return high < 0 ? -1 : high + 1;
+	return high;
 }
 
 void gf_graph_stop_at(gf_graph *g, int64_t s)

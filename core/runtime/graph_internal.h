@@ -72,6 +72,9 @@ struct in_port {
 	char *eof;       /* (nedges) edge finished, IN_ANY */
 	gf_event ev;     /* shared consumer event of IN_ANY */
 	double last_end; /* when the previous pop returned */
+	int dev_ok;      /* gf_port_accept_device was called (create(), main thread) */
+	gf_device dev;   /* the device memory it accepts */
+	int dev_index;
 };
 
 struct target {       /* one link out of a port, as seen by one instance */
@@ -108,11 +111,17 @@ struct gf_ctx {
 	int created;
 	int started;
 	atomic_int done;      /* the thread finished (run, flush, close) */
+	atomic_int flushing;  /* inside the stage's flush hook (relaxed: the monitor's grace clock) */
 	atomic_int_least64_t step; /* last step this instance reported, -1 = none */
+	atomic_int_least64_t entered; /* the step it began (gf_step_begin), -1 = it never calls it */
 	atomic_int wait;      /* WAIT_* while blocked in a runtime call: what the
 	                         stall watchdog reports (relaxed: a snapshot) */
 	atomic_int wait_port; /* the port of that wait */
 	pthread_t thread;
+	atomic_int_least64_t busy_ns; /* gf_report_busy's sum (relaxed: a figure shown) */
+	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
+	int64_t busy_seen_ns;         /* the monitor's: busy_ns at its last window */
+	double busy_seen_t, busy_frac;
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
 };
@@ -151,6 +160,7 @@ struct gf_graph {
 	atomic_int reason;    /* gf_stop_reason */
 	atomic_int ndone;     /* instances whose thread finished */
 	atomic_int_least64_t step, items;
+	atomic_int_least64_t step_base; /* the step a resumed run started at (0: a new run) */
 	gf_event mon_ev;
 
 	/* the stop every rank agrees on (graph_agree.c) */
@@ -220,8 +230,9 @@ void gf_graph_on_release(void *ud);
 void gf_graph_agree_attach(gf_graph *g);
 void gf_graph_agree_detach(gf_graph *g);
 
-/* In gf_report_step, after the instance published step: blocks while the
- * drivers are held (until gf_graph_stop_at or a hard stop). */
+/* In gf_report_step and gf_step_begin, after the instance published its
+ * step: blocks while the drivers are held (until gf_graph_stop_at or a
+ * hard stop). */
 void gf_graph_hold_wait(gf_graph *g);
 
 /* Monitor: a graceful stop was requested on this rank of a distributed

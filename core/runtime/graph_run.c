@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ganflow/depth.h>
 #include <ganflow/graph.h>
@@ -192,9 +193,13 @@ static int setup(gf_graph *g)
 			c->node = n;
 			c->worker = w;
 			atomic_init(&c->done, 0);
+			atomic_init(&c->flushing, 0);
 			atomic_init(&c->step, -1);
+			atomic_init(&c->entered, -1);
 			atomic_init(&c->wait, WAIT_NONE);
 			atomic_init(&c->wait_port, 0);
+			atomic_init(&c->busy_ns, 0);
+			atomic_init(&c->busy_kind, 0);
 			if (n->workers > 1)
 				snprintf(c->name, sizeof(c->name), "%s#%d", n->name, w);
 			else
@@ -248,7 +253,9 @@ static void *instance_main(void *arg)
 		snprintf(msg, sizeof(msg), "run() returned %d (%s) without a message from gf_fail()", rc, gf_strerror(rc));
 		gf_graph_record_failure(g, c->name, msg);
 	} else if (d->flush && !gf_graph_is_hard(g)) {
+		gf_store_relaxed_int(&c->flushing, 1);
 		rc = d->flush(c->self, c);
+		gf_store_relaxed_int(&c->flushing, 0);
 		if (rc && rc != GF_ESTOP && rc != GF_EEOF) {
 			char msg[256];
 			snprintf(msg, sizeof(msg), "flush() returned %d (%s) without a message from gf_fail()", rc,
@@ -351,6 +358,25 @@ static void watchdog(gf_graph *g, double now)
 	}
 }
 
+/* CPU seconds the threads of the stages inside their flush hook have used
+ * so far: while this grows, a graceful stop is doing its work (a final
+ * evaluation, a checkpoint written by a sanitizer build on a loaded
+ * machine), not stuck. Stages still in run() do not count: one that
+ * ignores the stop keeps running and is stopped hard after the grace. */
+static double flushing_cpu(gf_graph *g)
+{
+	double sum = 0;
+	for (int i = 0; i < g->ninst; i++) {
+		gf_ctx *c = g->inst[i];
+		clockid_t id;
+		struct timespec ts;
+		if (c->started && !gf_load_relaxed_int(&c->done) && gf_load_relaxed_int(&c->flushing) &&
+		    pthread_getcpuclockid(c->thread, &id) == 0 && clock_gettime(id, &ts) == 0)
+			sum += (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	}
+	return sum;
+}
+
 static void monitor(gf_graph *g)
 {
 	struct gf_progress pr = { .t_last = g->t_start };
@@ -358,6 +384,7 @@ static void monitor(gf_graph *g)
 	double tick = gf_log_tty() ? 0.25 : 1.0;
 	double next_progress = g->t_start + tick;
 	double t_stop = 0, next_warn = 0;
+	double t_cpu = 0, cpu_seen = 0; /* the grace clock's last look at flushing_cpu */
 	char text[1024];
 	for (;;) {
 		/* acquire: pairs with the release increment of finishing threads */
@@ -386,12 +413,21 @@ static void monitor(gf_graph *g)
 		if (!gf_load_relaxed_int(&g->stop))
 			watchdog(g, now);
 		if (gf_load_relaxed_int(&g->stop) && !gf_graph_is_hard(g)) {
-			if (t_stop == 0)
-				t_stop = now;
-			else if (now - t_stop > g->grace) {
+			if (t_stop == 0) {
+				t_stop = t_cpu = now;
+				cpu_seen = flushing_cpu(g);
+			} else if (now - t_cpu >= (g->grace < 4 ? g->grace / 4 : 1.0)) {
+				/* a flush that computed for 1% of the time since the last look restarts the grace */
+				double cpu = flushing_cpu(g);
+				if (cpu - cpu_seen >= 0.01 * (now - t_cpu))
+					t_stop = now;
+				cpu_seen = cpu;
+				t_cpu = now;
+			}
+			if (now - t_stop > g->grace) {
 				char running[512];
 				list_running(g, running, sizeof(running));
-				gf_log(GF_LOG_WARN, "graceful stop did not finish within %.1f s (still running: %s); stopping hard",
+				gf_log(GF_LOG_WARN, "graceful stop did not finish: no progress for %.1f s (still running: %s); stopping hard",
 				       g->grace, running[0] ? running : "?");
 				gf_graph_set_reason(g, GF_STOP_GRACE);
 				gf_graph_stop_hard(g);

@@ -57,6 +57,9 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 {
 	int64_t step = gf_load_relaxed_i64(&g->step);
 	int64_t items = gf_load_relaxed_i64(&g->items);
+	int64_t base = gf_load_relaxed_i64(&g->step_base); /* a resumed run's steps before it are not progress */
+	if (pr->step_last < base)
+		pr->step_last = base;
 	double dt = now - pr->t_last;
 	if (dt > 0.05) {
 		double r = (double)(items - pr->items_last) / dt;
@@ -102,10 +105,53 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 		human_time(a, sizeof(a), (double)(g->info.steps - step) / pr->step_rate);
 		len += (size_t)snprintf(buf + len, size - len, "  ETA %s", a);
 	}
+	/* step stages' busy fractions over the last seconds (window >= 1 s) */
+	for (int i = 0; i < g->ninst && len < size; i++) {
+		gf_ctx *c = g->inst[i];
+		int kind = gf_load_relaxed_int(&c->busy_kind);
+		if (!kind)
+			continue;
+		int64_t ns = gf_load_relaxed_i64(&c->busy_ns);
+		if (c->busy_seen_t == 0) {
+			c->busy_seen_t = g->t_start;
+			c->busy_frac = -1;
+		}
+		if (now - c->busy_seen_t >= 1.0) {
+			/* a step's time arrives when it is read, a step later: a
+			 * window can hold a little more than its length */
+			c->busy_frac = fmin(1.0, (double)(ns - c->busy_seen_ns) * 1e-9 / (now - c->busy_seen_t));
+			c->busy_seen_ns = ns;
+			c->busy_seen_t = now;
+		}
+		if (c->busy_frac >= 0)
+			len += (size_t)snprintf(buf + len, size - len, "  %s busy %.0f%% %s", c->name, 100 * c->busy_frac,
+			                        kind == 2 ? "device" : "host");
+	}
 	pthread_mutex_lock(&g->lock);
 	for (int i = 0; i < g->nvalues && len < size; i++)
 		len += (size_t)snprintf(buf + len, size - len, "  %s %.4g", g->values[i].name, g->values[i].v);
 	pthread_mutex_unlock(&g->lock);
+}
+
+/* The step stages' busy fractions over the whole run: device time of
+ * their steps on a GPU, compute time on the host. */
+static void print_busy(gf_graph *g, double el)
+{
+	int n = 0;
+	for (int i = 0; i < g->ninst; i++)
+		n += gf_load_relaxed_int(&g->inst[i]->busy_kind) != 0;
+	if (!n || !(el > 0))
+		return;
+	gf_log(GF_LOG_INFO, "%-24s %8s %10s  %s", "step stage", "busy", "seconds", "measured");
+	for (int i = 0; i < g->ninst; i++) {
+		gf_ctx *c = g->inst[i];
+		int kind = gf_load_relaxed_int(&c->busy_kind);
+		if (!kind)
+			continue;
+		double s = (double)gf_load_relaxed_i64(&c->busy_ns) * 1e-9;
+		gf_log(GF_LOG_INFO, "%-24s %7.1f%% %10.2f  %s", c->name, 100 * s / el, s,
+		       kind == 2 ? "device time (timed events around each step)" : "host compute time of its steps");
+	}
 }
 
 /* ---- what a stall looks like ---- */
@@ -245,4 +291,5 @@ void gf_graph_print_summary(gf_graph *g)
 	       gf_stop_reason_name(gf_graph_stop_reason(g)), b, el, gf_load_relaxed_i64(&g->step),
 	       gf_load_relaxed_i64(&g->items), a);
 	gf_graph_print_edges(g);
+	print_busy(g, el);
 }

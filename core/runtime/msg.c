@@ -97,6 +97,22 @@ int gf_msg_pool_create(uint32_t n, const gf_allocator *alloc, gf_msg_pool **out)
 	return 0;
 }
 
+int gf_msg_pool_set_allocator(gf_msg_pool *pool, const gf_allocator *alloc)
+{
+	if (!alloc || !alloc->alloc || !alloc->free)
+		return -EINVAL;
+	if (pool->alloc.alloc == alloc->alloc && pool->alloc.free == alloc->free)
+		return 0; /* asked twice (two consumers on one device): keep the first */
+	if (pool->alloc.alloc != default_alloc)
+		return -EEXIST;
+	for (uint32_t i = 0; i < pool->n; i++)
+		for (int s = 0; s < GF_MSG_MAX_TENSORS; s++)
+			if (pool->msgs[i].buf_[s])
+				return -EBUSY;
+	pool->alloc = *alloc;
+	return 0;
+}
+
 void gf_msg_pool_destroy(gf_msg_pool *pool)
 {
 	if (!pool)

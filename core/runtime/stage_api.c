@@ -280,13 +280,60 @@ int gf_port_edges(gf_ctx *c, int dir, int port)
 	return port >= 0 && (uint32_t)port < d->noutputs ? c->node->out_links[port] : 0;
 }
 
-const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
+int gf_port_set_allocator(gf_ctx *c, int dir, int port, const gf_allocator *alloc)
+{
+	const gf_stage_desc *d = c->node->desc;
+	if (port < 0 || (uint32_t)port >= (dir ? d->noutputs : d->ninputs) || !c->in || !c->out)
+		return gf_seterr(GF_EPARAM, "gf_port_set_allocator: stage '%s' has no %s port %d", c->name,
+		                 dir ? "output" : "input", port);
+	if (dir)
+		return gf_msg_pool_set_allocator(c->out[port].pool, alloc);
+	const struct in_port *ip = &c->in[port];
+	for (int k = 0; k < ip->nedges; k++) {
+		const struct edge *e = ip->edges[k];
+		int rc = gf_msg_pool_set_allocator(e->prod->out[e->link->out].pool, alloc);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void gf_port_accept_device(gf_ctx *c, int port, gf_device device, int index)
+{
+	if (port < 0 || (uint32_t)port >= c->node->desc->ninputs || !c->in)
+		return;
+	c->in[port].dev_ok = 1;
+	c->in[port].dev = device;
+	c->in[port].dev_index = index;
+}
+
+int gf_port_device_ok(gf_ctx *c, int port, gf_device device, int index)
+{
+	if (port < 0 || (uint32_t)port >= c->node->desc->noutputs || !c->out)
+		return 0;
+	const struct out_port *op = &c->out[port];
+	int n = 0;
+	for (int t = 0; t < op->ntargets; t++) {
+		for (int k = 0; k < op->targets[t].n; k++) {
+			const struct edge *e = op->targets[t].edges[k];
+			const struct in_port *ip = &e->cons->in[e->link->in];
+			if (!ip->dev_ok || ip->dev != device || ip->dev_index != index)
+				return 0;
+			n++;
+		}
+	}
+	return n > 0;
+}
+
+/* The node of the nearest `stage` upstream of the instance's input port
+ * (breadth-first), or -1. */
+static int upstream(gf_ctx *c, int port, const char *stage)
 {
 	gf_graph *g = c->g;
 	int n = g->nnodes, head = 0, tail = 0, me = (int)(c->node - g->nodes);
 	int *queue = malloc((size_t)(n ? n : 1) * sizeof(int));
 	char *seen = calloc((size_t)(n ? n : 1), 1);
-	const char *found = NULL;
+	int found = -1;
 	if (!queue || !seen)
 		goto out;
 	seen[me] = 1;
@@ -298,10 +345,10 @@ const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
 			queue[tail++] = k->from;
 		}
 	}
-	while (head < tail && !found) {
+	while (head < tail && found < 0) {
 		int at = queue[head++];
 		if (!strcmp(g->nodes[at].desc->name, stage)) {
-			found = g->nodes[at].name;
+			found = at;
 			break;
 		}
 		for (int l = 0; l < g->nlinks; l++) {
@@ -316,6 +363,18 @@ out:
 	free(queue);
 	free(seen);
 	return found;
+}
+
+const char *gf_port_upstream(gf_ctx *c, int port, const char *stage)
+{
+	int at = upstream(c, port, stage);
+	return at < 0 ? NULL : c->g->nodes[at].name;
+}
+
+const gf_value *gf_port_upstream_params(gf_ctx *c, int port, const char *stage)
+{
+	int at = upstream(c, port, stage);
+	return at < 0 ? NULL : &c->g->nodes[at].params;
 }
 
 static int feeds(const gf_graph *g, int node, int port, uint32_t want, uint32_t through, int depth)
@@ -422,6 +481,7 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 	int64_t cur = gf_load_relaxed_i64(&g->step);
 	while (step > cur && !gf_cas_relaxed_i64(&g->step, &cur, step))
 		;
+
 	if (items)
 		gf_add_relaxed_i64(&g->items, items);
 	int64_t target = gf_load_seq_cst_i64(&g->target);
@@ -429,6 +489,39 @@ void gf_report_step(gf_ctx *c, int64_t step, int64_t items)
 		gf_graph_set_reason(g, GF_STOP_STEPS);
 		gf_graph_stop_graceful(g);
 	}
+}
+
+void gf_report_busy(gf_ctx *c, double seconds, int device)
+{
+	if (!(seconds > 0))
+		return;
+	gf_add_relaxed_i64(&c->busy_ns, (int64_t)(seconds * 1e9));
+	gf_store_relaxed_int(&c->busy_kind, device ? 2 : 1);
+}
+
+void gf_report_resume(gf_ctx *c, int64_t step)
+{
+	if (step <= 0)
+		return;
+	gf_report_step(c, step, 0);
+	/* the progress line counts from here (relaxed: statistics) */
+	gf_store_relaxed_i64(&c->g->step_base, gf_load_relaxed_i64(&c->g->step));
+}
+
+int gf_step_begin(gf_ctx *c, int64_t step)
+{
+	gf_graph *g = c->g;
+	/* a later input of a step already begun (several micro-batches) */
+	if (step <= gf_load_relaxed_i64(&c->entered))
+		return 0;
+	/* seq_cst with the read of `held` after it: see graph_agree.c */
+	gf_store_seq_cst_i64(&c->entered, step);
+	if (gf_load_seq_cst_int(&g->held))
+		gf_graph_hold_wait(g);
+	if (gf_graph_is_hard(g))
+		return GF_ESTOP;
+	int64_t target = gf_load_seq_cst_i64(&g->target);
+	return target > 0 && step > target ? GF_ESTOP : 0;
 }
 
 void gf_report_value(gf_ctx *c, const char *name, double value)

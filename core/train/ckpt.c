@@ -72,6 +72,37 @@ int gf_ckpt_resolve(const char *path, char *out, size_t size)
 	                               " (give a checkpoint file)", path);
 }
 
+/* ---- formats ---- */
+
+static const char *const formats[] = { GF_CKPT_FORMAT, "ganflow-nn-1" };
+
+/* 0 when the header's "format" is one this version reads; else GF_ECORRUPT
+ * naming path, what was found and what is read. */
+static int check_format(gf_st_file *f, const char *path)
+{
+	const char *fmt = gf_st_meta(f, "format");
+	for (size_t i = 0; fmt && i < sizeof(formats) / sizeof(formats[0]); i++)
+		if (!strcmp(fmt, formats[i]))
+			return 0;
+	if (!fmt)
+		return gf_seterr(GF_ECORRUPT, "%s: no checkpoint format in its metadata (\"format\"): not a ganflow "
+		                              "checkpoint; this version reads formats " GF_CKPT_FORMATS, path);
+	return gf_seterr(GF_ECORRUPT, "%s: checkpoint format '%.64s' is not one this version reads (%s); it reads "
+	                              "formats " GF_CKPT_FORMATS, path, fmt,
+	                 !strncmp(fmt, "ganflow-", 8) ? "written by another version of ganflow" : "not a ganflow checkpoint");
+}
+
+int gf_ckpt_check_format(const char *path)
+{
+	gf_st_file *f;
+	int rc = gf_st_open(&f, path);
+	if (rc)
+		return rc;
+	rc = check_format(f, path);
+	gf_st_close(f);
+	return rc;
+}
+
 /* ---- reading ---- */
 
 typedef struct part {
@@ -99,6 +130,8 @@ int gf_ckpt_open(gf_ckpt **out, const char *path)
 		return -ENOMEM;
 	}
 	int rc = gf_st_open(&c->f, path);
+	if (!rc)
+		rc = check_format(c->f, path);
 	if (rc) {
 		gf_ckpt_close(c);
 		return rc;

@@ -1,6 +1,7 @@
 /* LeCam regularisation of D (Tseng et al. 2021): see gf_lecam in
- * <ganflow/train.h>. Host arithmetic on D's outputs, which d_step already
- * copies to the host for its metrics: a batch of D outputs is small. */
+ * <ganflow/train.h>. Host arithmetic on D's outputs, which d_step copies to
+ * the host for it (a batch of D outputs is small; on a GPU that wait makes
+ * a LeCam step run eagerly, docs/cuda.md). */
 #include <ganflow/train.h>
 
 double gf_lecam_grad(const gf_lecam *l, const float *out, size_t n, int fake, float scale, float *grad)

@@ -12,11 +12,10 @@
 
 /* ---- backends and networks ---- */
 
-int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out)
+static int open_backend(gf_ctx *ctx, const gf_value *params, int threads, gf_backend **out)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
 	const char *name = gf_value_as_str(gf_value_get(params, "backend"), "", NULL);
-	int threads = (int)gf_value_as_int(gf_value_get(params, "threads"), 0, NULL);
 	if (!name[0])
 		name = run->backend && run->backend[0] ? run->backend : "auto";
 	gf_backend_opts opts = { .threads = threads > 0 ? threads : run->threads };
@@ -27,6 +26,39 @@ int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out)
 	int rc = gf_backend_open(name, &opts, out);
 	if (rc)
 		return gf_fail(ctx, "backend '%s': %s", name, gf_errmsg()[0] ? gf_errmsg() : gf_strerror(rc)), rc;
+	return 0;
+}
+
+int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out)
+{
+	return open_backend(ctx, params, (int)gf_value_as_int(gf_value_get(params, "threads"), 0, NULL), out);
+}
+
+int gf_train_copy_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out)
+{
+	return open_backend(ctx, params, 1, out);
+}
+
+int gf_train_async(const gf_backend *be)
+{
+	return GF_BACKEND_HAS(be, event_create) && GF_BACKEND_HAS(be, event_record) && GF_BACKEND_HAS(be, event_wait) &&
+	       GF_BACKEND_HAS(be, event_sync) && GF_BACKEND_HAS(be, copy_async) && GF_BACKEND_HAS(be, pinned_alloc) &&
+	       GF_BACKEND_HAS(be, device_alloc) && GF_BACKEND_HAS(be, loss_dev) && GF_BACKEND_HAS(be, reduce_dev);
+}
+
+int gf_train_pinned_allocator(gf_backend *be, gf_allocator *out)
+{
+	if (!GF_BACKEND_HAS(be, pinned_alloc) || !GF_BACKEND_HAS(be, pinned_free))
+		return GF_EUNSUPPORTED;
+	*out = (gf_allocator){ be->ops->pinned_alloc, be->ops->pinned_free, be };
+	return 0;
+}
+
+int gf_train_device_allocator(gf_backend *be, gf_allocator *out)
+{
+	if (!GF_BACKEND_HAS(be, device_alloc) || !GF_BACKEND_HAS(be, device_free))
+		return GF_EUNSUPPORTED;
+	*out = (gf_allocator){ be->ops->device_alloc, be->ops->device_free, be };
 	return 0;
 }
 
@@ -79,6 +111,27 @@ int gf_weights_pack(gf_msg *m, gf_net *net, int64_t version)
 	return rc;
 }
 
+int gf_weights_pack_dev(gf_msg *m, gf_net *net, int64_t version)
+{
+	gf_backend *be = gf_net_backend(net);
+	size_t np, nb;
+	float *sp = gf_net_block(net, GF_PARAMS, &np), *sb = gf_net_block(net, GF_BUFFERS, &nb);
+	int64_t shp[1] = { (int64_t)np }, shb[1] = { (int64_t)nb };
+	float *p = gf_msg_tensor(m, 0, GF_F32, 1, shp);
+	float *b = gf_msg_tensor(m, 1, GF_F32, 1, shb);
+	if (!p || !b)
+		return gf_seterr(-ENOMEM, "weights message: out of device memory");
+	for (int i = 0; i < 2; i++) {
+		m->t[i].device = be->device;
+		m->t[i].device_index = be->device_index;
+	}
+	int rc = be->ops->copy(be, p, sp, np * sizeof(float), GF_COPY_D2D);
+	if (!rc && nb)
+		rc = be->ops->copy(be, b, sb, nb * sizeof(float), GF_COPY_D2D);
+	m->version = version;
+	return rc;
+}
+
 int gf_weights_unpack(gf_net *net, const gf_msg *m)
 {
 	size_t np, nb;
@@ -91,6 +144,22 @@ int gf_weights_unpack(gf_net *net, const gf_msg *m)
 		                 "(are both ends built from the same layer table?)",
 		                 m->ntensors > 0 ? (long long)gf_tensor_numel(&m->t[0]) : 0LL,
 		                 m->ntensors > 1 ? (long long)gf_tensor_numel(&m->t[1]) : 0LL, np, nb);
+	if (m->event) {
+		/* device memory of the producer's device: ordered after its event
+		 * on this network's backend, copied without the host */
+		gf_backend *be = gf_net_backend(net);
+		if (!GF_BACKEND_HAS(be, event_wait))
+			return gf_seterr(GF_EPARAM, "weights message in device memory reached a backend without events (%s)",
+			                 be->ops->name);
+		int rc = be->ops->event_wait(be, m->event);
+		if (!rc)
+			rc = be->ops->copy(be, gf_net_block(net, GF_PARAMS, NULL), m->t[0].data, np * sizeof(float),
+			                   GF_COPY_D2D);
+		if (!rc && nb)
+			rc = be->ops->copy(be, gf_net_block(net, GF_BUFFERS, NULL), m->t[1].data, nb * sizeof(float),
+			                   GF_COPY_D2D);
+		return rc;
+	}
 	int rc = gf_net_write(net, GF_PARAMS, m->t[0].data);
 	if (!rc && nb)
 		rc = gf_net_write(net, GF_BUFFERS, m->t[1].data);

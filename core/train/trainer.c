@@ -42,6 +42,7 @@ struct gf_trainer {
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
+	gf_precision prec;      /* of the backend */
 };
 
 /* ---- set-up ---- */
@@ -67,6 +68,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	int rc = gf_train_backend(ctx, p, &t->be);
 	if (rc)
 		return rc;
+	if (gf_precision_parse(gf_value_as_str(gf_value_get(p, "precision"), "fp32", NULL), &t->prec))
+		t->prec = GF_PREC_FP32;
 	const gf_value *table = gf_value_get(p, "net");
 	char what[64];
 	snprintf(what, sizeof(what), "%s (net)", conf->what);
@@ -228,8 +231,9 @@ static int ortho(gf_trainer *t, int64_t step)
 	if (t->ortho == 0.0f)
 		return 0;
 	float beta = t->ortho;
-	gf_backend_stats st;
-	if (GF_BACKEND_HAS(t->be, stats) && t->be->ops->stats(t->be, &st) == 0 && st.precision == GF_PREC_FP16)
+	gf_backend_stats st; /* fp16 only: stats waits for the device */
+	if (t->prec == GF_PREC_FP16 && GF_BACKEND_HAS(t->be, stats) && t->be->ops->stats(t->be, &st) == 0 &&
+	    st.precision == GF_PREC_FP16)
 		beta *= st.loss_scale;
 	if (gf_net_ortho_grad(t->net, beta, t->ortho_skip))
 		return gf_fail(t->ctx, "%s %lld: %s: %s", t->conf.unit, (long long)step, t->conf.what, gf_errmsg());
@@ -290,6 +294,80 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 	if (rc)
 		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
 	return t->ema ? ema_update(t, step) : 0;
+}
+
+int gf_trainer_update_on_device(const gf_trainer *t)
+{
+	return gf_exchange_client_mode(t->xc) == GF_DIST_NONE && t->clip == 0.0f &&
+	       !(t->ortho != 0.0f && t->prec == GF_PREC_FP16) && GF_BACKEND_HAS(t->be, reduce_dev);
+}
+
+gf_precision gf_trainer_precision(const gf_trainer *t)
+{
+	return t->prec;
+}
+
+uint64_t gf_trainer_update_key(const gf_trainer *t, int64_t step)
+{
+	return t->ema && step + 1 <= t->ema_start ? 1u : 0u;
+}
+
+int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
+{
+	const gf_trainer_conf *c = &t->conf;
+	if (!gf_trainer_update_on_device(t))
+		return gf_seterr(GF_EUNSUPPORTED, "%s update: needs the host (exchange, clip or fp16 ortho)", c->what);
+	int rc = ortho(t, step);
+	if (rc)
+		return rc;
+	if (t->warmup > 0)
+		gf_optim_set_lr(t->opt, t->base_lr * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup));
+	size_t n;
+	float *g = gf_net_block(t->net, GF_GRADS, &n);
+	/* the norm before the update, as gf_net_clip_grad_norm measures it
+	 * (sumsq's bits), left on the device */
+	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) || (rc = gf_optim_step(t->opt)))
+		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	return t->ema ? ema_update(t, step) : 0;
+}
+
+int gf_trainer_check_loss(gf_trainer *t, int64_t step, double loss)
+{
+	const gf_trainer_conf *c = &t->conf;
+	if (isfinite(loss))
+		return 0;
+	return gf_fail(t->ctx, "%s %lld: the %s loss is %g (non-finite) in network %s; the last good checkpoint is kept",
+	               c->unit, (long long)step, c->what, loss, c->what);
+}
+
+int gf_trainer_check_norm(gf_trainer *t, int64_t step, double sumsq, float *norm)
+{
+	const gf_trainer_conf *c = &t->conf;
+	double total = sqrt(sumsq);
+	if (norm)
+		*norm = (float)total;
+	if (isfinite(total) || t->prec == GF_PREC_FP16) /* fp16: an overflow the optimiser skipped */
+		return 0;
+	return gf_fail(t->ctx, "%s %lld: a gradient of network %s is non-finite; the last good checkpoint is kept",
+	               c->unit, (long long)step, c->what);
+}
+
+/* The failure of gf_loss / gf_loss_dev (rc != 0), named. */
+static int loss_failed(gf_trainer *t, int64_t step, int rc)
+{
+	const gf_trainer_conf *c = &t->conf;
+	if (rc == GF_ENONFINITE)
+		return gf_fail(t->ctx, "%s %lld: the %s loss is non-finite in network %s (%s); the last good checkpoint "
+		                       "is kept",
+		               c->unit, (long long)step, c->what, c->what, gf_errmsg());
+	return gf_fail(t->ctx, "%s %lld: %s loss: %s", c->unit, (long long)step, c->what, gf_errmsg());
+}
+
+int gf_trainer_loss_dev(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred,
+                        const gf_tensor *labels, float target, float scale, float *dpred, float *loss_dev)
+{
+	int rc = gf_loss_dev(t->be, kind, loss_dev, dpred, pred, labels, target, scale);
+	return rc ? loss_failed(t, step, rc) : 0;
 }
 
 int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred, const gf_tensor *labels,

@@ -50,7 +50,7 @@ were loaded).
 import torch
 from torch import nn
 
-from ganflow.checkpoint import Checkpoint, CheckpointError
+from ganflow.checkpoint import Checkpoint, CheckpointError, shape_str
 
 __all__ = ["load", "build", "GanflowNet", "CheckpointError"]
 
@@ -547,15 +547,27 @@ def load(checkpoint, part="g", ema=True, device=None):
     if ema and all(ck.has(f"{name}.ema.{k}") for k in wanted):
         prefix, net.ema = f"{name}.ema.", True
     new = {}
+    # the C reader's checks and messages (gf_ckpt_load, gf_st_read, gf_ckpt_net)
     for k in wanted:
         tname = prefix + k
         if not ck.has(tname):
-            raise CheckpointError(f"{ck.path}: part '{name}' has no tensor '{tname}' (its layer table needs it)")
-        shape = ck.info(tname)[1]
-        if tuple(shape) != tuple(state[k].shape):
-            raise CheckpointError(f"{ck.path}: tensor '{tname}' is {tuple(shape)}, the layer table needs "
-                                  f"{tuple(state[k].shape)}")
+            raise CheckpointError(f"checkpoint {ck.path}: no tensor '{tname}' (the network has it)")
+        dt, shape = ck.info(tname)
+        if dt != "F32" or tuple(shape) != tuple(state[k].shape):
+            raise CheckpointError(f"{ck.path}: tensor '{tname}' is {shape_str(shape, dt)}, expected "
+                                  f"{shape_str(state[k].shape, 'F32')}")
         new[k] = _tensor(ck, tname).to(state[k].dtype)
+    # parameters, then buffers, each in layer order: the first value the C
+    # reader's finite check names
+    order = [k for k, _ in net.net.named_parameters()] + [k for k, _ in net.net.named_buffers() if k in new]
+    for k in order:
+        bad = (~torch.isfinite(new[k].reshape(-1))).nonzero()
+        if len(bad):
+            i = int(bad[0])
+            v = float(new[k].reshape(-1)[i])
+            what = "nan" if v != v else "inf" if v > 0 else "-inf"
+            raise CheckpointError(f"{ck.path}: {prefix}{k}[{i}] is {what}: the network '{name}' is not finite "
+                                  "(a diverged run's checkpoint?)")
     for k in state:
         if k.endswith("num_batches_tracked"):
             new[k] = state[k]

@@ -16,6 +16,7 @@
  * that stopped at different steps) are written together as the final
  * checkpoint, named after the largest step among them.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -73,6 +74,49 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
+static int by_step(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The checkpoints already in the directory (a resumed run's, continuing in
+ * it) count towards `keep` as if this run had written them: their steps,
+ * oldest first, the newest MAX_KEEP of them. */
+static void find_written(ckpt *c)
+{
+	DIR *d = opendir(c->dir);
+	struct dirent *e;
+	int64_t *steps = NULL;
+	size_t n = 0, cap = 0;
+	while (d && (e = readdir(d))) {
+		long long step;
+		char name[64];
+		/* exactly the names gf_ckpt_file_name gives (no .tmp files) */
+		if (sscanf(e->d_name, "ckpt-%lld", &step) != 1 || step < 0 ||
+		    snprintf(name, sizeof(name), "ckpt-%08lld.safetensors", step) >= (int)sizeof(name) ||
+		    strcmp(name, e->d_name))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			int64_t *ns = realloc(steps, nc * sizeof(*ns));
+			if (!ns)
+				break;
+			steps = ns;
+			cap = nc;
+		}
+		steps[n++] = step;
+	}
+	if (d)
+		closedir(d);
+	if (n > 1)
+		qsort(steps, n, sizeof(*steps), by_step);
+	size_t first = n > MAX_KEEP ? n - MAX_KEEP : 0;
+	for (size_t i = first; i < n; i++)
+		c->written[c->nwritten++] = steps[i];
+	free(steps);
+}
+
 static int ckpt_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -91,6 +135,7 @@ static int ckpt_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "cannot create checkpoint directory '%s': %s", c->dir, strerror(-rc));
 	if (access(c->dir, W_OK))
 		return gf_fail(ctx, "checkpoint directory '%s' is not writable: %s", c->dir, strerror(errno));
+	find_written(c);
 	c->last_complete = -1;
 	return 0;
 }

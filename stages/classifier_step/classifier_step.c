@@ -179,7 +179,7 @@ static int test_accuracy(clf *s, gf_ctx *ctx)
 		int n = (int)(count - i < (uint64_t)b ? count - i : (uint64_t)b);
 		for (int j = 0; j < n; j++) {
 			gf_record r;
-			if ((rc = gf_dataset_get(ds, i + (uint64_t)j, &r)) ||
+			if ((rc = gf_dataset_get_checked(ds, i + (uint64_t)j, &r)) ||
 			    (rc = gf_decode_record(dec, &t, &r.h, r.payload, 0, img + (size_t)j * per, per))) {
 				rc = gf_fail(ctx, "test split %s: %s", s->test, gf_errmsg());
 				goto out;

@@ -45,11 +45,27 @@
  *    penalty times k, an optimiser update) after every k-th D step, with
  *    Adam's lr and betas adjusted (gf_penalty_adam_ratio).
  *  - `gp` = lambda (WGAN-GP, Gulrajani et al. 2017, loss = "wgan"): lambda
- *    E(|grad D(x^)| - 1)^2 on x^ = e x + (1 - e) G(z), e ~ U(0, 1) per
+ *    E(|grad D(x^)| - 1)^2 on x^ = x_f + e (x - x_f), e ~ U(0, 1) per
  *    sample from the stage's own generator (checkpointed as
  *    "<instance>.gp_rng"), in every D step; a conditional D sees the real
  *    batch's labels.
  * Their values go to the metrics as r1 and gp.
+ *
+ * On a GPU (docs/cuda.md, "Step stages"): each micro-step (both halves and,
+ * in the last one, the update) is one CUDA graph per kind of step, replayed
+ * after one eager warm-up and one capture (graphs = false: eagerly); the
+ * real batches arrive in pinned memory and are copied to the device on a
+ * second stream while the previous step runs; fakes from g_step and the
+ * weights sent back stay in device memory, ordered by events; losses and
+ * D's mean outputs stay on the device and are read a step later, when
+ * that step's metrics are pushed, so the host never waits for the step it
+ * has just queued. LeCam, clipping and a data-parallel exchange need the
+ * host inside the step: with them the step runs eagerly and its results
+ * are read at once. So do the gradient penalties (the per-sample gradient
+ * lengths come to the host): R1 in the step (r1_every = 1) and WGAN-GP
+ * make every step eager; the lazy R1 step runs eagerly after the graph of
+ * every r1_every-th D step, and the D steps themselves stay captured.
+
  */
 #include <errno.h>
 #include <math.h>
@@ -63,44 +79,27 @@
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
-enum { IN_REAL, IN_FAKES, IN_REDUCED };
-enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
-
-typedef struct dstep {
-	gf_trainer *tr;         /* D, its optimiser, update, state */
-	gf_net *d;              /* the trainer's */
-	gf_backend *be;         /* the trainer's */
-	gf_gan_loss loss;
-	int async;
-	int64_t staleness;      /* async bound, and the weights interval */
-	int d_steps, acc, max_batch, cls;
-	int64_t ckpt_every;
-	int64_t v;              /* iterations done (version of D's weights) */
-	int64_t data_pos[2];    /* epoch, position of the last real batch used */
-	int64_t stale_max;
-	int64_t gseen;          /* async: G updates behind the newest fakes used */
-	int64_t ckpt_basis;     /* async: gseen at the last state pushed */
-	int checked;            /* real batch shape checked against D */
-	float *dpred;           /* (max_batch, D outputs) device */
-	float *out_host;        /* (max_batch, D outputs) */
-	gf_fake_cache *cache;   /* async: recent fakes */
-	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
-	gf_lecam lecam;         /* lambda 0 = none */
-	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
-	float *reg_dev;         /* and device */
-	gf_msg *next_real;      /* sync: the next iteration's first real batch, taken before the weights
-	                           that let G start that iteration are pushed (see take_next_real) */
-	/* gradient penalties */
-	float r1, gp;           /* gamma, lambda; 0 = none */
-	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
-	gf_penalty *pen;        /* r1 or gp */
-	gf_rng gp_rng;          /* gp: the interpolation weights */
-	float *xhat;            /* gp: (max_batch, D input) host interpolates */
-	float *eps;             /* gp: (max_batch) their weights */
-	size_t nin;             /* D's input values per sample */
-} dstep;
+#include "d_step.h"
 
 /* ---- setup ---- */
+
+static int dev_buffers(dstep *s, gf_ctx *ctx)
+{
+	gf_backend *be = s->be;
+	size_t xb = (size_t)s->max_batch * s->in_numel * sizeof(float), lb = (size_t)s->max_batch * sizeof(int32_t);
+	if (be->ops->alloc(be, (void **)&s->real_dev, xb) || be->ops->alloc(be, (void **)&s->fake_dev, xb) ||
+	    be->ops->alloc(be, (void **)&s->rlab_dev, lb) || be->ops->alloc(be, (void **)&s->flab_dev, lb))
+		return gf_fail(ctx, "out of memory for D's input buffers: %s", gf_errmsg());
+	if (!s->cbe)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		const gf_backend_ops *o = s->cbe->ops;
+		if (o->alloc(s->cbe, (void **)&s->st[i].x, xb) || o->alloc(s->cbe, (void **)&s->st[i].l, lb) ||
+		    o->event_create(s->cbe, &s->st[i].dma) || be->ops->event_create(be, &s->st[i].used))
+			return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
+	}
+	return 0;
+}
 
 /* r1, r1_every, gp: what they may be combined with. */
 static int penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
@@ -120,24 +119,22 @@ static int penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
 	return 0;
 }
 
-/* The penalty's buffers and generator, once D exists. */
+/* The penalty's buffers and generator, once D and its input buffers exist. */
 static int penalty_setup(dstep *s, gf_ctx *ctx)
 {
 	if (s->r1 <= 0 && s->gp <= 0)
 		return 0;
 	if (gf_penalty_create(&s->pen, s->d, s->max_batch))
 		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1 > 0 ? "r1" : "gp", gf_errmsg());
-	gf_tensor din;
-	gf_net_shapes(s->d, &din, NULL);
-	s->nin = (size_t)gf_tensor_numel(&din) / (size_t)din.shape[0];
-	if (s->gp > 0) {
-		if (!(s->xhat = malloc((size_t)s->max_batch * s->nin * sizeof(float))) ||
-		    !(s->eps = malloc((size_t)s->max_batch * sizeof(float))))
-			return gf_fail(ctx, "out of memory");
-		gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
-		return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
-	}
-	return 0;
+	if (s->gp <= 0)
+		return 0;
+	gf_backend *be = s->be;
+	if (!(s->eps_host = malloc((size_t)s->max_batch * sizeof(float))) ||
+	    be->ops->alloc(be, (void **)&s->eps_dev, (size_t)s->max_batch * sizeof(float)) ||
+	    be->ops->alloc(be, (void **)&s->xhat_dev, (size_t)s->max_batch * s->in_numel * sizeof(float)))
+		return gf_fail(ctx, "out of memory for WGAN-GP's interpolates");
+	gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
+	return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
 }
 
 static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -146,8 +143,10 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	dstep *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	int rc;
 	*self = s;
+	s->ahead = -1;
+	for (int i = 0; i < RECS; i++)
+		s->recs[i].v = -1;
 	s->async = !strcmp(gf_param_str(p, "mode"), "async");
 	s->staleness = gf_param_int(p, "staleness");
 	s->d_steps = (int)gf_param_int(p, "d_steps");
@@ -159,7 +158,8 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->ckpt_every = run->checkpoint_every;
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
-	if ((rc = penalty_conf(s, ctx, p)))
+	int rc = penalty_conf(s, ctx, p);
+	if (rc)
 		return rc;
 	s->lecam.lambda = (float)gf_param_num(p, "lecam");
 	s->lecam.decay = (float)gf_param_num(p, "lecam_decay");
@@ -173,19 +173,39 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->d = gf_trainer_net(s->tr);
 	s->be = gf_trainer_backend(s->tr);
-	gf_tensor din, dout;
-	gf_net_shapes(s->d, &din, &dout);
+	/* data that cannot serve a conditional D: said now, not after training */
+	if ((rc = gf_data_classes(ctx, IN_REAL, gf_net_classes(s->d), "D", s->data_classes, sizeof(s->data_classes))))
+		return rc;
+	gf_tensor dout;
+	gf_net_shapes(s->d, &s->din, &dout);
+	s->in_numel = (size_t)(gf_tensor_numel(&s->din) / s->din.shape[0]);
+	s->classes = gf_net_classes(s->d) > 0;
 	size_t nout = (size_t)gf_tensor_numel(&dout);
-	s->out_host = malloc(nout * sizeof(float));
-	if (s->lecam.lambda > 0 && (!(s->reg_host = malloc(nout * sizeof(float))) ||
-	                     s->be->ops->alloc(s->be, (void **)&s->reg_dev, nout * sizeof(float))))
+	if (s->lecam.lambda > 0 &&
+	    (!(s->out_host = malloc(nout * sizeof(float))) || !(s->reg_host = malloc(nout * sizeof(float))) ||
+	     s->be->ops->alloc(s->be, (void **)&s->reg_dev, nout * sizeof(float))))
 		return gf_fail(ctx, "out of memory");
-	if (!s->out_host || s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)) ||
+	if (s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)) ||
 	    (s->async && gf_fake_cache_create(&s->cache, (int)gf_param_int(p, "cache"), (int)gf_param_int(p, "reuse"),
 	                                      s->staleness)))
 		return gf_fail(ctx, "out of memory");
-	if ((rc = penalty_setup(s, ctx)))
+	/* a GPU: batches in pinned memory, copied on a stream of their own;
+	 * fakes accepted in device memory */
+	if (gf_train_async(s->be)) {
+		gf_allocator pinned;
+		if ((rc = gf_train_copy_backend(ctx, p, &s->cbe)))
+			return rc;
+		if (!gf_train_pinned_allocator(s->be, &pinned) && gf_port_set_allocator(ctx, 0, IN_REAL, &pinned))
+			gf_info(ctx, "real batches stay in pageable memory: %s", gf_errmsg());
+		gf_port_accept_device(ctx, IN_FAKES, s->be->device, s->be->device_index);
+	}
+	if ((rc = dev_buffers(s, ctx)) || (rc = penalty_setup(s, ctx)))
 		return rc;
+	int ev = s->d_steps * s->acc;
+	if (gf_stepgraph_create(&s->sg, s->be, gf_param_bool(p, "graphs"), "D step") ||
+	    gf_readback_create(&s->rb, s->be, NVALS, ev > MAX_LAG ? MAX_LAG + 1 : ev + 1) ||
+	    gf_devmsg_create(&s->dm, s->be))
+		return gf_fail(ctx, "%s", gf_errmsg());
 	s->data_pos[0] = s->data_pos[1] = -1;
 	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
 		return rc;
@@ -197,88 +217,45 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	return 0;
 }
 
-/* ---- fakes ---- */
-
-/* The fakes of this D micro-step. Sync: the next message, of version v.
- * Async: the newest cached fakes whose D weights are at most `staleness`
- * iterations old, waiting for fresher ones only when none is. The returned
- * message is borrowed (async: owned by the cache) or owned (sync). */
-static int get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale)
-{
-	int rc;
-	gf_msg *m;
-	if (!s->async) {
-		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
-			return rc;
-		if (m->version != s->v) {
-			long long got = (long long)m->version;
-			gf_msg_release(m);
-			return gf_fail(ctx, "synchronous mode: D iteration %lld received fakes made with D weights of "
-			                    "version %lld (are g_step and d_step both in mode \"sync\"?)",
-			               (long long)s->v, got);
-		}
-		*out = m;
-		*stale = 0;
-		return 0;
-	}
-	while ((rc = gf_try_pop(ctx, IN_FAKES, &m)) == 0)
-		gf_fake_cache_add(s->cache, m);
-	if (rc != -EAGAIN)
-		return rc; /* GF_EEOF: G has finished, so does D */
-	while (!(m = gf_fake_cache_pick(s->cache, s->v))) {
-		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
-			return rc;
-		gf_fake_cache_add(s->cache, m);
-	}
-	*out = m;
-	*stale = s->v - m->version;
-	return 0;
-}
-
 /* ---- the loop ---- */
 
 static int push_weights(dstep *s, gf_ctx *ctx)
 {
 	gf_msg *m;
-	int rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->v, &m);
-	if (rc)
-		return rc;
+	int rc;
+	if (!s->dev_weights) {
+		if ((rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->v, &m)))
+			return rc;
+	} else {
+		/* on one device: a copy of D's blocks behind an event, no host */
+		if ((rc = gf_msg_get(ctx, OUT_WEIGHTS, &m)))
+			return rc;
+		if ((rc = gf_weights_pack_dev(m, s->d, s->v)) || (rc = gf_devmsg_ready(s->dm, m))) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "D weights: %s", gf_errmsg());
+		}
+		m->step = s->v;
+		m->label = s->cls;
+	}
 	gf_msg_set_scalar(m, "fakes_per_step", (double)s->d_steps * s->acc);
 	return gf_push(ctx, OUT_WEIGHTS, m);
 }
 
-static int push_state(dstep *s, gf_ctx *ctx)
+/* LeCam's term for one half-step's outputs (copied to the host: LeCam
+ * runs eagerly), scaled like its loss: its value added to *reg, its
+ * gradient added to dpred. */
+static int lecam_add(dstep *s, const gf_tensor *out, int fake, size_t n, float scale, double *reg)
 {
-	gf_state *st;
-	char k[160];
-	int rc = gf_trainer_state_begin(s->tr, s->v, &st);
-	if (rc || !st)
-		return rc;
-	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
-	if (!rc && s->lecam.lambda > 0) { /* the averages' bits, so a resumed run goes on exactly */
-		int64_t lc[3] = { s->lecam.set };
-		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
-		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
-	}
-	if (!rc && s->gp > 0)
-		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
-	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
-		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
-	/* async: filed under G's step, so it joins G's part of the checkpoint */
-	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
-}
-
-/* LeCam's term for one half-step's outputs (host), scaled like its loss:
- * its value added to *reg, its gradient added to dpred. */
-static int lecam_add(dstep *s, int fake, size_t n, float scale, double *reg)
-{
-	*reg += gf_lecam_grad(&s->lecam, s->out_host, n, fake, scale, s->reg_host);
 	const gf_backend_ops *o = s->be->ops;
-	int rc = o->copy(s->be, s->reg_dev, s->reg_host, n * sizeof(float), GF_COPY_H2D);
+	int rc = o->copy(s->be, s->out_host, out->data, n * sizeof(float), GF_COPY_D2H);
+	if (rc)
+		return rc;
+	*reg += gf_lecam_grad(&s->lecam, s->out_host, n, fake, scale, s->reg_host);
+	rc = o->copy(s->be, s->reg_dev, s->reg_host, n * sizeof(float), GF_COPY_H2D);
 	return rc ? rc : o->axpy(s->be, s->dpred, s->reg_dev, n, 1.0f);
 }
 
-/* ---- gradient penalties ---- */
+/* ---- gradient penalties (eager: the lengths come to the host) ---- */
 
 /* The penalty of D's last forward, weighted like a half of D's loss (1/2,
  * over the micro-batches) times gain, its gradient added to D's (or
@@ -287,39 +264,46 @@ static int penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, do
                    unsigned accumulate, double *value)
 {
 	double mean;
+	const char *what = kind == GF_PENALTY_SQUARE ? "R1" : "gradient";
 	int rc = gf_penalty_lengths(s->pen, NULL, &mean);
 	if (!rc)
 		rc = gf_penalty_apply(s->pen, kind, weight, 1.0, 0.5 * gain / s->acc, dy, GF_NEED_DW | accumulate, value);
 	if (rc == GF_ESTOP || rc == GF_EFAIL)
 		return rc;
 	if (rc)
-		return gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, kind == GF_PENALTY_SQUARE ? "R1" : "gradient",
-		               gf_errmsg());
+		return gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, what, gf_errmsg());
 	if (!isfinite(*value))
 		return gf_fail(ctx, "iteration %lld: the %s penalty is %g (non-finite); the last good checkpoint is kept",
-		               (long long)s->v, kind == GF_PENALTY_SQUARE ? "R1" : "gradient", *value);
+		               (long long)s->v, what, *value);
 	return 0;
 }
 
-/* WGAN-GP on one micro-batch: x^ = e x + (1 - e) G(z) per sample, D's
- * gradient norm there pulled to 1. */
-static int gp_step(dstep *s, gf_ctx *ctx, const gf_msg *real, const gf_msg *fake, double *value)
+/* WGAN-GP on one micro-batch, on the device: x^ = x_f + e (x - x_f) per
+ * sample (e from the stage's generator, on the host), D's gradient norm
+ * there pulled to 1. */
+static int gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf,
+                   double *value)
 {
-	const gf_tensor *x = &real->t[0], *f = &fake->t[0];
-	int64_t n = x->shape[0] < f->shape[0] ? x->shape[0] : f->shape[0];
-	const float *xr = x->data, *xf = f->data;
-	gf_rng_uniform(&s->gp_rng, s->eps, (size_t)n, 0.0f, 1.0f);
-	for (int64_t i = 0; i < n; i++)
-		for (size_t j = 0; j < s->nin; j++) {
-			size_t at = (size_t)i * s->nin + j;
-			s->xhat[at] = s->eps[i] * xr[at] + (1.0f - s->eps[i]) * xf[at];
-		}
-	gf_tensor xh = *x, lab = real->ntensors > 1 ? real->t[1] : *x;
-	xh.data = s->xhat;
+	int64_t n = xr->shape[0] < xf->shape[0] ? xr->shape[0] : xf->shape[0];
+	size_t k = s->in_numel, all = (size_t)n * k;
+	const gf_backend_ops *o = s->be->ops;
+	gf_rng_uniform(&s->gp_rng, s->eps_host, (size_t)n, 0.0f, 1.0f);
+	int rc = o->copy(s->be, s->eps_dev, s->eps_host, (size_t)n * sizeof(float), GF_COPY_H2D);
+	if (!rc)
+		rc = o->copy(s->be, s->xhat_dev, xr->data, all * sizeof(float), GF_COPY_D2D);
+	if (!rc)
+		rc = o->axpy(s->be, s->xhat_dev, xf->data, all, -1.0f);
+	if (!rc)
+		rc = o->row_scale(s->be, s->xhat_dev, s->eps_dev, s->xhat_dev, (int)n, (int)k, 0);
+	if (!rc)
+		rc = o->axpy(s->be, s->xhat_dev, xf->data, all, 1.0f);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: WGAN-GP's interpolates: %s", (long long)s->v, gf_errmsg());
+	gf_tensor xh = *xr, lab = *lr;
+	xh.data = s->xhat_dev;
 	xh.shape[0] = n;
 	lab.shape[0] = n;
-	int rc = gf_net_forward(s->d, &xh, gf_net_classes(s->d) ? &lab : NULL, GF_TRAIN);
-	if (rc)
+	if ((rc = gf_net_forward(s->d, &xh, s->classes ? &lab : NULL, GF_TRAIN)))
 		return gf_fail(ctx, "iteration %lld: D forward on the interpolates: %s", (long long)s->v, gf_errmsg());
 	double v;
 	if ((rc = penalty(s, ctx, GF_PENALTY_DISTANCE, s->gp, 1.0, NULL, GF_ACCUMULATE, &v)))
@@ -328,44 +312,26 @@ static int gp_step(dstep *s, gf_ctx *ctx, const gf_msg *real, const gf_msg *fake
 	return 0;
 }
 
-/* StyleGAN2's lazy R1: after D step `step` (counted over the run) when
- * step % r1_every == 0, a step of its own on that step's real batch: the
- * penalty times r1_every, an optimiser update. */
-static int r1_lazy(dstep *s, gf_ctx *ctx, const gf_msg *real, double *value)
-{
-	int rc = gf_net_forward(s->d, &real->t[0], gf_net_classes(s->d) && real->ntensors > 1 ? &real->t[1] : NULL, GF_TRAIN);
-	if (rc)
-		return gf_fail(ctx, "iteration %lld: D forward (R1): %s", (long long)s->v, gf_errmsg());
-	gf_trainer_arm(s->tr, s->v); /* data parallel: buckets leave during the double backward's walk */
-	double v;
-	if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, &v)))
-		return rc;
-	*value += v;
-	return gf_trainer_update(s->tr, s->v, NULL);
-}
-
-/* D forward + loss + backward on one batch; adds the mean output to *mean.
- * The real half-step with r1 and r1_every = 1 adds R1 in the same walk. */
+/* D forward + loss + backward on one batch; the loss and the sum of D's
+ * outputs stay in the device slots loss and sum; *nout: D's outputs. The
+ * real half-step with r1 and r1_every = 1 adds R1 (into *r1) in the same
+ * walk. */
 static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, int fake,
-                     unsigned accumulate, double *loss, double *mean, double *reg, double *r1)
+                     unsigned accumulate, float *loss, double *sum, size_t *nout, double *reg, double *r1)
 {
-	int rc = gf_net_forward(s->d, x, gf_net_classes(s->d) ? labels : NULL, GF_TRAIN);
+	int rc = gf_net_forward(s->d, x, s->classes ? labels : NULL, GF_TRAIN);
 	if (rc)
 		return gf_fail(ctx, "iteration %lld: D forward: %s", (long long)s->v, gf_errmsg());
 	gf_tensor out;
 	gf_net_output(s->d, &out);
-	float l;
-	if ((rc = gf_trainer_loss(s->tr, s->v, s->loss.d, &out, NULL, fake ? s->loss.fake : s->loss.real, 0.5f / (float)s->acc, s->dpred, &l)))
+	if ((rc = gf_trainer_loss_dev(s->tr, s->v, s->loss.d, &out, NULL, fake ? s->loss.fake : s->loss.real,
+	                              0.5f / (float)s->acc, s->dpred, loss)))
 		return rc;
-	*loss += l;
 	size_t n = (size_t)gf_tensor_numel(&out);
-	if ((rc = s->be->ops->copy(s->be, s->out_host, out.data, n * sizeof(float), GF_COPY_D2H)))
-		return gf_fail(ctx, "%s", gf_errmsg());
-	double sum = 0;
-	for (size_t i = 0; i < n; i++)
-		sum += s->out_host[i];
-	*mean += sum / (double)n / s->acc;
-	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, fake, n, 0.5f / (float)s->acc, reg)))
+	*nout = n;
+	if ((rc = s->be->ops->reduce_dev(s->be, sum, out.data, n, 0)))
+		return gf_fail(ctx, "iteration %lld: D's mean output: %s", (long long)s->v, gf_errmsg());
+	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, &out, fake, n, 0.5f / (float)s->acc, reg)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
 	if (!fake && s->r1 > 0 && s->r1_every == 1) {
 		double v;
@@ -381,17 +347,69 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	return 0;
 }
 
-/* What one D iteration adds up for its metrics line. */
-typedef struct sums {
-	double loss, dreal, dfake, images, stale, lecam;
-	double r1, gp;  /* penalties: sums over the D steps that computed them */
-	int nr1;        /* D steps that computed R1 */
-} sums;
-
-static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
+/* A device tensor over one of the step's input buffers. */
+static gf_tensor dev_tensor(const dstep *s, void *data, int labels, int64_t n)
 {
+	gf_tensor t;
+	if (labels) {
+		int64_t sh[1] = { n };
+		t = gf_tensor_make(data, GF_I32, 1, sh);
+	} else {
+		t = s->din;
+		t.shape[0] = n;
+		t.data = data;
+	}
+	t.device = s->be->device;
+	t.device_index = s->be->device_index;
+	return t;
+}
+
+/* The ops of one micro-step, graph-captured or not: both halves on the
+ * step's input buffers and, in the last micro-step of a D step, the
+ * update. */
+static int step_ops(dstep *s, gf_ctx *ctx, int micro, int host_update, int64_t nr, int64_t nf, pend *p, rec *r)
+{
+	double *slot = gf_readback_slots(s->rb);
+	gf_tensor xr = dev_tensor(s, s->real_dev, 0, nr), lr = dev_tensor(s, s->rlab_dev, 1, nr);
+	gf_tensor xf = dev_tensor(s, s->fake_dev, 0, nf), lf = dev_tensor(s, s->flab_dev, 1, nf);
+	unsigned a = micro ? GF_ACCUMULATE : 0;
+	int last = micro == s->acc - 1;
+	int rc = half_step(s, ctx, &xr, &lr, 0, a, (float *)(void *)(slot + V_LOSS_REAL), slot + V_SUM_REAL, &p->nr,
+	                   &r->t.lecam, &r->t.r1);
+	if (rc)
+		return rc;
+	/* WGAN-GP before the fake half: the exchange's buckets leave during
+	 * the last backward of the D step, the fake half-step's */
+	if (s->gp > 0 && (rc = gp_step(s, ctx, &xr, &lr, &xf, &r->t.gp)))
+		return rc;
+	if (last)
+		gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
+	if ((rc = half_step(s, ctx, &xf, &lf, 1, GF_ACCUMULATE, (float *)(void *)(slot + V_LOSS_FAKE),
+	                    slot + V_SUM_FAKE, &p->nf, &r->t.lecam, NULL)))
+		return rc;
+	if (!last)
+		return 0;
+	if (host_update)
+		return gf_trainer_update(s->tr, s->v, NULL);
+	p->norm = 1;
+	return gf_trainer_update_dev(s->tr, s->v, slot + V_SUMSQ);
+}
+
+static rec *rec_of(dstep *s, int64_t v)
+{
+	rec *r = &s->recs[v % RECS];
+	return r->v == v ? r : NULL;
+}
+
+/* Pushes an iteration's metrics once all its results are read back. */
+static int finish(dstep *s, gf_ctx *ctx, rec *r)
+{
+	if (!r->closed || r->folded < s->d_steps * s->acc)
+		return 0;
+	const sums *t = &r->t;
+	r->v = -1;
 	gf_msg *m;
-	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->async ? s->gseen : s->v, &m);
+	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, r->mstep, &m);
 	if (rc || !m)
 		return rc;
 	gf_msg_set_scalar(m, "loss_d", t->loss / s->d_steps);
@@ -406,64 +424,139 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
-		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
+		gf_msg_set_scalar(m, "staleness_max", (double)r->stale_max);
 	}
 	return gf_push(ctx, OUT_METRICS, m);
 }
 
-/* One micro-batch: a real and a fake batch, D's loss on both (and the
- * gradient penalty), gradients summed into D's. pos receives the real
- * batch's data position; keep (may be NULL) the real batch, which the
- * caller then releases (the lazy R1 step's). */
-static int micro_step(dstep *s, gf_ctx *ctx, int micro, sums *t, int64_t pos[2], gf_msg **keep)
+/* Reads back micro-steps until at most `keep` are in flight: their
+ * losses checked and summed, D's mean outputs, the update's norm, in the
+ * order an eager step adds them up. */
+static int settle(dstep *s, gf_ctx *ctx, int keep)
 {
-	gf_msg *real = s->next_real, *fake = NULL;
+	while (gf_readback_count(s->rb) > keep) {
+		int64_t tag;
+		const double *val;
+		double busy;
+		int rc = gf_readback_take(s->rb, &tag, &val, &busy);
+		if (rc)
+			return gf_fail(ctx, "D step results: %s", gf_errmsg());
+		pend p = s->pend[s->pend_head];
+		s->pend_head = (s->pend_head + 1) % (MAX_LAG + 1);
+		s->npend--;
+		rec *r = rec_of(s, p.v);
+		if (!r)
+			return gf_fail(ctx, "D step results of iteration %lld arrived without their iteration", (long long)p.v);
+		float lr, lf;
+		memcpy(&lr, val + V_LOSS_REAL, sizeof(lr));
+		memcpy(&lf, val + V_LOSS_FAKE, sizeof(lf));
+		if ((rc = gf_trainer_check_loss(s->tr, p.v, lr)) || (rc = gf_trainer_check_loss(s->tr, p.v, lf)))
+			return rc;
+		r->t.loss += lr;
+		r->t.dreal += val[V_SUM_REAL] / (double)p.nr / s->acc;
+		r->t.loss += lf;
+		r->t.dfake += val[V_SUM_FAKE] / (double)p.nf / s->acc;
+		if (p.norm && (rc = gf_trainer_check_norm(s->tr, p.v, val[V_SUMSQ], NULL)))
+			return rc;
+		gf_report_busy(ctx, busy, gf_readback_device_timed(s->rb));
+		r->folded++;
+		if ((rc = finish(s, ctx, r)))
+			return rc;
+	}
+	return 0;
+}
+
+/* One micro-batch: a real and a fake batch, D's loss on both, gradients
+ * summed into D's (and the update in the last micro-batch of a D step).
+ * pos receives the real batch's data position. */
+static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2])
+{
+	gf_msg *fake = NULL;
 	int64_t stale = 0;
-	int rc = 0;
-	s->next_real = NULL;
-	if (!real && (rc = gf_pop(ctx, IN_REAL, &real)))
+	int slot, rc = d_next_real(s, ctx, &slot);
+	if (rc)
 		return rc;
-	if (!s->checked && (rc = gf_trainer_check_batch(s->tr, real, "real batches", 0))) {
-		gf_msg_release(real);
+	const gf_msg *real = s->st[slot].m;
+	if ((rc = d_get_fakes(s, ctx, &fake, &stale)))
 		return rc;
-	}
-	s->checked = 1;
-	if ((rc = get_fakes(s, ctx, &fake, &stale))) {
-		gf_msg_release(real);
-		return rc;
-	}
-	if (fake->t[0].shape[0] > s->max_batch) {
-		gf_msg_release(real);
-		return gf_fail(ctx, "fake batch of %lld exceeds max_batch = %d", (long long)fake->t[0].shape[0],
-		               s->max_batch);
-	}
+	int64_t nr = real->t[0].shape[0], nf = fake->t[0].shape[0];
 	if (stale > s->stale_max)
 		s->stale_max = stale;
 	if (fake->step + 1 > s->gseen)
 		s->gseen = fake->step + 1;
-	t->stale += (double)stale;
-	unsigned a = micro ? GF_ACCUMULATE : 0;
-	if (!(rc = half_step(s, ctx, &real->t[0], &real->t[1], 0, a, &t->loss, &t->dreal, &t->lecam, &t->r1))) {
-		/* WGAN-GP first: the exchange's buckets leave during the last
-		 * backward of the D step, the fake half-step's */
-		if (s->gp > 0)
-			rc = gp_step(s, ctx, real, fake, &t->gp);
-		if (!rc && micro == s->acc - 1)
-			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
-		if (!rc)
-			rc = half_step(s, ctx, &fake->t[0], &fake->t[1], 1, GF_ACCUMULATE, &t->loss, &t->dfake, &t->lecam,
-			               NULL);
+	r->t.stale += (double)stale;
+	if ((rc = d_use_real(s, ctx, slot)) || (rc = d_use_fakes(s, ctx, fake))) {
+		if (!s->async)
+			gf_msg_release(fake);
+		return rc;
 	}
-	t->images += (double)real->t[0].shape[0];
+	int last = micro == s->acc - 1;
+	int host_update = last && !gf_trainer_update_on_device(s->tr);
+	pend p = { .v = s->v };
+	uint64_t key = (uint64_t)nr | (uint64_t)nf << 24 | (uint64_t)(micro == 0) << 48 | (uint64_t)last << 49 |
+	               (last ? gf_trainer_update_key(s->tr, s->v) : 0) << 50;
+	if ((rc = gf_readback_begin(s->rb)))
+		return gf_fail(ctx, "D step: %s", gf_errmsg());
+	if (!(rc = gf_stepgraph_begin(s->sg, key, s->eager || host_update))) {
+		rc = step_ops(s, ctx, micro, host_update, nr, nf, &p, r);
+		if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
+			rc = gf_fail(ctx, "iteration %lld: %s", (long long)s->v, gf_errmsg());
+	} else {
+		rc = gf_fail(ctx, "iteration %lld: D step: %s", (long long)s->v, gf_errmsg());
+	}
+	if (rc)
+		return rc;
+	if ((rc = gf_readback_push(s->rb, s->v)))
+		return gf_fail(ctx, "D step: %s", gf_errmsg());
+	s->pend[(s->pend_head + s->npend) % (MAX_LAG + 1)] = p;
+	s->npend++;
+	r->t.images += (double)nr;
+	s->r1_n = nr;
 	pos[0] = real->epoch;
 	pos[1] = (int64_t)real->pos;
-	if (keep && !rc)
-		*keep = real;
-	else
-		gf_msg_release(real);
-	if (!s->async)
-		gf_msg_release(fake);
-	return rc;
+	return settle(s, ctx, s->lag);
+}
+
+/* StyleGAN2's lazy R1: after D step `step` (counted over the run) when
+ * step % r1_every == 0, a step of its own on that step's real batch (still
+ * in real_dev): the penalty times r1_every, an optimiser update; eager,
+ * between the graph steps. */
+static int r1_lazy(dstep *s, gf_ctx *ctx, double *value)
+{
+	gf_tensor x = dev_tensor(s, s->real_dev, 0, s->r1_n), lab = dev_tensor(s, s->rlab_dev, 1, s->r1_n);
+	int rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward (R1): %s", (long long)s->v, gf_errmsg());
+	gf_trainer_arm(s->tr, s->v); /* data parallel: buckets leave during the double backward's walk */
+	double v;
+	if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, &v)))
+		return rc;
+	*value += v;
+	return gf_trainer_update(s->tr, s->v, NULL);
+}
+
+static int push_state(dstep *s, gf_ctx *ctx)
+{
+	gf_state *st;
+	char k[160];
+	/* a checkpoint is a read point: every result in flight is checked first */
+	int rc = settle(s, ctx, 0);
+	if (rc || (rc = gf_trainer_state_begin(s->tr, s->v, &st)) || !st)
+		return rc;
+	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
+	if (!rc && s->lecam.lambda > 0) { /* the averages' bits, so a resumed run goes on exactly */
+		int64_t lc[3] = { s->lecam.set };
+		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
+	}
+	if (!rc && s->gp > 0)
+		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
+	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
+		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
+	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
+		rc = gf_state_meta(st, gf_train_key(ctx, "data_classes", k, sizeof(k)), s->data_classes);
+	/* async: filed under G's step, so it joins G's part of the checkpoint */
+	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
 }
 
 /* After iteration v: the checkpoint part when one is due (sync: every
@@ -484,20 +577,19 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
 	return rc;
 }
 
-/* Sync: D takes the next iteration's first real batch before it pushes
- * the weights G waits for. G runs one iteration ahead of D (its step k + 1
- * overlaps D's), so when the real data stops (a stall, the end of a
- * graceful stop) after G had been let into a step D cannot finish, the
- * final checkpoint would hold G at k + 1 and D at k, which no resume can
- * continue exactly. Holding the weights until D has its batch keeps them
- * at the same step; when the batch is already queued, as it is while data
- * flows, this costs nothing. 0, or GF_EEOF / GF_ESTOP (end of the run) or
- * an error from gf_pop. */
-static int take_next_real(dstep *s, gf_ctx *ctx)
+/* What the step can do without the host, decided once the exchange
+ * handshake is done: graph steps and results read a step later, or an
+ * eager step read at once. */
+static void plan(dstep *s, gf_ctx *ctx)
 {
-	if (s->async || s->next_real)
-		return 0;
-	return gf_pop(ctx, IN_REAL, &s->next_real);
+	s->eager = s->lecam.lambda > 0 || gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) ||
+	           s->gp > 0 || (s->r1 > 0 && s->r1_every == 1);
+	int e = s->d_steps * s->acc;
+	s->lag = gf_readback_deferred(s->rb) && !s->eager ? (e > MAX_LAG ? MAX_LAG : e) : 0;
+	gf_allocator dev;
+	s->dev_weights = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
+	                 gf_port_device_ok(ctx, OUT_WEIGHTS, s->be->device, s->be->device_index) &&
+	                 !gf_port_set_allocator(ctx, 1, OUT_WEIGHTS, &dev);
 }
 
 static int dstep_loop(dstep *s, gf_ctx *ctx);
@@ -506,11 +598,17 @@ static int dstep_run(void *self, gf_ctx *ctx)
 {
 	dstep *s = self;
 	int rc = dstep_loop(s, ctx);
-	if (s->next_real) {
-		gf_msg_release(s->next_real);
-		s->next_real = NULL;
-	}
-	return rc;
+	if (rc == 0) /* the results still in flight: the last metrics */
+		rc = settle(s, ctx, 0);
+	gf_devmsg_release(s->dm, 0);
+	d_release_staged(s);
+	int64_t e, c, r;
+	gf_stepgraph_counts(s->sg, &e, &c, &r);
+	if (c + r > 0 || s->cbe)
+		gf_info(ctx, "D steps: %lld eager, %lld captured, %lld replayed as graphs%s%s%s", (long long)e, (long long)c,
+		        (long long)r, s->cbe ? "; real batches copied ahead on a copy stream" : "",
+		        s->dev_fakes ? "; fakes in device memory" : "", s->dev_weights ? "; D weights to g in device memory" : "");
+	return rc == GF_ESTOP ? 0 : rc;
 }
 
 static int dstep_loop(dstep *s, gf_ctx *ctx)
@@ -524,43 +622,49 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		                    "G's pace allows, which differs across ranks, and every iteration is collective; use "
 		                    "mode = \"sync\" for data parallelism (or place G and D on different ranks, as "
 		                    "pipelines/async_2rank.lua does)");
-	if ((rc = take_next_real(s, ctx)))
+	plan(s, ctx);
+	if (!s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->v);
+	if ((rc = d_take_next_real(s, ctx)))
 		return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 	if ((rc = push_weights(s, ctx)))
 		return rc;
 	while (!(!s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx)) && !(s->async && gf_should_stop(ctx))) {
-		sums t = { 0 };
+		rec *r = &s->recs[s->v % RECS];
+		if (r->v >= 0)
+			return gf_fail(ctx, "iteration %lld: the results of iteration %lld are still in flight", (long long)s->v,
+			               (long long)r->v);
+		memset(r, 0, sizeof(*r));
+		r->v = s->v;
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			double real0 = t.dreal, fake0 = t.dfake;
+			double real0 = r->t.dreal, fake0 = r->t.dfake;
+			for (int micro = 0; micro < s->acc; micro++)
+				if ((rc = micro_step(s, ctx, micro, r, pos)))
+					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			/* lazy R1 after every r1_every-th D step of the run */
 			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
-			gf_msg *keep = NULL;
-			for (int micro = 0; micro < s->acc; micro++)
-				if ((rc = micro_step(s, ctx, micro, &t, pos, lazy ? &keep : NULL)))
-					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-			rc = gf_trainer_update(s->tr, s->v, NULL);
-			if (!rc && lazy)
-				rc = r1_lazy(s, ctx, keep, &t.r1);
-			if (keep)
-				gf_msg_release(keep);
-			if (rc)
+			if (lazy && (rc = r1_lazy(s, ctx, &r->t.r1)))
 				return rc == GF_ESTOP ? 0 : rc;
-			t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
+			r->t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
+			/* LeCam runs eagerly, its results read at once: the means are in */
 			if (s->lecam.lambda > 0)
-				gf_lecam_average(&s->lecam, t.dreal - real0, t.dfake - fake0);
+				gf_lecam_average(&s->lecam, r->t.dreal - real0, r->t.dfake - fake0);
 		}
 		s->v++;
 		s->data_pos[0] = pos[0];
 		s->data_pos[1] = pos[1];
 		/* sync: D's iterations are the run's steps; async: G's updates are
 		 * (g_step reports them), D only adds the images it consumed */
-		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)t.images);
-		if ((rc = push_metrics(s, ctx, &t)) || (rc = maybe_state(s, ctx)))
+		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)r->t.images);
+		r->mstep = s->async ? s->gseen : s->v;
+		r->stale_max = s->stale_max;
+		r->closed = 1;
+		if ((rc = finish(s, ctx, r)) || (rc = maybe_state(s, ctx)))
 			return rc;
 		int last = !s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx);
 		if (s->async ? s->v % s->staleness == 0 && !last : !last && !gf_should_stop(ctx)) {
-			if ((rc = take_next_real(s, ctx)))
+			if ((rc = d_take_next_real(s, ctx)))
 				return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			if ((rc = push_weights(s, ctx)))
 				return rc;
@@ -578,14 +682,32 @@ static int dstep_flush(void *self, gf_ctx *ctx)
 static void dstep_destroy(void *self)
 {
 	dstep *s = self;
+	if (s->be && s->rb && gf_readback_deferred(s->rb))
+		s->be->ops->sync(s->be); /* nothing of ours in flight any more */
+	gf_readback_destroy(s->rb);
+	gf_devmsg_destroy(s->dm);
+	gf_stepgraph_destroy(s->sg);
+	d_release_staged(s);
 	gf_fake_cache_destroy(s->cache);
 	gf_penalty_destroy(s->pen);
-	free(s->xhat);
-	free(s->eps);
-	if (s->dpred)
-		s->be->ops->free(s->be, s->dpred);
-	if (s->reg_dev)
-		s->be->ops->free(s->be, s->reg_dev);
+	free(s->eps_host);
+	for (int i = 0; i < 2 && s->cbe; i++) {
+		if (s->st[i].x)
+			s->cbe->ops->free(s->cbe, s->st[i].x);
+		if (s->st[i].l)
+			s->cbe->ops->free(s->cbe, s->st[i].l);
+		if (s->st[i].dma)
+			s->cbe->ops->event_destroy(s->cbe, s->st[i].dma);
+		if (s->st[i].used)
+			s->be->ops->event_destroy(s->be, s->st[i].used);
+	}
+	if (s->cbe)
+		gf_backend_close(s->cbe);
+	float *dev[] = { s->dpred, s->reg_dev, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
+	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev };
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		if (dev[i])
+			s->be->ops->free(s->be, dev[i]);
 	free(s->out_host);
 	free(s->reg_host);
 	gf_trainer_destroy(s->tr);
@@ -634,6 +756,8 @@ static const gf_param_desc params[] = {
 	  "1..1000000" },
 	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "
 	                           "(loss = \"wgan\"; 0 = none)", "0.." },
+	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of D step as a graph and replay it where the backend has "
+	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

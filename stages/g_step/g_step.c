@@ -47,9 +47,25 @@
  * every k-th G step, the penalty times k, Adam adjusted as for d_step's
  * lazy R1; pl_every = 1: in every G step. z, labels and y come from the
  * noise generator.
+ *
+ * On a GPU (docs/cuda.md, "Step stages"): the noise is drawn on the
+ * device and G's forward is one CUDA graph, the rest of the step (the
+ * replica, G's backward, the update, the EMA) another, each captured
+ * once per kind of step after an eager warm-up and replayed (graphs =
+ * false: eagerly); D's weights arrive and the fakes leave in device
+ * memory, ordered by events, and the fakes leave between the two graphs,
+ * so D's step starts while G's backward runs; G's loss and gradient norm
+ * stay on the device and are read a step later, when that step's metrics
+ * are pushed. Clipping and a data-parallel exchange need the host inside
+ * the step: with them the step runs eagerly and is read at once. So does
+ * the path length (its lengths come to the host): pl_every = 1 makes every
+ * step eager; the lazy path-length step runs eagerly after the update of
+ * every pl_every-th step, whose graphs stay captured.
+
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,86 +76,9 @@
 #include <ganflow/stage.h>
 #include <ganflow/train.h>
 
-enum { IN_DW, IN_REDUCED, IN_REAL };
-enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
-
-typedef struct gstep {
-	gf_trainer *tr;         /* G, its optimiser, update, state */
-	gf_net *g, *d;          /* G (the trainer's) and the replica of D */
-	gf_backend *be;         /* the trainer's */
-	gf_rng noise;           /* z and labels */
-	gf_ctx *ctx;            /* during run() */
-	gf_loss_kind loss;      /* G's loss on D's output */
-	int async;
-	int batch, zdim, classes, acc;
-	int cls;                /* class of a per-class pair, or -1 */
-	int64_t publish_every;
-	int64_t ckpt_every;
-	int64_t step;           /* G updates done */
-	int64_t dver;           /* version of the replica's weights, -1 = none yet */
-	int64_t fakes_per_step; /* what d_step consumes per G step */
-	gf_labels *draw;        /* labels of the fakes */
-	float *z;               /* (batch, zdim) */
-	int32_t *labels;        /* (batch) */
-	float *dpred;           /* (batch, outputs of D) device */
-	/* paired (pix2pix) */
-	int paired;
-	float l1;               /* weight of the L1 term */
-	int ca, cb;             /* channels of A and of B (= G's output) */
-	int64_t plane;          /* H x W */
-	gf_tensor gout;         /* G's output shape (batch = max), for the device of our tensors */
-	float *real_dev;        /* (batch, ca + cb, H, W) the (A, B) batch, device */
-	float *a_dev, *b_dev;   /* (batch, ca, H, W), (batch, cb, H, W) device */
-	float *fake_dev;        /* (batch, ca + cb, H, W) (A, G(A)) device */
-	float *dga;             /* (batch, cb, H, W) G's output gradient, device */
-	int32_t *real_labels;   /* (batch) labels of the last (A, B) batch */
-	int nreal;              /* samples in it */
-	double l1_sum;          /* mean L1 of this step's micro-batches */
-	/* path length */
-	float pl, pl_decay;     /* weight (0 = none), decay of its mean */
-	int pl_every, pl_batch;
-	double pl_mean;         /* the moving average of the lengths */
-	gf_penalty *pen;
-	float *pl_y;            /* (pl_batch, G output) host noise */
-	float *pl_dev;          /* and device */
-	size_t pl_n;            /* G output values per sample */
-	float pl_scale;         /* 1 / sqrt(H W) */
-} gstep;
+#include "g_step.h"
 
 /* ---- setup ---- */
-
-/* pix2pix: G takes A (ca, H, W) and gives B (cb, H, W); D takes (A, B)
- * concatenated (ca + cb, H, W). Allocates the device buffers. */
-static int paired_setup(gstep *s, gf_ctx *ctx, const gf_tensor *gin, const gf_tensor *gout, const gf_tensor *din)
-{
-	char a[96], b[96], c[96];
-	if (!gf_port_edges(ctx, 0, IN_REAL))
-		return gf_fail(ctx, "paired = true needs input 'real' connected to the (A, B) batches d_step gets "
-		                    "(gf.connect(batch.batch, g.real))");
-	if (gin->ndim != 4 || gout->ndim != 4 || din->ndim != 4 || gin->shape[2] != gout->shape[2] ||
-	    gin->shape[3] != gout->shape[3] || din->shape[1] != gin->shape[1] + gout->shape[1] ||
-	    din->shape[2] != gin->shape[2] || din->shape[3] != gin->shape[3])
-		return gf_fail(ctx, "paired = true: G must map an image A (C, H, W) to an image B of the same size and D "
-		                    "take (A, B) concatenated; G takes %s and gives %s, D takes %s",
-		               gf_tensor_shape_str(gin, a, 96), gf_tensor_shape_str(gout, b, 96),
-		               gf_tensor_shape_str(din, c, 96));
-	if (gf_net_classes(s->g))
-		return gf_fail(ctx, "paired = true: G must not take labels");
-	s->ca = (int)gin->shape[1];
-	s->cb = (int)gout->shape[1];
-	s->plane = gin->shape[2] * gin->shape[3];
-	s->gout = *gout;
-	size_t n = (size_t)s->batch * (size_t)s->plane * sizeof(float);
-	gf_backend *be = s->be;
-	if (be->ops->alloc(be, (void **)&s->real_dev, n * (size_t)(s->ca + s->cb)) ||
-	    be->ops->alloc(be, (void **)&s->a_dev, n * (size_t)s->ca) ||
-	    be->ops->alloc(be, (void **)&s->b_dev, n * (size_t)s->cb) ||
-	    be->ops->alloc(be, (void **)&s->fake_dev, n * (size_t)(s->ca + s->cb)) ||
-	    be->ops->alloc(be, (void **)&s->dga, n * (size_t)s->cb) ||
-	    !(s->real_labels = malloc((size_t)s->batch * sizeof(int32_t))))
-		return gf_fail(ctx, "out of memory");
-	return 0;
-}
 
 /* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
 static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
@@ -165,7 +104,7 @@ static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
 		return gf_fail(ctx, "out of memory");
 	int64_t bits = 0;
 	int rc = gf_train_resume_i64(ctx, "pl_mean", &bits, 1);
-	memcpy(&s->pl_mean, &bits, sizeof(bits));   /* 0.0 on a fresh run */
+	memcpy(&s->pl_mean, &bits, sizeof(bits)); /* 0.0 on a fresh run */
 	return rc;
 }
 
@@ -176,6 +115,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
+	for (int i = 0; i < RECS; i++)
+		s->recs[i].step = -1;
 	s->batch = (int)gf_param_int(p, "batch");
 	s->acc = (int)gf_param_int(p, "accumulate");
 	s->cls = (int)gf_param_int(p, "class");
@@ -208,7 +149,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->paired = gf_param_bool(p, "paired");
 	s->l1 = (float)gf_param_num(p, "l1");
 	if (s->paired) {
-		if ((rc = paired_setup(s, ctx, &gin, &gout, &din)))
+		if ((rc = g_paired_setup(s, ctx, &gin, &gout, &din)))
 			return rc;
 	} else if (gf_port_edges(ctx, 0, IN_REAL)) {
 		return gf_fail(ctx, "input 'real' is connected but paired = false: only a pix2pix G (paired = true) takes "
@@ -233,11 +174,26 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "labels = \"data\": %s", gf_errmsg());
 	gf_rng_init(&s->noise, run->seed, gf_train_stream(ctx, "noise"));
 
-	size_t nd = (size_t)gf_tensor_numel(&dout);
-	s->z = malloc((size_t)s->batch * (size_t)(s->zdim ? s->zdim : 1) * sizeof(float));
+	size_t nd = (size_t)gf_tensor_numel(&dout), nz = (size_t)s->batch * (size_t)(s->zdim ? s->zdim : 1);
+	s->z = malloc(nz * sizeof(float));
 	s->labels = malloc((size_t)s->batch * sizeof(int32_t));
-	if (!s->z || !s->labels || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)))
+	if (!s->z || !s->labels || s->be->ops->alloc(s->be, (void **)&s->dpred, nd * sizeof(float)) ||
+	    s->be->ops->alloc(s->be, (void **)&s->z_dev, nz * sizeof(float)) ||
+	    s->be->ops->alloc(s->be, (void **)&s->lab_dev, (size_t)s->batch * sizeof(int32_t)))
 		return gf_fail(ctx, "out of memory");
+	/* a GPU: D's weights accepted in device memory; pix2pix's (A, B)
+	 * batches in pinned memory */
+	if (gf_train_async(s->be)) {
+		gf_allocator pinned;
+		gf_port_accept_device(ctx, IN_DW, s->be->device, s->be->device_index);
+		if (s->paired && !gf_train_pinned_allocator(s->be, &pinned) &&
+		    gf_port_set_allocator(ctx, 0, IN_REAL, &pinned))
+			gf_info(ctx, "(A, B) batches stay in pageable memory: %s", gf_errmsg());
+	}
+	if (gf_stepgraph_create(&s->sg, s->be, gf_param_bool(p, "graphs"), "G step") ||
+	    gf_readback_create(&s->rb, s->be, NVALS, s->acc + 1 > MAX_LAG ? MAX_LAG + 1 : s->acc + 2) ||
+	    gf_devmsg_create(&s->dm, s->be))
+		return gf_fail(ctx, "%s", gf_errmsg());
 	if ((rc = pl_setup(s, ctx, p)))
 		return rc;
 	s->dver = -1;
@@ -250,99 +206,107 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* ---- the loop ---- */
 
-/* A device tensor of G's output's device over data. */
-static gf_tensor dev_tensor(const gstep *s, float *data, int n, int c)
+/* The labels of the fakes (G's and the replica's input, the fakes
+ * message's), on the device. */
+static gf_tensor lab_tensor(const gstep *s, int n)
 {
-	gf_tensor t = s->gout;
-	t.shape[0] = n;
-	t.shape[1] = c;
-	t.data = data;
+	int64_t ls[1] = { n };
+	gf_tensor t = gf_tensor_make(s->lab_dev, GF_I32, 1, ls);
+	t.device = s->be->device;
+	t.device_index = s->be->device_index;
 	return t;
 }
 
-/* pix2pix: the next (A, B) batch to the device, G forward on A (training
- * mode: dropout is G's noise), (A, G(A)) into fake_dev. */
-static int generate_paired(gstep *s, gf_ctx *ctx)
+/* The ops of G's forward on fresh noise (training mode): the noise drawn
+ * on the device (data parallel: this rank's slice, drawn on the host and
+ * copied in before). */
+static int generate_ops(gstep *s, gf_ctx *ctx, int sliced, const gf_rng *z_rng)
 {
-	gf_msg *m;
-	int rc = gf_pop(ctx, IN_REAL, &m);
+	size_t nz = (size_t)s->batch * (size_t)s->zdim;
+	int64_t zs[2] = { s->batch, s->zdim };
+	int rc = sliced ? 0 : s->be->ops->rng_normal(s->be, s->z_dev, nz, 0.0f, 1.0f, z_rng);
 	if (rc)
-		return rc;
-	const gf_tensor *x = &m->t[0];
-	if (m->ntensors < 1 || x->dtype != GF_F32 || x->ndim != 4 || x->shape[0] < 1 || x->shape[0] > s->batch ||
-	    x->shape[1] != s->ca + s->cb || x->shape[2] * x->shape[3] != s->plane) {
-		char a[96];
-		gf_tensor_shape_str(x, a, 96);
-		gf_msg_release(m);
-		return gf_fail(ctx, "paired = true: real batch %s is not (N <= %d, %d + %d, H, W) as G and D need (is "
-		                    "jpeg_decode paired = true?)",
-		               a, s->batch, s->ca, s->cb);
-	}
-	int n = (int)x->shape[0];
-	size_t cab = (size_t)(s->ca + s->cb) * (size_t)s->plane, ca = (size_t)s->ca * (size_t)s->plane,
-	       cb = (size_t)s->cb * (size_t)s->plane;
-	gf_backend *be = s->be;
-	rc = be->ops->copy(be, s->real_dev, x->data, (size_t)n * cab * sizeof(float), GF_COPY_H2D);
-	for (int i = 0; i < n; i++)
-		s->real_labels[i] = m->ntensors > 1 && m->t[1].dtype == GF_I32 ? ((const int32_t *)m->t[1].data)[i] : -1;
-	gf_msg_release(m);
-	if (!rc)
-		rc = be->ops->copy2d(be, s->a_dev, ca, s->real_dev, cab, (size_t)n, ca, 0);
-	if (!rc)
-		rc = be->ops->copy2d(be, s->b_dev, cb, s->real_dev + ca, cab, (size_t)n, cb, 0);
-	if (rc)
-		return gf_fail(ctx, "step %lld: (A, B) batch to the device: %s", (long long)s->step, gf_errmsg());
-	s->nreal = n;
-	gf_tensor a = dev_tensor(s, s->a_dev, n, s->ca), out;
-	if ((rc = gf_net_forward(s->g, &a, NULL, GF_TRAIN)))
-		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
-	gf_net_output(s->g, &out);
-	rc = be->ops->copy2d(be, s->fake_dev, cab, s->a_dev, ca, (size_t)n, ca, 0);
-	if (!rc)
-		rc = be->ops->copy2d(be, s->fake_dev + ca, cab, out.data, cb, (size_t)n, cb, 0);
-	return rc ? gf_fail(ctx, "step %lld: (A, G(A)): %s", (long long)s->step, gf_errmsg()) : 0;
-}
-
-/* G forward on n fresh noise vectors (training mode). */
-static int generate_n(gstep *s, gf_ctx *ctx, int n)
-{
-	int64_t zs[2] = { n, s->zdim }, ls[1] = { n };
-	const gf_run_info *run = gf_ctx_run(ctx);
-	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
-	if (sliced)
-		gf_dist_normal_slice(&s->noise, s->z, (size_t)n * (size_t)s->zdim, rank, world);
-	else
-		gf_rng_normal(&s->noise, s->z, (size_t)n * (size_t)s->zdim, 0.0f, 1.0f);
-	gf_labels_draw(s->draw, &s->noise, s->labels, n, rank, world);
-	gf_tensor z = gf_tensor_make(s->z, GF_F32, 2, zs);
-	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls);
-	int rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
-	if (rc)
+		return gf_fail(ctx, "step %lld: noise: %s", (long long)s->step, gf_errmsg());
+	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = lab_tensor(s, s->batch);
+	z.device = s->be->device;
+	z.device_index = s->be->device_index;
+	if ((rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN)))
 		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
 	return 0;
 }
 
-/* G forward on fresh noise (training mode). */
+/* G forward: the host part (the noise's generator, the labels, a
+ * data-parallel slice) then the ops, as one captured step of their own. */
 static int generate(gstep *s, gf_ctx *ctx)
 {
-	return s->paired ? generate_paired(s, ctx) : generate_n(s, ctx, s->batch);
+	int rc;
+	uint64_t key;
+	gf_rng z_rng = s->noise;
+	int sliced = 0;
+	if (s->paired) {
+		if ((rc = g_take_paired(s, ctx)))
+			return rc;
+		key = (uint64_t)s->nreal;
+	} else {
+		const gf_run_info *run = gf_ctx_run(ctx);
+		size_t nz = (size_t)s->batch * (size_t)s->zdim;
+		sliced = gf_trainer_sliced(s->tr);
+		int rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
+		if (sliced)
+			gf_dist_normal_slice(&s->noise, s->z, nz, rank, world);
+		else
+			s->noise.offset += gf_rng_blocks(nz); /* drawn by the step's rng_normal from z_rng */
+		gf_labels_draw(s->draw, &s->noise, s->labels, s->batch, rank, world);
+		gf_backend *be = s->be;
+		rc = sliced ? be->ops->copy(be, s->z_dev, s->z, nz * sizeof(float), GF_COPY_H2D) : 0;
+		if (!rc && (s->classes || s->dev_fakes))
+			rc = be->ops->copy(be, s->lab_dev, s->labels, (size_t)s->batch * sizeof(int32_t), GF_COPY_H2D);
+		if (rc)
+			return gf_fail(ctx, "step %lld: noise to the device: %s", (long long)s->step, gf_errmsg());
+		key = (uint64_t)s->batch | (uint64_t)sliced << 32;
+	}
+	if ((rc = gf_stepgraph_begin(s->sg, key | (uint64_t)1 << 40, s->eager)))
+		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
+	rc = s->paired ? g_generate_paired_ops(s, ctx) : generate_ops(s, ctx, sliced, &z_rng);
+	if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
+		rc = gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
+	return rc;
 }
 
-/* ---- path length ---- */
+/* ---- path length (eager: the lengths come to the host) ---- */
 
-/* The path-length penalty on a batch of its own, times gain, into G's
- * gradients (written: the caller adds the adversarial ones after it, or
- * updates with it alone). */
+/* The path-length penalty on a batch of its own (pl_batch fresh z, drawn
+ * on the host from the noise generator), times gain, into G's gradients
+ * (written: the caller adds the adversarial ones after it, or updates with
+ * it alone). */
 static int pl_step(gstep *s, gf_ctx *ctx, double gain, double *value)
 {
-	int rc = generate_n(s, ctx, s->pl_batch);
-	if (rc)
-		return rc;
-	size_t n = (size_t)s->pl_batch * s->pl_n;
-	gf_rng_normal(&s->noise, s->pl_y, n, 0.0f, s->pl_scale);
+	int n = s->pl_batch;
+	size_t nz = (size_t)n * (size_t)s->zdim, ny = (size_t)n * s->pl_n;
+	const gf_run_info *run = gf_ctx_run(ctx);
+	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
+	if (sliced)
+		gf_dist_normal_slice(&s->noise, s->z, nz, rank, world);
+	else
+		gf_rng_normal(&s->noise, s->z, nz, 0.0f, 1.0f);
+	gf_labels_draw(s->draw, &s->noise, s->labels, n, rank, world);
+	gf_rng_normal(&s->noise, s->pl_y, ny, 0.0f, s->pl_scale);
+	gf_backend *be = s->be;
+	int64_t zs[2] = { n, s->zdim };
+	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = lab_tensor(s, n);
+	z.device = be->device;
+	z.device_index = be->device_index;
 	double mean;
-	if ((rc = s->be->ops->copy(s->be, s->pl_dev, s->pl_y, n * sizeof(float), GF_COPY_H2D)) ||
-	    (rc = gf_penalty_lengths(s->pen, s->pl_dev, &mean)))
+	int rc = be->ops->copy(be, s->z_dev, s->z, nz * sizeof(float), GF_COPY_H2D);
+	if (!rc && s->classes)
+		rc = be->ops->copy(be, s->lab_dev, s->labels, (size_t)n * sizeof(int32_t), GF_COPY_H2D);
+	if (!rc)
+		rc = be->ops->copy(be, s->pl_dev, s->pl_y, ny * sizeof(float), GF_COPY_H2D);
+	if (!rc)
+		rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
+	if (!rc)
+		rc = gf_penalty_lengths(s->pen, s->pl_dev, &mean);
+	if (rc)
 		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
 	/* StyleGAN2: the mean moves first, the penalty is around the new mean */
 	s->pl_mean += s->pl_decay * (mean - s->pl_mean);
@@ -357,13 +321,14 @@ static int pl_step(gstep *s, gf_ctx *ctx, double gain, double *value)
 	return 0;
 }
 
-/* Pushes G's current output as a fakes message. */
+/* Pushes G's current output as a fakes message: in device memory with an
+ * event when d_step takes that (one device), else copied to the host. */
 static int push_fakes(gstep *s, gf_ctx *ctx)
 {
 	gf_tensor out;
 	gf_net_output(s->g, &out);
 	if (s->paired)
-		out = dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
+		out = g_dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
 	gf_msg *m;
 	int rc = gf_msg_get(ctx, OUT_FAKES, &m);
 	if (rc)
@@ -375,11 +340,26 @@ static int push_fakes(gstep *s, gf_ctx *ctx)
 		gf_msg_release(m);
 		return gf_fail(ctx, "out of memory");
 	}
-	if ((rc = s->be->ops->copy(s->be, x, out.data, gf_tensor_bytes(&out), GF_COPY_D2H))) {
+	gf_backend *be = s->be;
+	if (s->dev_fakes) {
+		for (int i = 0; i < 2; i++) {
+			m->t[i].device = be->device;
+			m->t[i].device_index = be->device_index;
+		}
+		rc = be->ops->copy(be, x, out.data, gf_tensor_bytes(&out), GF_COPY_D2D);
+		if (!rc)
+			rc = be->ops->copy(be, lab, s->lab_dev, (size_t)ls[0] * sizeof(int32_t), GF_COPY_D2D);
+		if (!rc)
+			rc = gf_devmsg_ready(s->dm, m);
+	} else {
+		rc = be->ops->copy(be, x, out.data, gf_tensor_bytes(&out), GF_COPY_D2H);
+		if (!rc)
+			memcpy(lab, s->paired ? s->real_labels : s->labels, (size_t)ls[0] * sizeof(int32_t));
+	}
+	if (rc) {
 		gf_msg_release(m);
 		return gf_fail(ctx, "copying fakes: %s", gf_errmsg());
 	}
-	memcpy(lab, s->paired ? s->real_labels : s->labels, (size_t)ls[0] * sizeof(int32_t));
 	m->version = s->dver;
 	m->step = s->step;
 	m->label = s->cls;
@@ -410,14 +390,16 @@ static int take_weights(gstep *s, gf_ctx *ctx)
 		                    "(are g_step and d_step both in mode \"sync\", resumed from the same checkpoint?)",
 		               (long long)s->step, v);
 	}
-	rc = gf_weights_unpack(s->d, m);
-	if (rc) {
+	/* the weights taken a step ago: their copies into the replica ran */
+	if ((rc = gf_devmsg_release(s->dm, 0)) || (rc = gf_weights_unpack(s->d, m))) {
 		gf_msg_release(m);
 		return gf_fail(ctx, "D weights: %s", gf_errmsg());
 	}
 	s->dver = m->version;
+	s->dev_weights += m->event != NULL;
 	s->fakes_per_step = (int64_t)gf_msg_scalar(m, "fakes_per_step", 1);
-	gf_msg_release(m);
+	if ((rc = gf_devmsg_hold(s->dm, m))) /* a device message: until the copies ran */
+		return gf_fail(ctx, "D weights: %s", gf_errmsg());
 	return 0;
 }
 
@@ -430,12 +412,149 @@ static int push_weights(gstep *s, gf_ctx *ctx)
 	return rc ? rc : gf_push(ctx, OUT_WEIGHTS, m);
 }
 
+/* The update, in the last micro-step's graph or in one of its own. */
+static int update_ops(gstep *s, int host_update, rec *r, pend *p)
+{
+	if (host_update)
+		return gf_trainer_update(s->tr, s->step, &r->gnorm);
+	p->norm = 1;
+	return gf_trainer_update_dev(s->tr, s->step, gf_readback_slots(s->rb) + V_SUMSQ);
+}
+
+/* The ops of one micro-batch after G's forward: the replica on the fakes,
+ * G's loss, the replica's input gradient and G's backward into G's
+ * gradients, and the update when `update` (the last micro-batch, unless
+ * extra fakes are made before the update). */
+static int train_ops(gstep *s, gf_ctx *ctx, int micro, int update, int host_update, rec *r, pend *p)
+{
+	double *slot = gf_readback_slots(s->rb);
+	gf_tensor lab = lab_tensor(s, s->batch), fake, dout, dfake;
+	gf_net_output(s->g, &fake);
+	if (s->paired)
+		fake = g_dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
+	int rc = gf_net_forward(s->d, &fake, s->classes ? &lab : NULL, GF_TRAIN | GF_FREEZE_STATS);
+	if (rc)
+		return gf_fail(ctx, "step %lld: D replica forward: %s", (long long)s->step, gf_errmsg());
+	gf_net_output(s->d, &dout);
+	if ((rc = gf_trainer_loss_dev(s->tr, s->step, s->loss, &dout, NULL, 1.0f, 1.0f / (float)s->acc, s->dpred,
+	                              (float *)(void *)(slot + V_LOSS))))
+		return rc;
+	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DX)))
+		return gf_fail(ctx, "step %lld: D replica backward: %s", (long long)s->step, gf_errmsg());
+	gf_net_dx(s->d, &dfake);
+	if (s->paired && (rc = g_paired_grad(s, ctx, &dfake, (float *)(void *)(slot + V_L1))))
+		return rc;
+	int last = micro == s->acc - 1;
+	if (last)
+		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
+	unsigned acc = micro || s->pl_acc ? GF_ACCUMULATE : 0; /* pl_every = 1: onto the path length's gradient */
+	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | acc)))
+		return rc == GF_ESTOP || rc == GF_EFAIL
+		           ? rc
+		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
+	p->loss = 1;
+	return update ? update_ops(s, host_update, r, p) : 0;
+}
+
+static rec *rec_of(gstep *s, int64_t step)
+{
+	rec *r = &s->recs[step % RECS];
+	return r->step == step ? r : NULL;
+}
+
+/* Pushes a step's metrics once all its results are read back. */
+static int finish(gstep *s, gf_ctx *ctx, rec *r)
+{
+	if (!r->closed || r->folded < r->need)
+		return 0;
+	int64_t step = r->step + 1; /* metrics name a step by the updates done */
+	r->step = -1;
+	gf_msg *m;
+	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, step, &m);
+	if (rc || !m)
+		return rc;
+	gf_msg_set_scalar(m, "loss_g", r->loss);
+	gf_msg_set_scalar(m, "grad_norm_g", r->gnorm);
+	if (s->paired && s->l1 > 0)
+		gf_msg_set_scalar(m, "l1_g", r->l1_sum); /* mean |G(A) - B|, the adversarial part is loss_g */
+	if (r->pl_ran) {
+		gf_msg_set_scalar(m, "pl", r->pl);
+		gf_msg_set_scalar(m, "pl_mean", r->pl_mean);
+	}
+	return gf_push(ctx, OUT_METRICS, m);
+}
+
+/* Reads back micro-steps until at most `keep` are in flight: G's loss
+ * checked and summed, the L1 term, the update's norm. */
+static int settle(gstep *s, gf_ctx *ctx, int keep)
+{
+	while (gf_readback_count(s->rb) > keep) {
+		int64_t tag;
+		const double *val;
+		double busy;
+		int rc = gf_readback_take(s->rb, &tag, &val, &busy);
+		if (rc)
+			return gf_fail(ctx, "G step results: %s", gf_errmsg());
+		pend p = s->pend[s->pend_head];
+		s->pend_head = (s->pend_head + 1) % (MAX_LAG + 1);
+		s->npend--;
+		rec *r = rec_of(s, p.step);
+		if (!r)
+			return gf_fail(ctx, "G step results of step %lld arrived without their step", (long long)p.step);
+		float l, l1;
+		memcpy(&l, val + V_LOSS, sizeof(l));
+		memcpy(&l1, val + V_L1, sizeof(l1));
+		if (p.loss && (rc = gf_trainer_check_loss(s->tr, p.step, l)))
+			return rc;
+		if (p.loss)
+			r->loss += l;
+		if (p.loss && s->paired && s->l1 > 0) {
+			if ((rc = gf_trainer_check_loss(s->tr, p.step, l1)))
+				return rc;
+			r->l1_sum += (double)l1 / s->l1; /* l1 carries the weight l1 / accumulate */
+		}
+		if (p.norm && (rc = gf_trainer_check_norm(s->tr, p.step, val[V_SUMSQ], &r->gnorm)))
+			return rc;
+		gf_report_busy(ctx, busy, gf_readback_device_timed(s->rb));
+		r->folded++;
+		if ((rc = finish(s, ctx, r)))
+			return rc;
+	}
+	return 0;
+}
+
+/* One micro-batch after G's forward (micro >= 0), or the update alone
+ * (micro < 0), as a captured step of its own; its results become a
+ * readback entry. */
+static int micro_step(gstep *s, gf_ctx *ctx, int micro, int update, rec *r)
+{
+	int host_update = update && !gf_trainer_update_on_device(s->tr);
+	int n = s->paired ? s->nreal : s->batch;
+	pend p = { .step = s->step };
+	uint64_t key = (uint64_t)n | (uint64_t)(micro == 0) << 32 | (uint64_t)update << 33 |
+	               (update ? gf_trainer_update_key(s->tr, s->step) : 0) << 34 | (uint64_t)(micro < 0 ? 3 : 2) << 40;
+	int rc = gf_stepgraph_begin(s->sg, key, s->eager || host_update);
+	if (rc)
+		return gf_fail(ctx, "step %lld: G step: %s", (long long)s->step, gf_errmsg());
+	rc = micro < 0 ? update_ops(s, host_update, r, &p) : train_ops(s, ctx, micro, update, host_update, r, &p);
+	if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
+		rc = gf_fail(ctx, "step %lld: G step: %s", (long long)s->step, gf_errmsg());
+	if (rc)
+		return rc;
+	if ((rc = gf_readback_push(s->rb, s->step)))
+		return gf_fail(ctx, "G step: %s", gf_errmsg());
+	s->pend[(s->pend_head + s->npend) % (MAX_LAG + 1)] = p;
+	s->npend++;
+	return settle(s, ctx, s->lag);
+}
+
 static int push_state(gstep *s, gf_ctx *ctx)
 {
 	gf_state *st;
 	char k[160];
-	int rc = gf_trainer_state_begin(s->tr, s->step, &st);
-	if (rc || !st)
+	/* a checkpoint is a read point: every result in flight is checked first */
+	int rc = settle(s, ctx, 0);
+	if (rc || (rc = gf_trainer_state_begin(s->tr, s->step, &st)) || !st)
 		return rc;
 	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
 	if (!rc)
@@ -448,128 +567,119 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
-/* pix2pix: G's output gradient into dga: l1 x d mean|G(A) - B| plus the
- * G(A) channels of the replica's input gradient dfake (N, ca + cb, H, W). */
-static int paired_grad(gstep *s, gf_ctx *ctx, const gf_tensor *dfake)
+/* What the step can do without the host, decided once the exchange
+ * handshake is done. */
+static void plan(gstep *s, gf_ctx *ctx)
 {
-	int n = s->nreal, rc = 0;
-	size_t cab = (size_t)(s->ca + s->cb) * (size_t)s->plane, ca = (size_t)s->ca * (size_t)s->plane,
-	       cb = (size_t)s->cb * (size_t)s->plane;
-	if (s->l1 > 0) {
-		gf_tensor out, b = dev_tensor(s, s->b_dev, n, s->cb);
-		gf_net_output(s->g, &out);
-		float l;
-		if ((rc = gf_trainer_loss(s->tr, s->step, GF_LOSS_L1, &out, &b, 0.0f, s->l1 / (float)s->acc, s->dga, &l)))
-			return rc;
-		s->l1_sum += (double)l / s->l1; /* l carries the weight l1 / accumulate */
-	}
-	rc = s->be->ops->copy2d(s->be, s->dga, cb, (const float *)dfake->data + ca, cab, (size_t)n, cb, s->l1 > 0);
-	return rc ? gf_fail(ctx, "step %lld: G's gradient: %s", (long long)s->step, gf_errmsg()) : 0;
+	s->eager = gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) || (s->pl > 0 && s->pl_every == 1);
+	s->deferred = gf_readback_deferred(s->rb) && !s->eager;
+	gf_allocator dev;
+	s->dev_fakes = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
+	               gf_port_device_ok(ctx, OUT_FAKES, s->be->device, s->be->device_index) &&
+	               !gf_port_set_allocator(ctx, 1, OUT_FAKES, &dev);
 }
 
-/* One micro-batch: G forward, the replica on the fakes, G's loss, the
- * replica's input gradient and G's backward into G's gradients (added to
- * them after the first micro-batch, or after a path-length term: acc). */
-static int micro_step(gstep *s, gf_ctx *ctx, int micro, int acc, double *loss)
+static int gstep_loop(gstep *s, gf_ctx *ctx)
 {
-	int64_t ls[1] = { s->batch };
-	gf_tensor lab = gf_tensor_make(s->labels, GF_I32, 1, ls), fake, dout, dfake;
-	gf_net_output(s->g, &fake);
-	if (s->paired)
-		fake = dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
-	int rc = gf_net_forward(s->d, &fake, s->classes ? &lab : NULL, GF_TRAIN | GF_FREEZE_STATS);
-	if (rc)
-		return gf_fail(ctx, "step %lld: D replica forward: %s", (long long)s->step, gf_errmsg());
-	gf_net_output(s->d, &dout);
-	float l;
-	if ((rc = gf_trainer_loss(s->tr, s->step, s->loss, &dout, NULL, 1.0f, 1.0f / (float)s->acc, s->dpred, &l)))
-		return rc;
-	*loss += l;
-	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DX)))
-		return gf_fail(ctx, "step %lld: D replica backward: %s", (long long)s->step, gf_errmsg());
-	gf_net_dx(s->d, &dfake);
-	if (s->paired && (rc = paired_grad(s, ctx, &dfake)))
-		return rc;
-	if (micro == s->acc - 1)
-		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
-	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | (micro || acc ? GF_ACCUMULATE : 0))))
-		return rc == GF_ESTOP || rc == GF_EFAIL
-		           ? rc
-		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
-	return 0;
-}
-
-static int gstep_run(void *self, gf_ctx *ctx)
-{
-	gstep *s = self;
 	const gf_run_info *run = gf_ctx_run(ctx);
 	int rc;
-	s->ctx = ctx;
 	if ((rc = gf_trainer_start(s->tr)))
 		return rc;
 	if (s->async && gf_trainer_sliced(s->tr))
 		return gf_fail(ctx, "mode = \"async\" with a data-parallel exchange is not supported (use mode = \"sync\")");
 	if (gf_trainer_sliced(s->tr)) /* the replica's dropout masks differ across ranks too */
 		gf_net_rng(s->d)->stream ^= (uint64_t)run->rank * 0x9e3779b97f4a7c15ull;
+	plan(s, ctx);
+	if (s->async) /* resumed: the progress line starts at the restored step */
+		gf_report_resume(ctx, s->step);
 	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
 		if ((rc = take_weights(s, ctx)))
 			return rc;
 		/* a stop may have been decided while we waited */
 		if (gf_should_stop(ctx))
 			break;
-		double loss = 0, pl = 0;
+		/* the step begins: an agreed stop ends the run before it, or lets it run */
+		if ((rc = gf_step_begin(ctx, s->step + 1))) {
+			if (rc == GF_ESTOP)
+				break;
+			return rc;
+		}
+		rec *r = &s->recs[s->step % RECS];
+		if (r->step >= 0)
+			return gf_fail(ctx, "step %lld: the results of step %lld are still in flight", (long long)s->step,
+			               (long long)r->step);
+		memset(r, 0, sizeof(*r));
+		r->step = s->step;
+		/* D consumes more fake batches than G's micro-batches make: the
+		 * extra ones come from G before its update, so the update runs
+		 * apart */
+		int apart = s->fakes_per_step > s->acc;
+		r->need = s->acc + apart;
+		s->lag = s->deferred ? (r->need > MAX_LAG ? MAX_LAG : r->need) : 0; /* one step in flight */
 		int64_t pushed = 0;
-		s->l1_sum = 0;
-		/* path length: in this step (pl_every = 1), or a step of its own after it */
-		int pl_now = s->pl > 0 && s->step % s->pl_every == 0, pl_first = pl_now && s->pl_every == 1;
-		if (pl_first && (rc = pl_step(s, ctx, 1.0, &pl)))
+		/* path length: in this step (pl_every = 1, before its micro-batches),
+		 * or a step of its own after its update */
+		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
+		s->pl_acc = pl_now && s->pl_every == 1;
+		if (s->pl_acc && (rc = pl_step(s, ctx, 1.0, &r->pl)))
 			return rc;
 		for (int micro = 0; micro < s->acc; micro++) {
+			if ((rc = gf_readback_begin(s->rb)))
+				return gf_fail(ctx, "G step: %s", gf_errmsg());
 			if ((rc = generate(s, ctx)))
 				return rc;
+			/* the fakes leave before G's backward: D's step overlaps it */
 			if (pushed < s->fakes_per_step) {
 				if ((rc = push_fakes(s, ctx)))
 					return rc;
 				pushed++;
 			}
-			if ((rc = micro_step(s, ctx, micro, pl_first, &loss)))
+			if ((rc = micro_step(s, ctx, micro, micro == s->acc - 1 && !apart, r)))
 				return rc;
 		}
+		if (apart && (rc = gf_readback_begin(s->rb)))
+			return gf_fail(ctx, "G step: %s", gf_errmsg());
 		for (; pushed < s->fakes_per_step; pushed++)
 			if ((rc = generate(s, ctx)) || (rc = push_fakes(s, ctx)))
 				return rc;
-		float gnorm;
-		if ((rc = gf_trainer_update(s->tr, s->step, &gnorm)))
+		if (apart && (rc = micro_step(s, ctx, -1, 1, r)))
 			return rc;
-		if (pl_now && !pl_first) {
+		if (pl_now && !s->pl_acc) {
 			gf_trainer_arm(s->tr, s->step); /* data parallel: buckets leave during the double backward */
-			if ((rc = pl_step(s, ctx, s->pl_every, &pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
+			if ((rc = pl_step(s, ctx, s->pl_every, &r->pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
 				return rc;
 		}
+		r->pl_ran = pl_now;
+		r->pl_mean = s->pl_mean;
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
-		gf_msg *m;
-		if ((rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->step, &m)))
+		r->closed = 1;
+		if ((rc = finish(s, ctx, r)))
 			return rc;
-		if (m) {
-			gf_msg_set_scalar(m, "loss_g", loss);
-			gf_msg_set_scalar(m, "grad_norm_g", gnorm);
-			if (s->paired && s->l1 > 0)
-				gf_msg_set_scalar(m, "l1_g", s->l1_sum); /* mean |G(A) - B|, the adversarial part is loss_g */
-			if (pl_now) {
-				gf_msg_set_scalar(m, "pl", pl);
-				gf_msg_set_scalar(m, "pl_mean", s->pl_mean);
-			}
-			if ((rc = gf_push(ctx, OUT_METRICS, m)))
-				return rc;
-		}
 		if (s->publish_every > 0 && s->step % s->publish_every == 0 && (rc = push_weights(s, ctx)))
 			return rc;
 		if (s->ckpt_every > 0 && s->step % s->ckpt_every == 0 && (rc = push_state(s, ctx)))
 			return rc;
 	}
 	return 0;
+}
+
+static int gstep_run(void *self, gf_ctx *ctx)
+{
+	gstep *s = self;
+	s->ctx = ctx;
+	int rc = gstep_loop(s, ctx);
+	if (rc == 0) /* the results still in flight: the last metrics */
+		rc = settle(s, ctx, 0);
+	gf_devmsg_release(s->dm, 0);
+	int64_t e, c, r;
+	gf_stepgraph_counts(s->sg, &e, &c, &r);
+	if (c + r > 0 || gf_train_async(s->be))
+		gf_info(ctx, "G steps: %lld eager, %lld captured, %lld replayed as graphs%s%s", (long long)e, (long long)c,
+		        (long long)r, s->dev_fakes ? "; fakes in device memory" : "",
+		        s->dev_weights ? "; D weights in device memory" : "");
+	return rc == GF_ESTOP ? 0 : rc;
 }
 
 /* Final G weights and state, so the last sample grid and checkpoint show
@@ -586,7 +696,13 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 static void gstep_destroy(void *self)
 {
 	gstep *s = self;
-	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->pl_dev };
+	if (s->be && s->rb && gf_readback_deferred(s->rb))
+		s->be->ops->sync(s->be); /* nothing of ours in flight any more */
+	gf_readback_destroy(s->rb);
+	gf_devmsg_destroy(s->dm);
+	gf_stepgraph_destroy(s->sg);
+	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->z_dev,
+	                 (float *)(void *)s->lab_dev, s->pl_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
@@ -648,6 +764,8 @@ static const gf_param_desc params[] = {
 	                                 "(penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))", "1..1000000" },
 	{ "pl_decay", GF_PARAM_NUM, "0.01", "path length: the mean moves this fraction of the way to each batch's mean",
 	  "0..1" },
+	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of G step as a graph and replay it where the backend has "
+	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

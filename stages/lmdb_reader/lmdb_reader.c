@@ -6,10 +6,11 @@
  * class filter through the meta index, equal disjoint parts per rank:
  * parameters part / parts, default: the run's rank % parts / world). The
  * engine is gf_stream (core/data/stream.c): io_uring readahead keeps the
- * pages of the next `readahead` values on their way, so emitting never
- * waits on a page fault. Payloads are not copied: t[0] points into the
- * LMDB map, which lives until the stage is destroyed (with direct = true
- * the value is read with O_DIRECT and copied into the message).
+ * pages of the next `readahead` values (and at least `readahead_mb` MiB)
+ * on their way, so emitting never waits on a page fault. Payloads are
+ * not copied: t[0] points into the LMDB map, which lives until the stage
+ * is destroyed (with direct = true the value is read with O_DIRECT and
+ * copied into the message).
  * msg->epoch / msg->pos are the resume point: start_epoch = epoch,
  * start_pos = pos continues right after that record.
  * A Caffe LMDB (format = "caffe", or found by format = "auto") streams the
@@ -70,6 +71,9 @@ static const gf_param_desc params[] = {
 	{ "start_epoch", GF_PARAM_INT, "0", "resume: epoch to start in", "0.." },
 	{ "start_pos", GF_PARAM_INT, "0", "resume: position in that epoch (a message's pos)", "0.." },
 	{ "readahead", GF_PARAM_INT, "64", "records located and prefetched ahead of the consumer", "1..65536" },
+	{ "readahead_mb", GF_PARAM_INT, "32",
+	  "without direct: also keep this many MiB of values on their way (more records, at most 4096); 0: off",
+	  "0..4096" },
 	{ "direct", GF_PARAM_BOOL, "false", "O_DIRECT reads through io_uring (data sets larger than memory)", NULL },
 	{ "checksums", GF_PARAM_BOOL, "true",
 	  "check each record's payload CRC-32C (records without one pass); here, or in the consumers when every one "
@@ -172,6 +176,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 		.start_epoch = (uint64_t)start_epoch,
 		.start_pos = (uint64_t)start_pos,
 		.readahead = (uint32_t)gf_param_int(p, "readahead"),
+		.readahead_bytes = (uint64_t)gf_param_int(p, "readahead_mb") << 20,
 		.direct = r->direct,
 		.no_uring = !gf_param_bool(p, "uring"),
 	};

@@ -208,6 +208,36 @@ BENCH_FN uint64_t warm_files(const gf_dataset *ds)
 	return total;
 }
 
+/* One line naming the CRC-32C path in use and the CPU flags that choose
+ * it, so that no figure is quoted without its path. */
+BENCH_FN void print_crc_path(FILE *f)
+{
+	char model[128] = "?", line[512];
+	FILE *c = fopen("/proc/cpuinfo", "r");
+	while (c && fgets(line, sizeof(line), c))
+		if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+			snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
+			model[strcspn(model, "\n")] = 0;
+			break;
+		}
+	if (c)
+		fclose(c);
+	fprintf(f, "CRC-32C path: %s; CPU %s:", gf_crc32c_impl(), model);
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	fprintf(f, " sse4.2 %s, pclmulqdq %s, avx2 %s, avx512f %s, avx512vl %s, vpclmulqdq %s",
+	        __builtin_cpu_supports("sse4.2") ? "yes" : "no", __builtin_cpu_supports("pclmul") ? "yes" : "no",
+	        __builtin_cpu_supports("avx2") ? "yes" : "no", __builtin_cpu_supports("avx512f") ? "yes" : "no",
+	        __builtin_cpu_supports("avx512vl") ? "yes" : "no", __builtin_cpu_supports("vpclmulqdq") ? "yes" : "no");
+#else
+	fprintf(f, " not x86-64");
+#endif
+	const char *env = getenv("GF_CRC32C"), *nofold = getenv("GF_CRC32C_NO_FOLD");
+	if ((env && *env) || (nofold && *nofold))
+		fprintf(f, " (GF_CRC32C=%s GF_CRC32C_NO_FOLD=%s)", env ? env : "", nofold ? nofold : "");
+	fprintf(f, "\n");
+}
+
 /* Sum of 64-bit words (and the tail bytes): touches every byte once, the
  * "consumer" of both the baselines and the stages in the benchmarks. */
 static inline uint64_t touch(const void *p, size_t n)

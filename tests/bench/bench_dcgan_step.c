@@ -24,7 +24,7 @@
  *                    [deterministic=1] [size=32] [channels=1] [peer=1]
  *                    [device=0]
  * For each batch and precision (tf32 = fp32 tensors with TF32
- * convolutions, what PyTorch's fp32 runs by default; fp16 also accepted):
+ * convolutions and GEMMs, PyTorch's allow_tf32 for both; fp16 also accepted):
  * images/s and achieved TFLOP/s (the model's FLOPs as PyTorch computes
  * them, gf_net_flops), eagerly and with the G step and the D step each
  * captured once as a CUDA graph and replayed; the peer on the same GPU at
@@ -382,13 +382,13 @@ static gf_net *cu_build(gf_backend *be, const char *fn, const struct conf *c, in
 	return net;
 }
 
-/* A backend for one precision: "fp32", "tf32" (fp32 + TF32 convolutions),
- * "bf16", "fp16". */
+/* A backend for one precision: "fp32", "tf32" (f32 tensors, TF32
+ * convolutions and GEMMs: the precision g_step / d_step's precision =
+ * "tf32" opens), "bf16", "fp16". */
 static int cu_open(const struct conf *c, const char *prec, gf_backend **be)
 {
 	gf_backend_opts bo = { .threads = 1, .device_index = c->device };
-	const char *p = strcmp(prec, "tf32") == 0 ? "fp32" : prec;
-	int rc = gf_precision_parse(p, &bo.precision);
+	int rc = gf_precision_parse(prec, &bo.precision);
 	if (!rc)
 		rc = gf_layout_parse(c->layout, &bo.layout);
 	if (!rc)
@@ -555,7 +555,7 @@ static int main_cuda(struct conf *c)
 	printf("dcgan_step: backend=cuda device=%s img=%dx%dx%d iters=%d repeat=%d layout=%s up2=%s fuse=%d "
 	       "deterministic=%d\n",
 	       devname, c->size, c->size, c->channels, c->iters, c->repeat, c->layout, c->up2, c->fuse, c->det);
-	printf("(tf32 = fp32 tensors with TF32 tensor-core convolutions, what PyTorch's fp32 runs by default)\n");
+	printf("(tf32 = fp32 tensors with TF32 tensor-core convolutions and GEMMs: precision = \"tf32\" of the step stages)\n");
 
 	struct cu_result res[16 * 8 * 2];
 	int nres = 0;

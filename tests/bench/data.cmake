@@ -2,7 +2,7 @@
 # program makes its benchmark shards once under BUILD/bench-data/, measures
 # its same-run baseline, prints a table and the final "NAME: METRIC=VALUE
 # target=TARGET" line.
-foreach(b decode reader feed)
+foreach(b decode reader feed crc32c)
   add_executable(bench_${b} ${CMAKE_CURRENT_LIST_DIR}/bench_${b}.c)
   target_link_libraries(bench_${b} PRIVATE ganflow ganflow_convert PkgConfig::TURBOJPEG)
   set_target_properties(bench_${b} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

@@ -30,9 +30,9 @@ def refs(ref):
         lab = ref + ".labels.npy"
         return (np.load(ref + ".z.npy"), np.load(lab) if os.path.exists(lab) else None,
                 np.load(ref + ".images.npy"), None)
-    from ganflow.checkpoint import Checkpoint
+    from ganflow.checkpoint import SafetensorsFile
     import ganflow.torch as gt
-    ck = Checkpoint(ref)
+    ck = SafetensorsFile(ref)   # net_forward's outputs: a safetensors file, not a checkpoint
     get = lambda n: gt._tensor(ck, n).numpy() if ck.has(n) else None
     return get("x"), get("labels"), get("y"), get("features")
 

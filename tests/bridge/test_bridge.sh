@@ -2,7 +2,7 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors | damaged
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
 # checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
@@ -15,6 +15,8 @@
 # G and D and of the classifier, checked with python3-onnx (checker, inputs,
 # outputs) and run on the same inputs. errors: what the bridge and the
 # command say about a missing part, a missing PyTorch, a bad checkpoint.
+# damaged: truncated, foreign, newer, mistyped, misshapen and non-finite
+# checkpoints are refused by the bridge and export with the C reader's message.
 # Exit 0 pass, 1 fail, 77 skip (no python3-torch / python3-onnx or no
 # Fashion-MNIST on this machine).
 set -u
@@ -194,6 +196,69 @@ PY
   echo "$out"
   check "echo \"\$out\" | grep -q \"E1 .*has no part 'g3'\"" "load(part=g3) should name the missing part"
   check "echo \"\$out\" | grep -q 'EMA False False (1, 32, 32) (10,) 0'" "ema=True without EMA weights: live weights, eval mode"
+  ;;
+damaged)
+  # A damaged or foreign checkpoint: the bridge and `ganflow export` refuse
+  # what `ganflow sample` (the C reader) refuses, with the same message.
+  ck=$(train dcgan_fashion) || exit 1
+  "$PY" - "$ck" "$T" <<'PY' || { echo "FAIL: cannot make the damaged checkpoints"; exit 1; }
+import json, struct, sys
+src, T = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+def write(name, h, d):
+    hb = json.dumps(h).encode()
+    open(f"{T}/{name}.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + bytes(d))
+def edit(f):
+    h = json.loads(json.dumps(head))
+    f(h)
+    return h
+open(f"{T}/half.safetensors", "wb").write(raw[:len(raw) // 2])            # truncated
+open(f"{T}/short.safetensors", "wb").write(raw[:8 + n // 2])               # inside the header
+write("v99", edit(lambda h: h["__metadata__"].update(format="ganflow-checkpoint-99")), data)
+write("foreign", edit(lambda h: h["__metadata__"].update(format="pt")), data)
+write("noformat", edit(lambda h: h["__metadata__"].pop("format")), data)
+write("i32", edit(lambda h: h["g.net.0.weight"].update(dtype="I32")), data)
+write("shape", edit(lambda h: h["g.net.0.weight"].update(shape=h["g.net.0.weight"]["shape"][::-1])), data)
+a = head["g.net.2.running_var"]["data_offsets"][0]
+nan = bytearray(data)
+nan[a:a + 4] = struct.pack("<f", float("nan"))
+write("nan", head, nan)
+PY
+  # the bridge on every file in one interpreter (PyTorch loads once), export on three
+  "$PY" - "$T" half short v99 foreign noformat i32 shape nan >"$T/bridge.txt" 2>&1 <<'PY'
+import sys, ganflow.torch as gt
+from ganflow.checkpoint import CheckpointError
+for v in sys.argv[2:]:
+    try:
+        gt.load(f"{sys.argv[1]}/{v}.safetensors")
+        print(f"{v}\tloaded")
+    except CheckpointError as e:
+        print(f"{v}\t{e}")
+PY
+  for v in half short v99 foreign noformat i32 shape nan; do
+    f=$T/$v.safetensors
+    "$G" sample "$f" n=4 out="$T/$v.png" >"$T/$v.c.log" 2>&1
+    crc=$?
+    msg=$(awk -F '\t' -v v="$v" '$1 == v { print $2 }' "$T/bridge.txt")
+    echo "$v: sample rc=$crc: $(tail -1 "$T/$v.c.log")"
+    echo "$v: bridge: $msg"
+    check "[ $crc -ne 0 ] && [ -n \"\$msg\" ] && [ \"\$msg\" != loaded ]" "$v: sample (rc $crc) and the bridge ($msg) should both refuse it"
+    check "grep -qF -- \"\$msg\" '$T/$v.c.log'" "$v: the bridge's message should be the C reader's: C says $(tail -1 "$T/$v.c.log")"
+    case $v in half | v99 | nan) ;; *) continue ;; esac
+    "$G" export "$f" "$T/$v.onnx" >"$T/$v.e.log" 2>&1
+    erc=$?
+    check "[ $erc -eq 1 ] && grep -qF -- \"\$msg\" '$T/$v.e.log' && [ ! -e '$T/$v.onnx' ]" "$v: export should fail with the same message, no file: rc $erc, $(tail -1 "$T/$v.e.log")"
+  done
+  check "grep -q 'outside the [0-9]* data bytes (truncated file?)' '$T/half.c.log'" "half a checkpoint: $(tail -1 "$T/half.c.log")"
+  check "grep -q \"checkpoint format 'ganflow-checkpoint-99' is not one this version reads\" '$T/v99.c.log' && grep -q 'reads formats ganflow-checkpoint-1, ganflow-nn-1' '$T/v99.c.log'" "format 99: $(tail -1 "$T/v99.c.log")"
+  check "grep -q 'g.net.2.running_var\[0\] is nan' '$T/nan.c.log'" "a NaN should be named: $(tail -1 "$T/nan.c.log")"
+  # the formats ganflow wrote still load: a training checkpoint, a classifier export
+  clf=$(train classifier_fashion test= out="$T/clf.safetensors") || exit 1
+  out=$("$PY" -c 'import sys, ganflow.torch as gt
+print(gt.load(sys.argv[1]).role, gt.load(sys.argv[2], part="classifier").role)' "$ck" "$T/clf.safetensors" 2>&1)
+  check "[ \"\$out\" = 'generator classifier' ]" "ganflow-checkpoint-1 and ganflow-nn-1 files should load: $out"
   ;;
 *)
   echo "unknown case $case_name"

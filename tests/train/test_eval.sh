@@ -5,7 +5,7 @@
 #
 #   test_eval.sh CASE    CASE = setup | classifier | real_vs_noise | training |
 #                               small_n | wrong_size | not_classifier | mismatch |
-#                               nonfinite | bad_records | small_real | messages | folders | ema
+#                               nonfinite | bad_records | small_real | messages | folders | ema | classes
 #
 # `setup` (a CTest fixture the other cases require) converts Fashion-MNIST
 # and trains two short classifiers (32x32 and 28x28, 150 steps: ~10k images)
@@ -75,6 +75,32 @@ while i >= 0:
     i = raw.find(b"\xff\xd8\xff", i + 3)
 for j in range(k):
     raw[at[j * len(at) // k]:at[j * len(at) // k] + 2] = b"\x00\x00"
+open(path, "wb").write(raw)
+PY
+}
+# flip DATASET KEY: inverts the 14 bytes of record KEY's JFIF (APP0) segment
+# after its length: the JPEG still decodes, to the same pixels; only the
+# payload's CRC-32C tells
+flip() {
+  /usr/bin/python3 - "$@" <<'PY'
+import glob, struct, sys
+path = sorted(glob.glob(sys.argv[1] + "/shard-*/data.mdb"))[0]
+raw = bytearray(open(path, "rb").read())
+# the LMDB leaf node of the key: the value inline after the key, or (flag
+# F_BIGDATA) the number of its first overflow page, whose 16-byte header it follows
+key, at, v = struct.pack(">Q", int(sys.argv[2])), 0, -1
+while v < 0:
+    at = raw.find(key, at + 1)
+    assert at >= 0, "record not found"
+    flags, ksize = struct.unpack("<HH", raw[at - 4:at])
+    if ksize == 8 and raw[at + 8:at + 10] == b"GF":
+        v = at + 8
+    elif ksize == 8 and flags & 1:
+        v = struct.unpack("<Q", raw[at + 8:at + 16])[0] * 4096 + 16
+        v = v if raw[v:v + 2] == b"GF" else -1
+assert raw[v + 24:v + 28] == b"\xff\xd8\xff\xe0", "not a JFIF JPEG"
+for j in range(6, 20):
+    raw[v + 24 + j] ^= 0xFF
 open(path, "wb").write(raw)
 PY
 }
@@ -163,6 +189,42 @@ bad_records)
   "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/few" n=600 pr=false >"$T/c.log" 2>&1
   check "[ $? -eq 0 ] && grep -q '3 of the real split' '$T/c.log' && grep -q '(597 images, statistics computed)' '$T/c.log'" "bad records of the real split should be skipped: $(tail -3 "$T/c.log")"
   check "! ls -a '$T/few' | grep -q '^.ganflow-fid-'" "statistics with skipped records should not be cached"
+  # a payload changed after it was written that still decodes: its CRC-32C
+  # finds it, as in training and `dataset verify` (evaluated and as the real split)
+  cp -r "$T/ok" "$T/flip" && flip "$T/flip" 300 || { echo "FAIL: flip"; exit 1; }
+  "$G" eval "$T/flip" classifier="$F/clf32.safetensors" real="$F/fm/train" real_n=1000 n=600 pr=false >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'bad records skipped: 1 of' '$T/f.log' && grep -q ': 599 images vs' '$T/f.log'" "a record with a wrong checksum should be skipped and counted: $(tail -3 "$T/f.log")"
+  check "grep -q 'key 300: payload checksum mismatch' '$T/f.log'" "the record with a wrong checksum should be named: $(grep -m2 -i 'skip\|bad' "$T/f.log")"
+  "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/flip" n=600 pr=false >"$T/g.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q '1 of the real split' '$T/g.log' && grep -q '(599 images, statistics computed)' '$T/g.log'" "a real split's record with a wrong checksum should be skipped: $(tail -3 "$T/g.log")"
+  check "grep -q 'key 300: payload checksum mismatch' '$T/g.log'" "the real split's record with a wrong checksum should be named: $(grep -m2 -i 'skip\|bad' "$T/g.log")"
+  ;;
+classes)
+  # a conditional model against real data of other classes: per-class FID
+  # needs real images of every class generated (refused before any work
+  # otherwise), and a model whose data held one class generates that class
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, struct, sys
+d = gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz").read()
+l = gzip.open("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").read()
+n, h, w = struct.unpack(">III", d[4:16])
+pick = [i for i in range(n) if l[8 + i] == 7][:300]
+open(sys.argv[1] + "/seven-images.idx", "wb").write(struct.pack(">IIII", 0x803, len(pick), h, w) +
+                                                   b"".join(d[16 + i * h * w:16 + (i + 1) * h * w] for i in pick))
+open(sys.argv[1] + "/seven-labels.idx", "wb").write(struct.pack(">II", 0x801, len(pick)) + bytes([7] * len(pick)))
+PY
+  "$G" dataset idx "$T/seven-images.idx" "$T/seven-labels.idx" "$T/seven" >/dev/null 2>&1 || { echo "FAIL: dataset"; exit 1; }
+  "$G" run "$S/pipelines/cgan_fashion.lua" data="$F/fm/train" batch=8 steps=2 dir="$T/c" quiet=true >"$T/c.log" 2>&1 ||
+    { echo "FAIL: cgan run: $(tail -3 "$T/c.log")"; exit 1; }
+  "$G" eval "$T/c" "$T/seven" classifier="$F/clf32.safetensors" n=300 pr=false >"$T/e.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q \"per-class FID of class 0: the real split '$T/seven' holds no image of it (it holds classes 7)\" '$T/e.log' && ! grep -q 'real features' '$T/e.log'" "a real split without the generated classes should be refused before any work: $(tail -2 "$T/e.log")"
+  "$G" eval "$T/c" "$T/seven" classifier="$F/clf32.safetensors" n=300 pr=false per_class=false >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && ! grep -q 'per-class FID' '$T/e.log'" "per_class=false should evaluate without per-class FID: $(tail -2 "$T/e.log")"
+  "$G" run "$S/pipelines/cgan_fashion.lua" data="$T/seven" batch=8 steps=2 dir="$T/c7" quiet=true >"$T/c7.log" 2>&1 ||
+    { echo "FAIL: cgan run: $(tail -3 "$T/c7.log")"; exit 1; }
+  "$G" eval "$T/c7" "$F/fm/test" classifier="$F/clf32.safetensors" n=300 pr=false >"$T/e7.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'G is conditional on 10 classes, its training data held images of 7 only: generating those' '$T/e7.log'" "eval of a one-class model should say it generates that class: $(tail -3 "$T/e7.log")"
+  check "grep 'per-class FID' '$T/e7.log' | grep -q ' 7:[0-9]' && [ \"\$(grep 'per-class FID' '$T/e7.log' | grep -o ':nan' | wc -l)\" = 9 ]" "per-class FID for class 7 only: $(grep 'per-class' "$T/e7.log")"
   ;;
 small_real)
   # too few real images for FID: refused before any work, nothing cached
@@ -229,6 +291,19 @@ PY
   for f in "$T"/b/*.png; do k=$(basename "$f" .png); cp "$f" "$T/tree/$((10#$k % 2))/"; done
   "$G" eval "$T/a" "$T/tree" classifier="$F/clf28.safetensors" >"$T/t.log" 2>&1
   check "[ $? -eq 0 ] && [ \"\$(fid "$T/t.log")\" = \"\$(fid "$T/f.log")\" ]" "a class-folder tree of the same images should give the same FID: $(fid "$T/t.log") vs $(fid "$T/f.log"); $(tail -2 "$T/t.log")"
+  # PNGs named .jpg: read by what they hold, as `ganflow dataset folder` reads them
+  mkdir "$T/aj" && for f in "$T"/a/*.png; do cp "$f" "$T/aj/$(basename "$f" .png).jpg"; done
+  "$G" eval "$T/aj" "$T/b" classifier="$F/clf28.safetensors" >"$T/aj.log" 2>&1
+  check "[ $? -eq 0 ] && [ \"\$(fid "$T/aj.log")\" = \"\$(fid "$T/f.log")\" ] && ! grep -q 'skipping bad record' '$T/aj.log'" "PNGs named .jpg should evaluate as the PNGs: $(fid "$T/aj.log") vs $(fid "$T/f.log"); $(tail -2 "$T/aj.log")"
+  # README's round trip: `ganflow sample CKPT n=300 out=DIR/`, then `ganflow eval DIR/ REAL`: DIR holds
+  # only a class folder (DIR/unlabelled/), read as images because images lie below it
+  (cd "$T" && "$G" sample "$gck" n=300 out=rt/ >rt.log 2>&1 &&
+    "$G" eval rt/ "$F/fm/test" classifier="$F/clf32.safetensors" pr=false >rte.log 2>&1)
+  check "[ $? -eq 0 ] && grep -q '^rt/: 300 images vs real split' '$T/rte.log'" "sample out=DIR/ then eval DIR/ REAL: $(tail -2 "$T/rt.log" "$T/rte.log")"
+  # a directory holding no checkpoint, dataset or image is named before any work
+  mkdir "$T/nothing" && echo x >"$T/nothing/notes.txt"
+  "$G" eval "$T/nothing" "$F/fm/test" classifier="$F/clf32.safetensors" >"$T/no.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q 'is a directory without checkpoints/latest, a ganflow dataset or .png/.jpg images' '$T/no.log' && ! grep -q 'real features' '$T/no.log'" "a directory of nothing evaluable: $(tail -2 "$T/no.log")"
   "$G" eval "$T/a" "$T/b" features=inception >"$T/i.log" 2>&1
   check "[ $? -eq 2 ] && grep -q 'features=inception needs weights=FILE' '$T/i.log'" "features=inception without weights: $(cat "$T/i.log")"
   "$G" eval "$T/a" "$T/b" features=inception weights="$F/clf28.safetensors" >"$T/i.log" 2>&1

@@ -5,7 +5,7 @@
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
-#                                  sample_folder
+#                                  sample_folder | graphs
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -300,6 +300,119 @@ penalties)
   check "[ $? -ne 0 ] && grep -q \"parameter 'pl'.*(cbn): has no double backward\" '$T/cbn.log'" \
     "pl with a cBN G should name the layer: $(tail -1 "$T/cbn.log")"
   ;;
+graphs)
+  # the GPU path of g_step / d_step on the CPU backend's device check
+  # (GANFLOW_CPU_DEVICE_CHECK=1, docs/cuda.md "Step stages"): captured
+  # steps replayed, fakes and D weights in device memory behind events,
+  # real batches staged through a copy stream, losses and D outputs read a
+  # step later. It obeys every rule of the CUDA backend (an op that needs
+  # the host inside a step, a host buffer in a step, a replay whose ops
+  # differ would fail the run) and trains exactly as the eager CPU path:
+  # checkpoints and every metrics value identical, step by step
+  cat >"$T/gr.lua" <<EOF
+local gf = require "ganflow"
+local gan = require "gan"
+local dcgan = require "backbones.dcgan"
+local opt = gf.args { acc = 1, dsteps = 1, warmup = 0, ema = 0.0, ema_start = 0, classes = 0, graphs = true,
+                      loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32",
+                      r1 = 0.0, r1_every = 16, gp = 0.0, pl = 0.0, pl_every = 4 }
+local cl = opt.classes > 0 and opt.classes or nil
+local G = dcgan.G { z = 100, size = 32, channels = 1, classes = cl }
+local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce", bn = opt.gp == 0 }
+local real = gan.data { path = "$DATA", size = 32, batch = $BATCH }
+local d = gf.stage "d_step" { name = "d", net = D, max_batch = $BATCH, accumulate = opt.acc, d_steps = opt.dsteps,
+                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision,
+                              r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = $BATCH, accumulate = opt.acc, loss = opt.loss,
+                              lr_warmup = opt.warmup, ema = opt.ema, ema_start = opt.ema_start, graphs = opt.graphs,
+                              publish_every = 1000, precision = opt.precision, pl = opt.pl, pl_every = opt.pl_every }
+local ck = gf.stage "checkpoint" {}
+local mg = gf.stage "metrics" { name = "mg", every = 1, file = "mg.jsonl", tensorboard = false }
+local md = gf.stage "metrics" { name = "md", every = 1, file = "md.jsonl", tensorboard = false }
+if opt.nan_at > 0 then
+  local bad = gf.stage "nan_batch" { at = opt.nan_at }
+  gf.connect(real.batch, bad.batch) gf.connect(bad.batch, d.real)
+else
+  gf.connect(real.batch, d.real)
+end
+gf.connect(g.fakes, d.fakes, { depth = 1 }) gf.connect(d.weights, g.d_weights, { depth = 1 })
+gf.connect(g.metrics, mg.inp) gf.connect(d.metrics, md.inp)
+gf.connect(g.state, ck.state) gf.connect(d.state, ck.state)
+gf.run { steps = 100, checkpoint_every = opt.ckpt, seed = 1 }
+EOF
+  gr() { local dir=$1; shift; "$G" run "$T/gr.lua" dir="$dir" quiet=true "$@" >"$dir.log" 2>&1; }
+  # metrics_same A B: every value of every line of md/mg.jsonl but the clock's
+  metrics_same() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+def load(d):
+    out = []
+    for f in ("md.jsonl", "mg.jsonl"):
+        for line in open(d + "/" + f):
+            m = json.loads(line)
+            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "sources", "edges")})
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b or len(a) < 2:
+    print("differ:", a, b)
+    sys.exit(1)
+PY
+  }
+  n=4
+  for cfg in "" "acc=2 dsteps=2 warmup=3 ema=0.9 ema_start=2" "classes=10 loss=hinge"; do
+    tag=$(echo "x $cfg" | tr -c 'a-z0-9\n' '_')
+    gr "$T/e$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "eager run ($cfg) failed: $(tail -3 "$T/e$tag.log")"
+    GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/c$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "device-check run ($cfg) failed: $(tail -3 "$T/c$tag.log")"
+    check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/c$tag.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/c$tag.log'" "($cfg) no step was captured and replayed: $(grep -h 'steps:' "$T/c$tag.log")"
+    check "grep -q 'fakes in device memory' '$T/c$tag.log' && grep -q 'D weights to g in device memory' '$T/c$tag.log' && grep -q 'real batches copied ahead' '$T/c$tag.log'" "($cfg) the device paths were not taken: $(grep -h 'steps:' "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/e$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "($cfg) graph steps differ from eager ones: $(cat "$T/cmp$tag.log")"
+    metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
+    check "[ $? -eq 0 ]" "($cfg) the metrics of graph steps differ: $(head -c 600 "$T/m$tag.log")"
+  done
+  # the gradient penalties: their lengths come to the host, so R1 in the
+  # step, WGAN-GP and pl_every = 1 make their stage's steps eager, while the
+  # lazy R1 and path-length steps run eagerly between captured steps; either
+  # way the rules hold and the results are the eager path's
+  for cfg in "r1=10 r1_every=2 pl=2 pl_every=2" "loss=wgan gp=10 pl=2 pl_every=1" "r1=10 r1_every=1"; do
+    tag=$(echo "p $cfg" | tr -c 'a-z0-9\n' '_')
+    gr "$T/e$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "eager run ($cfg) failed: $(tail -3 "$T/e$tag.log")"
+    GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/c$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "device-check run ($cfg) failed: $(tail -3 "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/e$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "($cfg) device-check steps differ from eager ones: $(cat "$T/cmp$tag.log")"
+    metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
+    check "[ $? -eq 0 ]" "($cfg) the metrics differ: $(head -c 600 "$T/m$tag.log")"
+  done
+  check "grep -q '\"r1\":[0-9.e-]*[1-9]' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/md.jsonl' && grep -q '\"pl\":' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/mg.jsonl'" "lazy r1/pl: no r1 or pl metric"
+  check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log'" "lazy r1/pl: the steps should stay captured: $(grep -h 'steps:' "$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log")"
+  check "grep -q 'D steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log' && grep -q 'G steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log'" "gp, pl_every = 1: every step eager: $(grep -h 'steps:' "$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log")"
+  # precision = "tf32" on the CPU: plain fp32, the same bits
+  gr "$T/tf32" steps=$n precision=tf32
+  "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/tf32")" >"$T/cmptf.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmptf.log'" "precision = tf32 on the CPU should be fp32: $(cat "$T/cmptf.log")"
+  gr "$T/bf" steps=2 precision=bf16
+  check "[ $? -ne 0 ] && grep -q 'precision bf16 is not supported' '$T/bf.log'" "bf16 on the CPU should be refused by name: $(tail -2 "$T/bf.log")"
+  # graphs = false: no captures, the same results
+  GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/off" steps=$n graphs=false
+  check "[ $? -eq 0 ] && [ \"\$(grep -c ' 0 captured, 0 replayed' '$T/off.log')\" = 2 ]" "graphs = false still captured: $(grep -h 'steps:' "$T/off.log")"
+  "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/off")" >"$T/cmpoff.log" 2>&1
+  check "[ $? -eq 0 ]" "graphs = false differs: $(cat "$T/cmpoff.log")"
+  # a NaN batch at iteration 6 with a loss that passes NaN through (ls):
+  # read a step later, still named by its step; the checkpoint of step 4
+  # stays the last (a checkpoint is a read point)
+  for mode in eager check; do
+    env=""
+    [ $mode = check ] && env="GANFLOW_CPU_DEVICE_CHECK=1"
+    env $env "$G" run "$T/gr.lua" dir="$T/nan$mode" quiet=true steps=20 loss=ls nan_at=6 ckpt=4 >"$T/nan$mode.log" 2>&1
+    check "[ $? -ne 0 ]" "($mode) a NaN batch should stop the run"
+    check "grep -q \"stage 'd' failed\" '$T/nan$mode.log' && grep -q 'iteration 6: the D loss is nan (non-finite) in network D' '$T/nan$mode.log'" "($mode) the error should name iteration 6: $(tail -3 "$T/nan$mode.log")"
+    check "[ \"$(cat "$T/nan$mode/checkpoints/latest")\" = ckpt-00000004.safetensors ]" "($mode) the last good checkpoint (step 4) should be kept: $(cat "$T/nan$mode/checkpoints/latest")"
+  done
+  ;;
 ema)
   # g_step's moving average of G: checkpointed, the average of what G was
   # at each step (check_ema.py on consecutive checkpoints), a copy until
@@ -383,6 +496,44 @@ resume_other)
   run cgan_fashion "$T/b" steps=20 resume="$T/a"
   check "[ $? -ne 0 ]" "resuming a DC-CGAN from a DC-GAN checkpoint should fail"
   check "grep -q \"tensor '[gd].net.[0-9]*.weight' is (\" '$T/b.log'" "the error should name the first tensor that differs: $(tail -3 "$T/b.log")"
+  ;;
+ckpt_format)
+  # a checkpoint's format is checked by every reader: sample, eval, resume= (the
+  # bridge: tests/bridge damaged); newer, foreign and unmarked files are refused
+  # naming the file, the format found and the formats read
+  run dcgan_fashion "$T/a" steps=2 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/a.log")"
+  ck=$(latest "$T/a")
+  /usr/bin/python3 - "$ck" "$T" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+for name, fmt in (("v99", "ganflow-checkpoint-99"), ("foreign", "pt"), ("none", None)):
+    h = json.loads(json.dumps(head))
+    if fmt:
+        h["__metadata__"]["format"] = fmt
+    else:
+        del h["__metadata__"]["format"]
+    hb = json.dumps(h).encode()
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PY
+  "$G" sample "$ck" n=4 out="$T/ok.png" >"$T/ok.log" 2>&1
+  check "[ $? -eq 0 ]" "a ganflow-checkpoint-1 file should sample: $(cat "$T/ok.log")"
+  for v in v99 foreign none; do
+    f=$T/$v.safetensors
+    case $v in
+    v99) want="$f: checkpoint format 'ganflow-checkpoint-99' is not one this version reads (written by another version of ganflow); it reads formats ganflow-checkpoint-1, ganflow-nn-1" ;;
+    foreign) want="$f: checkpoint format 'pt' is not one this version reads (not a ganflow checkpoint)" ;;
+    none) want="$f: no checkpoint format in its metadata" ;;
+    esac
+    "$G" sample "$f" n=4 out="$T/$v.png" >"$T/$v.s.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.s.log' && [ ! -e '$T/$v.png' ]" "sample of $v: $(cat "$T/$v.s.log")"
+    "$G" eval "$f" classifier="$f" >"$T/$v.e.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/$v.e.log'" "eval of $v: $(cat "$T/$v.e.log")"
+    run dcgan_fashion "$T/r$v" steps=4 resume="$f"
+    check "[ $? -ne 0 ] && grep -qF \"resume: $want\" '$T/r$v.log' && [ ! -e '$T/r$v/checkpoints' ]" "resume from $v: $(tail -3 "$T/r$v.log")"
+  done
   ;;
 rundir)
   : >"$T/file"
@@ -556,6 +707,59 @@ plot)
   check "[ $? -eq 0 ]" "ganflow plot failed: $(cat "$T/p.log")"
   check "[ \"$(png_size "$T/r/plot.png" | cut -d' ' -f1)\" = 1000 ]" "plot should be 1000 pixels wide"
   check "grep -q '8 points, 3 panels' '$T/p.log'" "expected 8 points (steps 5..40) in 3 panels: $(cat "$T/p.log")"
+  ;;
+resume_keep)
+  # a run resumed in its directory keeps `keep` (3) checkpoints in all, those
+  # of the run before it counted; its progress line starts at the restored
+  # step (a batch of 256 makes the first step outlast the first line)
+  run dcgan_fashion "$T/k" steps=4 checkpoint_every=1 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/k.log")"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/k" steps=8 batch=256 >"$T/k2.log" 2>&1
+  check "[ $? -eq 0 ]" "resume in place failed: $(tail -3 "$T/k2.log")"
+  got=$(ls "$T/k/checkpoints" | tr '\n' ' ')
+  check "[ '$got' = 'ckpt-00000006.safetensors ckpt-00000007.safetensors ckpt-00000008.safetensors latest ' ]" "the last 3 checkpoints should be kept, the resumed run's included: $got"
+  first=$(grep -o 'step [0-9]*/8' "$T/k2.log" | head -1)
+  check "[ -n '$first' ] && [ '$first' != 'step 0/8' ]" "the first progress line should show the restored step, not '$first'"
+  ;;
+data_classes)
+  # data that cannot serve a conditional model: named at the start, refused
+  # where nothing can work, and what the model never saw is left out after
+  /usr/bin/python3 - "$T" <<'PY'
+import gzip, struct, sys
+d = gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()
+l = gzip.open("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz").read()
+n, h, w = struct.unpack(">III", d[4:16])
+img = lambda i: d[16 + i * h * w:16 + (i + 1) * h * w]
+def write(name, pick):
+    with open(f"{sys.argv[1]}/{name}-images.idx", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, len(pick), h, w) + b"".join(img(i) for i, _ in pick))
+    with open(f"{sys.argv[1]}/{name}-labels.idx", "wb") as f:
+        f.write(struct.pack(">II", 0x801, len(pick)) + bytes(lab for _, lab in pick))
+write("seven", [(i, 7) for i in range(n) if l[8 + i] == 7][:300])        # one class of 10
+write("twelve", [(i, i % 12) for i in range(240)])                      # labels up to 11
+PY
+  for x in seven twelve; do
+    "$G" dataset idx "$T/$x-images.idx" "$T/$x-labels.idx" "$T/$x" >/dev/null 2>&1 || fail "dataset $x"
+  done
+  run cgan_fashion "$T/c7" steps=2 log=1 data="$T/seven"
+  check "[ $? -eq 0 ]" "cgan_fashion on one class failed: $(tail -3 "$T/c7.log")"
+  check "grep -q \"D is conditional on 10 classes, the training data '$T/seven' holds images of 1 of them: 7 (none of 0-6,8,9)\" '$T/c7.log'" "no warning naming the classes present: $(grep -m3 -i 'warn\|class' "$T/c7.log")"
+  got=$(/usr/bin/python3 -c 'import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+print(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"].get("d.data_classes"))' "$(latest "$T/c7")")
+  check "[ '$got' = 7 ]" "the checkpoint should record the classes of the data (d.data_classes): got '$got'"
+  "$G" sample "$T/c7" class=3 n=4 out="$T/s3.png" >"$T/s3.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'never saw a real image of class 3: its training data held class 7 only' '$T/s3.log' && [ ! -e '$T/s3.png' ]" "sample class=3 of a class never seen: $(cat "$T/s3.log")"
+  "$G" sample "$T/c7" class=7 n=4 out="$T/s7.png" >"$T/s7.log" 2>&1
+  check "[ $? -eq 0 ]" "sample class=7: $(cat "$T/s7.log")"
+  "$G" sample "$T/c7" n=20 out="$T/grid.png" npy="$T/grid" >"$T/sg.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'G is conditional on 10 classes, its training data held images of 7 only: drawing those' '$T/sg.log'" "the grid should say it draws class 7 only: $(cat "$T/sg.log")"
+  labs=$(/usr/bin/python3 -c 'import numpy, sys; print(sorted(set(numpy.load(sys.argv[1]).tolist())))' "$T/grid.labels.npy" 2>&1)
+  check "[ '$labs' = '[7]' ]" "the grid's images should all be of class 7: labels $labs"
+  run cgan_fashion "$T/c12" steps=2 data="$T/twelve"
+  check "[ $? -ne 0 ] && grep -q \"the training data '$T/twelve' holds images of classes 10,11, beyond the 10 classes (0-9) D is conditional on\" '$T/c12.log'" "labels beyond the model's classes should be refused at the start: $(tail -2 "$T/c12.log")"
+  run cgan_fashion "$T/call" steps=1
+  check "[ $? -eq 0 ] && ! grep -q 'holds images of' '$T/call.log'" "every class present: no warning: $(grep -m2 'holds images' "$T/call.log")"
   ;;
 sample_folder)
   # `ganflow sample out=DIR/`: one PNG per image, a folder per class; the

@@ -288,8 +288,11 @@ struct gf_backend_ops {
 	 *
 	 * Everything from here on was appended to ABI 1: a backend built before
 	 * has a smaller `size` and still loads, and a backend may leave any of
-	 * these NULL (the CPU backend leaves all of them NULL but sn_forward,
-	 * sn_backward and those after them). Test with GF_BACKEND_HAS(be, op) before calling one.
+	 * these NULL (the CPU backend fills loss_dev, sn_forward and the ops
+	 * after it but reduce_dev's followers; with GANFLOW_CPU_DEVICE_CHECK=1
+	 * it fills them all, emulating a device whose rules it checks: see
+	 * core/nn/cpu/graph_cpu.c). Test with GF_BACKEND_HAS(be, op) before
+	 * calling one.
 	 * docs/cuda.md describes how stages use them. */
 
 	/* ---- options and statistics ---- */
@@ -338,7 +341,9 @@ struct gf_backend_ops {
 	 * *loss_dev instead of a host value, and never synchronises. Input
 	 * errors (a bce input outside [0, 1] or NaN, a label out of range) are
 	 * recorded on the device and returned by the next sync (or loss with a
-	 * host value), naming the element. */
+	 * host value), naming the element, and make *loss_dev NaN, so that a
+	 * reader that never syncs sees a non-finite loss. A host backend (the
+	 * CPU's) returns them at once. */
 	int (*loss_dev)(gf_backend *be, float *loss_dev, float *dx, const float *x, const float *target,
 	                const int32_t *labels, const gf_loss_desc *d);
 	/* fp16 loss scaling: divides the gradients g (n) by the current loss
@@ -479,6 +484,31 @@ struct gf_backend_ops {
 	 * dx (n, c, h, w) = dS/dx holding dy (NULL: not wanted), overwritten. */
 	int (*mbstd_backward2)(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
 	                       const gf_mbstd_desc *d);
+	/* ---- results that stay on the device (usable inside a graph step) ----
+	 * *out, a double in the backend's memory, = the sum of x (n) in double
+	 * (squares = 0) or of its squares (squares = 1: the value sumsq
+	 * returns, bit for bit), in a fixed order decided by n alone. Never
+	 * waits: the value is read later (a discriminator's mean output, a
+	 * gradient norm, docs/cuda.md "Step stages"). */
+	int (*reduce_dev)(gf_backend *be, double *out, const float *x, size_t n, int squares);
+
+	/* ---- device memory owned by the process (message buffers) ----
+	 * Shaped like pinned_alloc: `gf_allocator a = { be->ops->device_alloc,
+	 * be->ops->device_free, be }` is a <ganflow/msg.h> allocator whose
+	 * buffers are device memory of be's device (fakes and D weights that
+	 * stay on the GPU). alloc needs the instance; free does not (a pool
+	 * outlives the stage's backend). NULL on failure. */
+	void *(*device_alloc)(void *be, size_t bytes);
+	void (*device_free)(void *be, void *ptr);
+
+	/* ---- timing ----
+	 * event_create_timed: an event (as event_create) that also records
+	 * when it completed. event_elapsed: milliseconds between two timed
+	 * events of this instance, both recorded and completed (after
+	 * event_sync on the later one); GF_EPARAM otherwise. The step stages
+	 * time their device work with them (busy fractions). */
+	int (*event_create_timed)(gf_backend *be, void **event);
+	int (*event_elapsed)(gf_backend *be, void *start, void *end, float *ms);
 };
 
 /* The parts of augment_forward / augment_backward. */
@@ -502,7 +532,8 @@ enum { GF_AUG_COLOR = 1u, GF_AUG_TRANSLATION = 2u, GF_AUG_CUTOUT = 4u };
 typedef enum {
 	GF_PREC_FP32 = 0,
 	GF_PREC_BF16,
-	GF_PREC_FP16
+	GF_PREC_FP16,
+	GF_PREC_TF32     /* f32 tensors; convolutions and GEMMs on TF32 tensor cores (CUDA); the CPU computes fp32 */
 } gf_precision;
 
 /* Layout choice of a backend instance (ParaGAN's hardware-aware layout). */
@@ -515,7 +546,7 @@ typedef enum {
 typedef struct gf_backend_opts {
 	int threads;       /* CPU threads, 0 = all cores (GANFLOW_THREADS overrides 0) */
 	int device_index;  /* GPU ordinal */
-	gf_precision precision;  /* GF_PREC_FP32 unless asked; the CPU backend supports fp32 only */
+	gf_precision precision;  /* GF_PREC_FP32 unless asked; the CPU backend computes fp32 (tf32 accepted as fp32) */
 	gf_layout_choice layout; /* GF_LAYOUT_AUTO */
 } gf_backend_opts;
 
@@ -532,12 +563,15 @@ struct gf_backend_stats {
 	size_t scratch_bytes;      /* the instance's own scratch, workspaces and caches */
 	int deterministic;         /* only deterministic convolution algorithms */
 	int tf32;                  /* fp32 convolutions may use TF32 tensor cores */
+	int tf32_gemm;             /* and fp32 GEMMs (precision tf32) */
 	char device_name[64];
 };
 
-/* Parses "fp32" / "bf16" / "fp16" and "auto" / "nchw" / "nhwc".
+/* Parses "fp32" / "tf32" / "bf16" / "fp16" and "auto" / "nchw" / "nhwc".
  * Return 0 or GF_EPARAM. */
 int gf_precision_parse(const char *s, gf_precision *out);
+/* "fp32", "tf32", "bf16", "fp16" ("?" for another value). */
+const char *gf_precision_name(gf_precision p);
 int gf_layout_parse(const char *s, gf_layout_choice *out);
 
 /* An open backend. ops is owned by the backend (usually static). */

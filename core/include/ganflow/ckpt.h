@@ -43,8 +43,14 @@ extern "C" {
 /* The checkpoint folder of a run directory, and the file naming the newest. */
 #define GF_CKPT_DIR "checkpoints"
 #define GF_CKPT_LATEST "latest"
-/* The value of metadata "format". */
+/* The value of metadata "format" in the checkpoints training writes. */
 #define GF_CKPT_FORMAT "ganflow-checkpoint-1"
+/* Every format this version reads: what training has written since its
+ * first checkpoint (layer tables as JSON or, before that, as Lua text), and
+ * single networks saved by gf_ckpt_save (<ganflow/nn.h>: the evaluator's
+ * classifier, `ganflow weights import`). python/ganflow/checkpoint.py
+ * holds the same list. */
+#define GF_CKPT_FORMATS GF_CKPT_FORMAT ", ganflow-nn-1"
 
 /* ---- files of a run ---- */
 
@@ -66,13 +72,22 @@ int gf_ckpt_resolve(const char *path, char *out, size_t size);
 
 /* ---- reading a checkpoint ---- */
 
+/* Checks that the checkpoint file path (a file, not a run directory) is
+ * of a format this version reads (GF_CKPT_FORMATS), from its header alone.
+ * Returns 0, the error of reading the header, or GF_ECORRUPT naming the
+ * file, the format found (or that it records none) and the formats this
+ * version reads. gf_ckpt_open checks it too; resume= checks it before a
+ * run starts. */
+int gf_ckpt_check_format(const char *path);
+
 typedef struct gf_ckpt gf_ckpt;
 
 /* Opens the checkpoint file path (see gf_ckpt_resolve for the other forms)
  * and lists its training-stage parts (the instances with a NAME.role).
  * Returns 0, -EISDIR for a directory ("'x' is a directory: give a
- * checkpoint file or a run directory"), or an error naming the file in
- * gf_errmsg(). */
+ * checkpoint file or a run directory"), GF_ECORRUPT for a format this
+ * version does not read (gf_ckpt_check_format), or an error naming the
+ * file in gf_errmsg(). */
 int gf_ckpt_open(gf_ckpt **out, const char *path);
 void gf_ckpt_close(gf_ckpt *c);
 

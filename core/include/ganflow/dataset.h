@@ -293,6 +293,12 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec);
  * or the errors of gf_dataset_locate. */
 int gf_dataset_get(gf_dataset *ds, uint64_t pos, gf_record *rec);
 
+/* gf_dataset_get + the payload's CRC-32C (gf_record_check), as the
+ * training data path checks it: a mismatch is GF_ECORRUPT with "SHARD key
+ * N: payload checksum mismatch ..." in gf_errmsg(). For readers outside a
+ * stream (ganflow eval, a classifier's test split). */
+int gf_dataset_get_checked(gf_dataset *ds, uint64_t pos, gf_record *rec);
+
 /* Parses the value of rec (value, len: in the map or a copy read with
  * O_DIRECT) as a record of the dataset's format (gf_record_parse, or
  * gf_datum_parse for a Caffe LMDB), checks it against the dataset (label
@@ -420,6 +426,9 @@ typedef struct gf_stream_opts {
 	uint64_t start_epoch;  /* resume: first epoch and position in it */
 	uint64_t start_pos;
 	uint32_t readahead;    /* records located and prefetched ahead (0: 64) */
+	uint64_t readahead_bytes; /* mmap path: also keep this many bytes of values
+	                             ahead (by the mean value size, at most 4096
+	                             records); 0: records only */
 	int direct;            /* read values with O_DIRECT into stream buffers */
 	int no_uring;          /* use posix_fadvise / pread instead of io_uring */
 	int no_checksum;       /* skip the payload CRC-32C check (gf_record_check) */
@@ -441,9 +450,12 @@ typedef struct gf_stream_item {
  * per epoch), or with direct = 1 IORING_OP_READ of block-aligned ranges
  * from an O_DIRECT descriptor into 4096-aligned buffers (neighbouring
  * values share reads of up to 1 MiB, 8 in flight; at least 1024 records
- * are located ahead). When io_uring cannot be set up (or no_uring) it
- * falls back to posix_fadvise / pread and says so once through gf_log. Returns 0 with *out, GF_EPARAM (bad
- * options, start_pos beyond the epoch, empty order), -errno. */
+ * are located ahead). First it walks the shards' B-trees (their pages, a
+ * few KiB per thousand records, are then cached: locating never waits for
+ * the disk behind the readahead). When io_uring cannot be set up (or
+ * no_uring) it falls back to posix_fadvise / pread and says so once
+ * through gf_log. Returns 0 with *out, GF_EPARAM (bad options, start_pos
+ * beyond the epoch, empty order), -errno. */
 int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out);
 
 /* Next record. Returns 0 with *it filled; GF_ECORRUPT for a bad record
@@ -454,6 +466,11 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it);
 
 /* 1 when io_uring is in use. */
 int gf_stream_uring(const gf_stream *s);
+
+/* Records located ahead of the consumer, at most: readahead, raised to
+ * cover readahead_bytes (mmap path) or to 1024 (direct), at most the
+ * epoch's length. */
+uint32_t gf_stream_window(const gf_stream *s);
 
 void gf_stream_close(gf_stream *s);
 

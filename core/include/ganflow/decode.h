@@ -60,6 +60,14 @@ int gf_decoder_create(gf_decoder **out);
 /* NULL is ignored. */
 void gf_decoder_destroy(gf_decoder *d);
 
+/* What an image file's bytes are, by their signature and never by the
+ * file's name: GF_IMAGE_JPEG (FF D8 FF), GF_IMAGE_PNG (the 8-byte PNG
+ * signature) or GF_IMAGE_UNKNOWN. `ganflow dataset folder` and the
+ * evaluator's image folders both decide with it, so a PNG named .jpg is
+ * a PNG to both. */
+typedef enum { GF_IMAGE_UNKNOWN = 0, GF_IMAGE_JPEG = 1, GF_IMAGE_PNG = 2 } gf_image_kind;
+gf_image_kind gf_image_sniff(const uint8_t *buf, size_t len);
+
 /* Shape of the output for a record with header h under t. Returns 0, or
  * GF_EPARAM for a bad transform (channels not 0/1/3, one of height/width
  * zero but not both, negative sizes). */

@@ -76,6 +76,14 @@ int gf_generators_count(const gf_generators *g);
 int gf_generators_classes(const gf_generators *g);
 void gf_generators_shape(const gf_generators *g, int *c, int *h, int *w);
 
+/* A conditional G's classes that its training data held images of, as the
+ * checkpoint records them (d_step's "<d>.data_classes"): 1 when class k
+ * (0 <= k < classes) did, or when the checkpoint records nothing (older
+ * checkpoints: every class); 0 otherwise. seen_text gives them as ranges
+ * ("7", "0-6,8,9"), or NULL when the checkpoint records none. */
+int gf_generators_seen(const gf_generators *g, int k);
+const char *gf_generators_seen_text(const gf_generators *g);
+
 /* Loads new weights into generator i (a weights message's blocks, as
  * gf_weights_unpack; used by the evaluator stage). */
 gf_net *gf_generators_net(gf_generators *g, int i);

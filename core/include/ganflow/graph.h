@@ -133,8 +133,11 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags);
  * handler. Before the run starts, the request applies as soon as it does. */
 void gf_graph_request_stop(gf_graph *g, int hard);
 
-/* Seconds a graceful stop may take before it turns into a hard stop
- * (default 30). */
+/* Seconds a graceful stop may go without progress before it turns into a
+ * hard stop (default 30). Progress is a stage inside its flush hook using
+ * CPU (1% of the time or more: a final evaluation or checkpoint on a slow
+ * machine); a stage that ignores the stop and stays in run() is stopped
+ * hard when the grace has passed. */
 void gf_graph_set_grace(gf_graph *g, double seconds);
 
 /* The stall watchdog. When no step (and no item) is reported for
@@ -208,9 +211,11 @@ typedef struct gf_graph_peers {
 void gf_graph_set_peers(const gf_graph_peers *p);
 
 /* Freezes the stage threads that report steps (each blocks in its next
- * gf_report_step) and returns the highest step any of them can still
- * reach: the highest step reported + 1, or -1 when none reported a step
- * yet. Marks the run as stopped by a request. Thread-safe. */
+ * gf_report_step or gf_step_begin) and returns the highest step any of
+ * them can still reach: for a thread that announces its steps with
+ * gf_step_begin, the step it began; for one that only reports them, its
+ * last reported step + 1; -1 when none began or reported a step yet.
+ * Marks the run as stopped by a request. Thread-safe. */
 int64_t gf_graph_hold(gf_graph *g);
 
 /* Ends the run after step s (lowers the step target; s <= 0: stop now)

@@ -86,6 +86,13 @@ typedef struct gf_msg {
  * aligned). Returns 0, -EINVAL (n == 0) or -ENOMEM. */
 int gf_msg_pool_create(uint32_t n, const gf_allocator *alloc, gf_msg_pool **out);
 
+/* Replaces the pool's allocator before any envelope holds a buffer (see
+ * gf_port_set_allocator). Returns 0 (also when the same allocator is
+ * already set), -EINVAL, -EBUSY (buffers were allocated already) or
+ * -EEXIST (another allocator was set before). Not thread-safe: call it
+ * before the pool is used. */
+int gf_msg_pool_set_allocator(gf_msg_pool *pool, const gf_allocator *alloc);
+
 /* Frees the pool and every envelope's buffers. Every message must have
  * been released. */
 void gf_msg_pool_destroy(gf_msg_pool *pool);

@@ -272,6 +272,15 @@ const char *gf_loss_name(gf_loss_kind kind);
 int gf_loss(gf_backend *be, gf_loss_kind kind, float *loss, float *dx, const gf_tensor *pred,
             const gf_tensor *target, float target_value, float scale);
 
+/* gf_loss with the mean loss left in the backend's memory: *loss_dev is a
+ * float there (device memory on a GPU), written by the backend's loss_dev
+ * op without waiting for the device, so it may run inside a graph step;
+ * read it later. A host backend reports input errors (bce on NaN) at
+ * once; a GPU backend records them for its next sync and writes NaN to
+ * *loss_dev. GF_EUNSUPPORTED for a backend without loss_dev. */
+int gf_loss_dev(gf_backend *be, gf_loss_kind kind, float *loss_dev, float *dx, const gf_tensor *pred,
+                const gf_tensor *target, float target_value, float scale);
+
 /* ---- optimisers ---- */
 
 typedef struct gf_optim gf_optim;

@@ -205,12 +205,44 @@ int gf_port_edges(gf_ctx *ctx, int dir, int port);
  * the reader whose data position it checkpoints this way. */
 const char *gf_port_upstream(gf_ctx *ctx, int port, const char *stage);
 
+/* The checked parameters (defaults filled in, read with gf_param_*) of the
+ * instance gf_port_upstream finds, or NULL. Owned by the graph, valid while
+ * it exists. A d_step reads the dataset its reader serves this way. */
+const gf_value *gf_port_upstream_params(gf_ctx *ctx, int port, const char *stage);
+
 /* 1 when every edge leaving output `port` (and there is at least one)
  * leads to an input flagged `want`, or to an input flagged `through` of a
  * stage whose every output does so in turn; 0 otherwise (also across a
  * rank boundary, or through a cycle). lmdb_reader asks it with
  * GF_PORT_CHECKS_CRC, GF_PORT_PASSES_RECORDS. */
 int gf_port_feeds(gf_ctx *ctx, int port, uint32_t want, uint32_t through);
+
+/* ---- message memory for devices (docs/cuda.md) ---- */
+
+/* Sets the allocator of message buffers. dir 1: of this instance's output
+ * port `port`; dir 0: of every output port on this rank that feeds input
+ * `port` (a GPU step stage asks for its batches in pinned memory, which
+ * its device copies from asynchronously). Call it before those pools hand
+ * out a buffer: from create() for dir 0 (every instance's create() runs
+ * before any run()), from create() or the start of run() for dir 1. The
+ * allocator and its ud must stay usable while the graph runs, and its free
+ * until the graph is destroyed (pinned_free and device_free of a backend
+ * need no instance). Returns 0, GF_EPARAM (no such port), -EBUSY (a pool
+ * already holds buffers) or -EEXIST (a pool already has another
+ * allocator: two consumers asked for different memory). */
+int gf_port_set_allocator(gf_ctx *ctx, int dir, int port, const gf_allocator *alloc);
+
+/* create(): input `port` takes messages whose tensors are in the memory of
+ * device (device, index), marked ready by gf_msg.event, which the stage
+ * waits on with its backend before reading them (docs/cuda.md's protocol);
+ * it still takes host messages (event NULL). */
+void gf_port_accept_device(gf_ctx *ctx, int port, gf_device device, int index);
+
+/* 1 when every edge leaving output `port` (there is at least one) leads to
+ * an input on this rank that accepts memory of (device, index)
+ * (gf_port_accept_device); 0 otherwise, also across a rank boundary (the
+ * transport stage sends host memory). For run(): every create() is done. */
+int gf_port_device_ok(gf_ctx *ctx, int port, gf_device device, int index);
 
 /* ---- errors and reporting ---- */
 
@@ -247,9 +279,35 @@ int gf_ctx_hard_stop(gf_ctx *ctx);
  * stage that consumes images but does not drive the step count). */
 void gf_report_step(gf_ctx *ctx, int64_t step, int64_t items);
 
+/* A driver resumed from a checkpoint reports the step it restored as its
+ * run begins (nothing for step <= 0): the progress line then starts there,
+ * and counts its rate and ETA from there, instead of showing step 0 until
+ * the first step completes. */
+void gf_report_resume(gf_ctx *ctx, int64_t step);
+
+/* A driver is about to begin step `step` (the step it will report when
+ * done): call it once it holds the input that starts the step and before
+ * any work of it (g_step after D's weights arrive, d_step after the fakes
+ * of the iteration). Returns 0 to go on, or GF_ESTOP when the step must not
+ * run: the run ends before it (the step target, lowered by a stop every
+ * rank agreed on) or stops hard; the caller then releases what it holds
+ * and returns. Calling it again for a step already begun returns 0 at
+ * once. Under mpirun an agreed stop (Ctrl-C) waits here, so the ranks can
+ * end after the step already under way instead of the one after it
+ * (docs/dist.md#faults); drivers that do not call it are assumed to be in
+ * the step after their last report. */
+int gf_step_begin(gf_ctx *ctx, int64_t step);
+
 /* Publishes a named figure shown on the progress line and in the run
  * summary (losses, FID...). Thread-safe; the latest value wins. */
 void gf_report_value(gf_ctx *ctx, const char *name, double value);
+
+/* Adds `seconds` of work a step stage's steps took: device time between
+ * timed events when `device` (a GPU), else the host's compute time. The
+ * progress line shows each such stage's busy fraction over the last
+ * seconds ("d busy 97% device"), the end-of-run table over the whole run:
+ * whether the device waits for the data path or for the host. */
+void gf_report_busy(gf_ctx *ctx, double seconds, int device);
 
 /* Copies up to max edge statistics into out; returns the number of edges. */
 int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);

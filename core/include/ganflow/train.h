@@ -49,8 +49,8 @@ extern "C" {
 #define GF_TRAIN_BACKEND_PARAMS                                                                             \
 	{ "backend", GF_PARAM_STR, "", "cpu, cuda or auto (default: the run's backend)", NULL },                  \
 	{ "threads", GF_PARAM_INT, "0", "compute threads (default: the run's threads setting)", "0.." },          \
-	{ "precision", GF_PARAM_STR, "fp32", "fp32, or bf16 / fp16 mixed precision with f32 master weights (cuda)", \
-	  "fp32|bf16|fp16" },                                                                                     \
+	{ "precision", GF_PARAM_STR, "fp32", "fp32; tf32 (TF32 tensor-core convolutions and GEMMs, cuda; fp32 on "  \
+	  "the cpu); bf16 / fp16 mixed precision with f32 master weights (cuda)", "fp32|tf32|bf16|fp16" },        \
 	{ "layout", GF_PARAM_STR, "auto", "activation layout on the GPU: auto, nchw or nhwc (cuda)", "auto|nchw|nhwc" }
 
 /* The orthogonal regularisation parameters gf_trainer_create reads, for a
@@ -67,6 +67,18 @@ extern "C" {
  * "layout" (auto, nchw, nhwc). On failure the message is set on ctx
  * (gf_fail) and the error returned. */
 int gf_train_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out);
+
+/* A second instance of the backend gf_train_backend opens for the same
+ * parameters, with one thread: its own stream on a GPU, for copies that
+ * overlap the step (d_step's real batches). Errors are set on ctx. */
+int gf_train_copy_backend(gf_ctx *ctx, const gf_value *params, gf_backend **out);
+
+/* 1 when be runs its ops asynchronously and has what the step stages use
+ * to keep the host off the device's path: events, asynchronous copies,
+ * pinned and device memory, results left on the device (a GPU backend, or
+ * the CPU backend under GANFLOW_CPU_DEVICE_CHECK=1). 0: a host backend,
+ * whose results are there when an op returns. */
+int gf_train_async(const gf_backend *be);
 
 /* Builds and initialises a network from a layer table for batch max_batch:
  * gf_net_create + gf_net_init with a generator (seed, stream). what names
@@ -165,6 +177,41 @@ void gf_trainer_arm(gf_trainer *t, int64_t step);
  * "step 30: a gradient of network D is non-finite; ..."). */
 int gf_trainer_update(gf_trainer *t, int64_t step, float *norm);
 
+/* ---- the update without the host (graph steps, docs/cuda.md) ---- */
+
+/* 1 when gf_trainer_update_dev can do this trainer's update: no gradient
+ * exchange (its buckets and acknowledgements need the host), no clipping
+ * (its coefficient comes from a norm on the host), no orthogonal
+ * regularisation under fp16 (its weight follows the device's loss scale). */
+int gf_trainer_update_on_device(const gf_trainer *t);
+
+/* The update of step `step` (0-based) with device ops only: the warm-up
+ * learning rate, the orthogonal regularisation's gradient, the gradient
+ * block's sum of squares into *sumsq (a double in the backend's memory,
+ * read after the step: gf_trainer_check_norm), the optimiser step and the
+ * EMA. Nothing in it waits for the host, so it may run inside a graph
+ * step. Returns 0, GF_EUNSUPPORTED when gf_trainer_update_on_device is 0
+ * (nothing done), or an error set on ctx. The same values as
+ * gf_trainer_update, which measures the norm on the host. */
+int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq);
+
+/* What changes the op sequence of the update of step `step` (the EMA's
+ * plain-copy phase before ema_start): part of a graph step's key. */
+uint64_t gf_trainer_update_key(const gf_trainer *t, int64_t step);
+
+/* Checks of a step's results once they are on the host, which on a GPU is
+ * after later steps were queued ("detected at the next read"): a
+ * non-finite loss fails the stage as gf_trainer_loss does, naming the
+ * step it belongs to; check_norm turns the update's sum of squares into
+ * the norm (*norm) and fails for a non-finite one ("step 30: a gradient of
+ * network G is non-finite") unless the backend trains in fp16, where the
+ * optimiser skipped that update and lowered the loss scale. */
+int gf_trainer_check_loss(gf_trainer *t, int64_t step, double loss);
+int gf_trainer_check_norm(gf_trainer *t, int64_t step, double sumsq, float *norm);
+
+/* The precision the trainer's backend was opened with. */
+gf_precision gf_trainer_precision(const gf_trainer *t);
+
 /* Loss of kind on pred, the network's output or another network's (G's
  * loss on D's output), with its gradient times scale into dpred (device
  * memory of pred's size): gf_loss. A non-finite loss fails naming the
@@ -173,6 +220,14 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm);
  * on ctx). */
 int gf_trainer_loss(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred,
                     const gf_tensor *labels, float target, float scale, float *dpred, float *loss);
+
+/* gf_trainer_loss with the loss left in the backend's memory (gf_loss_dev:
+ * *loss_dev, a device float, read after the step and checked there with
+ * gf_trainer_check_loss). Usable inside a graph step. Errors the backend
+ * reports at once (a bce input that is NaN, on a host backend) fail as
+ * gf_trainer_loss's do. */
+int gf_trainer_loss_dev(gf_trainer *t, int64_t step, gf_loss_kind kind, const gf_tensor *pred,
+                        const gf_tensor *labels, float target, float scale, float *dpred, float *loss_dev);
 
 /* A weights message of the network (gf_weights_pack) taken from output
  * port `port`, with version, step = version and label = the pair's class:
@@ -207,6 +262,123 @@ int gf_trainer_state_push(gf_trainer *t, int rc, int64_t filed);
  * gf_trainer_state_begin of that step builds it again (a stage that has
  * new entries for it, such as a final test accuracy). */
 void gf_trainer_state_renew(gf_trainer *t);
+
+/* ---- captured steps (CUDA graphs, docs/cuda.md) ---- */
+
+typedef struct gf_stepgraph gf_stepgraph;
+
+/* The captured steps of one stage. A step is bracketed by
+ * gf_stepgraph_begin / gf_stepgraph_end around the same code eagerly or
+ * not; its key names what makes two steps' op sequences differ (batch
+ * sizes, which micro-batch, the EMA's phase). The first step of a key
+ * runs eagerly (a warm-up: cuDNN times its algorithms there, and a short
+ * last batch never costs a capture), the second is captured into a graph
+ * (graph_begin / graph_end, <ganflow/backend.h>) and later ones replay it.
+ * Up to 8 keys keep their graphs; a ninth replaces the least recently
+ * used. With enabled = 0 (parameter graphs = false), or a backend without
+ * graph_begin, every step runs eagerly. `what` names the step in errors
+ * ("D step"), and must outlive the object. */
+int gf_stepgraph_create(gf_stepgraph **out, gf_backend *be, int enabled, const char *what);
+void gf_stepgraph_destroy(gf_stepgraph *g);
+
+/* 1 when steps may be captured (enabled and the backend has graphs). */
+int gf_stepgraph_enabled(const gf_stepgraph *g);
+
+/* Begins a step of kind key; eager = 1 runs it eagerly whatever the key
+ * (a feature that needs the host in the step). Returns 0 or graph_begin's
+ * error. */
+int gf_stepgraph_begin(gf_stepgraph *g, uint64_t key, int eager);
+
+/* Ends the step begun; rc is the result of its ops (non-zero: the graph
+ * of the key is dropped). Always call it after gf_stepgraph_begin.
+ * Returns rc, or graph_end's error with gf_errmsg() set: a replay whose
+ * ops differ from the captured ones did not run (a stage bug the message
+ * names), an op that needs the host was refused. */
+int gf_stepgraph_end(gf_stepgraph *g, int rc);
+
+/* Steps run eagerly, captured, and replayed so far. */
+void gf_stepgraph_counts(const gf_stepgraph *g, int64_t *eager, int64_t *captured, int64_t *replayed);
+
+/* ---- step results read after the step (docs/cuda.md) ---- */
+
+typedef struct gf_readback gf_readback;
+
+/* The values a step leaves in the backend's memory (losses from loss_dev,
+ * sums from reduce_dev: nvals slots of 8 bytes, a float in the first 4
+ * bytes of its slot) and the time the step took. On a backend with events
+ * (gf_train_async) each gf_readback_push queues a copy of the slots into
+ * pinned host memory behind an event, and only gf_readback_take waits,
+ * for that entry; on a host backend the values are there at once.
+ * depth: entries that may be in flight (>= 1). */
+int gf_readback_create(gf_readback **out, gf_backend *be, int nvals, int depth);
+void gf_readback_destroy(gf_readback *r);
+
+/* The slots the step's ops write (fixed for the object's life, so a
+ * graph step's buffers stay the same). */
+double *gf_readback_slots(gf_readback *r);
+
+/* The step's device work begins (timing starts here). */
+int gf_readback_begin(gf_readback *r);
+
+/* The step's work is queued: its slots become entry `tag`. GF_EPARAM when
+ * depth entries are in flight (take one first). */
+int gf_readback_push(gf_readback *r, int64_t tag);
+
+/* Entries pushed and not taken. */
+int gf_readback_count(const gf_readback *r);
+
+/* Takes the oldest entry, waiting until its values are on the host:
+ * *tag, *vals (nvals values, valid until the next push), *busy: seconds
+ * the step kept the device busy (between timed events recorded at begin
+ * and push; on a host backend, the host seconds between them). */
+int gf_readback_take(gf_readback *r, int64_t *tag, const double **vals, double *busy);
+
+/* 1 when values reach the host after later steps were queued (a backend
+ * with events); 0 when they are there at push. */
+int gf_readback_deferred(const gf_readback *r);
+
+/* 1 when *busy is timed on the device (events), 0 on the host. */
+int gf_readback_device_timed(const gf_readback *r);
+
+/* ---- messages in device memory (docs/cuda.md's protocol) ---- */
+
+typedef struct gf_devmsg gf_devmsg;
+
+/* A step stage's side of messages whose tensors stay in device memory
+ * (fakes g -> d, D's weights d -> g on one device): the events of the
+ * messages it produces, and the messages it consumed but keeps until its
+ * own copies out of them have run. be: the stage's backend. */
+int gf_devmsg_create(gf_devmsg **out, gf_backend *be);
+/* Waits for the held messages' work and releases them; destroys the events. */
+void gf_devmsg_destroy(gf_devmsg *d);
+
+/* Producer: the work that fills m is queued on be: records m's event (one
+ * per envelope, made on its first use) and sets m->event. */
+int gf_devmsg_ready(gf_devmsg *d, gf_msg *m);
+
+/* Consumer: be's later ops wait on the device for m's event (the host does
+ * not wait); nothing for a host message (event NULL). */
+int gf_devmsg_wait(gf_devmsg *d, const gf_msg *m);
+
+/* Consumer: takes over the caller's reference to m and releases it once
+ * the work be has queued so far (its copies out of m) has run: at a later
+ * gf_devmsg_release, or at once on a host backend. */
+int gf_devmsg_hold(gf_devmsg *d, gf_msg *m);
+
+/* Releases the held messages but the newest `keep`, waiting for their
+ * work first (queued a step or more ago: in practice done). */
+int gf_devmsg_release(gf_devmsg *d, int keep);
+
+/* A point after the work be queued so far, and a wait for the last such
+ * point: for messages another owner may release (the fake cache). */
+int gf_devmsg_fence(gf_devmsg *d);
+int gf_devmsg_fence_wait(gf_devmsg *d);
+
+/* The allocators of message buffers for be: pinned host memory (batches
+ * a GPU copies from asynchronously) and device memory. 0, or
+ * GF_EUNSUPPORTED when be has none. */
+int gf_train_pinned_allocator(gf_backend *be, gf_allocator *out);
+int gf_train_device_allocator(gf_backend *be, gf_allocator *out);
 
 /* ---- GANs ---- */
 
@@ -308,6 +480,30 @@ void gf_labels_destroy(gf_labels *l);
  * with the whole batch draws. */
 void gf_labels_draw(gf_labels *l, gf_rng *r, int32_t *out, int n, int rank, int world);
 
+/* ---- the classes the training data serves ---- */
+
+/* The classes of the data that reaches input `port` of this stage from the
+ * nearest lmdb_reader upstream (its dataset's classes holding images,
+ * through the reader's `classes` filter), checked against a network
+ * conditional on `classes` classes (`what` names it: "D"). Writes them as
+ * ranges ("0-6,8,9") into out (size >= 2): "" when they are unknown (no
+ * reader upstream, a label_shard or class_shard choosing classes, more
+ * ranges than fit) or the network is unconditional. A class the network
+ * cannot take (>= classes), or an unlabelled dataset for a conditional
+ * network, fails the stage naming them; classes of the network with no
+ * image in the data earn one warning (rank 0) naming the classes present.
+ * Returns 0 or the gf_fail code. */
+int gf_data_classes(gf_ctx *ctx, int port, int classes, const char *what, char *out, size_t size);
+
+/* Parses the ranges gf_data_classes writes into mask (classes entries, 1
+ * for a class listed). Returns 0, or GF_EPARAM for text that is not
+ * ranges of classes below `classes` (the message quotes it). */
+int gf_data_classes_parse(const char *text, int classes, unsigned char *mask);
+
+/* The classes set in mask (classes entries) as ranges into out ("" when
+ * none; cut short with "..." when out is too small). Returns out. */
+char *gf_data_classes_format(const unsigned char *mask, int classes, char *out, size_t size);
+
 /* ---- the fake cache of asynchronous D steps ---- */
 
 typedef struct gf_fake_cache gf_fake_cache;
@@ -335,8 +531,19 @@ gf_msg *gf_fake_cache_pick(gf_fake_cache *c, int64_t version);
  * (allocation). */
 int gf_weights_pack(gf_msg *m, gf_net *net, int64_t version);
 
-/* Loads a weights message into net (a network built from the same table).
- * Returns 0 or GF_ESHAPE naming both sizes in gf_errmsg(). */
+/* Fills m, whose buffers are device memory of net's backend (a pool
+ * with gf_train_device_allocator), with copies of net's parameters and
+ * buffers queued on net's backend; the caller then marks it ready
+ * (gf_devmsg_ready). No finite check (the values are not on the host):
+ * the loss and checkpoint checks catch a network gone non-finite.
+ * Returns 0 or an error. */
+int gf_weights_pack_dev(gf_msg *m, gf_net *net, int64_t version);
+
+/* Loads a weights message into net (a network built from the same table):
+ * a host message through gf_net_write, a device message (m->event set)
+ * by device copies ordered after the event. The caller keeps a device
+ * message until those copies ran (gf_devmsg_hold). Returns 0 or GF_ESHAPE
+ * naming both sizes in gf_errmsg(). */
 int gf_weights_unpack(gf_net *net, const gf_msg *m);
 
 /* ---- state messages ---- */

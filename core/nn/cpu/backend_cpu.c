@@ -4,6 +4,7 @@
  * top of the folder: the op files stand on device_cpu.c (scratch) and
  * team.c, never on this file. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,32 +20,6 @@
  * another CBLAS header still compiles). */
 void openblas_set_num_threads(int num_threads);
 
-/* ---- memory ---- */
-
-static int cpu_alloc(gf_backend *be, void **ptr, size_t bytes)
-{
-	(void)be;
-	*ptr = NULL;
-	if (posix_memalign(ptr, 64, bytes ? (bytes + 63) / 64 * 64 : 64))
-		return gf_seterr(-ENOMEM, "cpu backend: out of memory allocating %zu bytes", bytes);
-	return 0;
-}
-
-static void cpu_free(gf_backend *be, void *ptr)
-{
-	(void)be;
-	free(ptr);
-}
-
-static int cpu_copy(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind)
-{
-	(void)be;
-	(void)kind;   /* all kinds are host copies here */
-	if (bytes && dst != src)
-		memmove(dst, src, bytes);
-	return 0;
-}
-
 static int cpu_sync(gf_backend *be)
 {
 	(void)be;
@@ -54,6 +29,7 @@ static int cpu_sync(gf_backend *be)
 static void cpu_destroy(gf_backend *be)
 {
 	gf_cpu *c = gf_cpu_of(be);
+	gf_cpu_check_detach(c);
 	gf_team_destroy(c->team);
 	free(c->scratch);
 	free(c);
@@ -66,9 +42,9 @@ static const gf_backend_ops cpu_ops = {
 	.size = sizeof(gf_backend_ops),
 	.name = "cpu",
 	.destroy = cpu_destroy,
-	.alloc = cpu_alloc,
-	.free = cpu_free,
-	.copy = cpu_copy,
+	.alloc = gf_cpu_alloc_plain,
+	.free = gf_cpu_free_plain,
+	.copy = gf_cpu_copy_plain,
 	.fill = gf_cpu_fill,
 	.sync = cpu_sync,
 	.gemm = gf_cpu_gemm,
@@ -115,14 +91,29 @@ static const gf_backend_ops cpu_ops = {
 	.mbstd_forward = gf_cpu_mbstd_forward,
 	.mbstd_backward = gf_cpu_mbstd_backward,
 	.mbstd_backward2 = gf_cpu_mbstd_backward2,
+	.loss_dev = gf_cpu_loss_dev,
+	.reduce_dev = gf_cpu_reduce_dev,
 };
+
+/* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with
+ * graph_cpu.c's checked ops over it, made once. */
+static gf_backend_ops check_ops;
+static pthread_once_t check_once = PTHREAD_ONCE_INIT;
+
+static void make_check_ops(void)
+{
+	check_ops = cpu_ops;
+	gf_cpu_check_ops(&check_ops);
+}
+
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 {
 	*out = NULL;
-	if (opts && opts->precision != GF_PREC_FP32)
-		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 only; bf16/fp16 "
-		                                  "need backend = \"cuda\")",
+	/* tf32 is fp32 with tensor-core rounding on a GPU: here plain fp32 */
+	if (opts && opts->precision != GF_PREC_FP32 && opts->precision != GF_PREC_TF32)
+		return gf_seterr(GF_EUNSUPPORTED, "cpu backend: precision %s is not supported (fp32 and tf32, which "
+		                                  "computes fp32 here; bf16/fp16 need backend = \"cuda\")",
 		                 opts->precision == GF_PREC_BF16 ? "bf16" : "fp16");
 	int threads = opts ? opts->threads : 0;
 	if (threads <= 0) {
@@ -146,6 +137,15 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 	 * team's between GEMMs and cost a quarter of the CPU time */
 	openblas_set_num_threads(1);
 	c->be.ops = &cpu_ops;
+	if (gf_cpu_check_wanted()) {
+		if ((rc = gf_cpu_check_attach(c))) {
+			gf_team_destroy(c->team);
+			free(c);
+			return rc;
+		}
+		pthread_once(&check_once, make_check_ops);
+		c->be.ops = &check_ops;
+	}
 	c->be.device = GF_CPU;
 	c->be.device_index = 0;
 	c->be.threads = threads;

@@ -52,11 +52,14 @@ int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t,
 
 #endif
 
+struct gf_cpu_check;  /* graph_cpu.c */
+
 typedef struct gf_cpu {
 	gf_backend be;      /* first: a gf_backend * is a gf_cpu * */
 	gf_team *team;
 	float *scratch;     /* grown on demand, never shrunk */
 	size_t scratch_size;  /* floats */
+	struct gf_cpu_check *check; /* the device check (GANFLOW_CPU_DEVICE_CHECK=1), or NULL */
 } gf_cpu;
 
 static inline gf_cpu *gf_cpu_of(gf_backend *be)
@@ -103,6 +106,11 @@ int gf_cpu_loss(gf_backend *be, float *loss_host, float *dx, const float *x, con
 int gf_cpu_optim_step(gf_backend *be, float *p, const float *g, float *state, size_t n,
                       const gf_optim_args *a);
 int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
+/* loss into *loss_dev, and sums into *out, without a host value: the ops the
+ * step stages use on every backend (the same values as loss and sumsq). */
+int gf_cpu_loss_dev(gf_backend *be, float *loss_dev, float *dx, const float *x, const float *target,
+                    const int32_t *labels, const gf_loss_desc *d);
+int gf_cpu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int squares);
 int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
 int gf_cpu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);
@@ -168,5 +176,23 @@ int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbst
 int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
 int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
                            const gf_mbstd_desc *d);
+
+/* ---- device_cpu.c: memory and copies (host memory) ---- */
+int gf_cpu_alloc_plain(gf_backend *be, void **ptr, size_t bytes);
+void gf_cpu_free_plain(gf_backend *be, void *ptr);
+int gf_cpu_copy_plain(gf_backend *be, void *dst, const void *src, size_t bytes, gf_copy_kind kind);
+
+/* ---- graph_cpu.c: the CPU backend as a checked device ----
+ * With GANFLOW_CPU_DEVICE_CHECK=1 an instance gets the ops table that
+ * gf_cpu_check_ops makes of the plain one: every op of the CPU backend
+ * checked, plus the device ops (graphs, events, pinned and device memory,
+ * asynchronous copies, stats), run eagerly on the host while the CUDA
+ * backend's rules are enforced. */
+int gf_cpu_check_wanted(void);
+int gf_cpu_check_attach(gf_cpu *c);
+void gf_cpu_check_detach(gf_cpu *c);
+/* Replaces the entries of ops (a copy of the plain table) by checked ones
+ * and adds the device ops; destroy stays the plain one. */
+void gf_cpu_check_ops(gf_backend_ops *ops);
 
 #endif

@@ -1021,6 +1021,30 @@ int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n)
 	return 0;
 }
 
+/* ---- results that stay in "device" memory (one code path with the GPU) ---- */
+
+int gf_cpu_loss_dev(gf_backend *be, float *loss_dev, float *dx, const float *x, const float *target,
+                    const int32_t *labels, const gf_loss_desc *d)
+{
+	float l = 0.0f;
+	int rc = gf_cpu_loss(be, &l, dx, x, target, labels, d);
+	if (!rc && loss_dev)
+		*loss_dev = l;
+	return rc;
+}
+
+int gf_cpu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int squares)
+{
+	if (squares)
+		return gf_cpu_sumsq(be, out, x, n);
+	/* in index order: the mean a stage used to take of a host copy */
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += x[i];
+	*out = s;
+	return 0;
+}
+
 /* ---- random fills ---- */
 
 struct rng_args {

@@ -167,6 +167,54 @@ static void cu_pinned_free(void *ud, void *p)
 		cudaFreeHost(p);
 }
 
+/* Device memory for message buffers: cudaMalloc'ed for the process, so
+ * that a pool may free it after the instance is closed (UVA: cudaFree
+ * finds the buffer's device itself). */
+static void *cu_device_alloc(void *ud, size_t bytes)
+{
+	gf_cuda *c = ud;
+	void *p = NULL;
+	if (c && gf_cu_enter(c))
+		return NULL;
+	if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void cu_device_free(void *ud, void *p)
+{
+	(void)ud;
+	if (p)
+		cudaFree(p);
+}
+
+static int cu_event_create_timed(gf_backend *be, void **event)
+{
+	gf_cuda *c = gf_cu(be);
+	*event = NULL;
+	TRY(gf_cu_enter(c));
+	cudaEvent_t ev;
+	CU_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDefault));
+	*event = ev;
+	return 0;
+}
+
+static int cu_event_elapsed(gf_backend *be, void *start, void *end, float *ms)
+{
+	gf_cuda *c = gf_cu(be);
+	TRY(gf_cu_enter(c));
+	TRY(gf_cu_no_graph(c, "event_elapsed"));
+	cudaError_t e = cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return gf_seterr(GF_EPARAM, "cuda backend: event_elapsed: %s (both events timed, recorded and completed?)",
+		                 cudaGetErrorString(e));
+	}
+	return 0;
+}
+
 static int cu_event_create(gf_backend *be, void **event)
 {
 	gf_cuda *c = gf_cu(be);
@@ -311,7 +359,7 @@ static int cu_stats(gf_backend *be, gf_backend_stats *out)
 	TRY(gf_cu_enter(c));
 	TRY(gf_cu_no_graph(c, "stats"));
 	int rc = gf_cu_sync_status(c);
-	out->precision = c->prec;
+	out->precision = c->prec_asked;
 	out->layout = c->nhwc ? GF_LAYOUT_NHWC : GF_LAYOUT_NCHW;
 	out->loss_scale = c->prec == GF_PREC_FP16 ? c->st_host->scale : 1.0f;
 	out->skipped_steps = c->prec == GF_PREC_FP16 ? c->st_host->skipped : 0;
@@ -322,6 +370,7 @@ static int cu_stats(gf_backend *be, gf_backend_stats *out)
 	out->scratch_bytes = c->scratch_size + c->ws_size + c->cublas_ws_size;
 	out->deterministic = c->deterministic;
 	out->tf32 = c->tf32;
+	out->tf32_gemm = c->tf32_gemm;
 	snprintf(out->device_name, sizeof(out->device_name), "%s", c->name);
 	return rc;
 }
@@ -448,6 +497,11 @@ static const gf_backend_ops cuda_ops = {
 	.mbstd_forward = gf_cu_mbstd_forward,
 	.mbstd_backward = gf_cu_mbstd_backward,
 	.mbstd_backward2 = gf_cu_mbstd_backward2,
+	.reduce_dev = gf_cu_reduce_dev,
+	.device_alloc = cu_device_alloc,
+	.device_free = cu_device_free,
+	.event_create_timed = cu_event_create_timed,
+	.event_elapsed = cu_event_elapsed,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given
@@ -489,10 +543,20 @@ static int cuda_create(const gf_backend_opts *opts, gf_backend **out)
 	c->dev = dev;
 	c->prec = opts ? opts->precision : GF_PREC_FP32;
 	c->layout_opt = opts ? opts->layout : GF_LAYOUT_AUTO;
-	if ((int)c->prec < GF_PREC_FP32 || c->prec > GF_PREC_FP16) {
+	if ((int)c->prec < GF_PREC_FP32 || c->prec > GF_PREC_TF32) {
 		int p = (int)c->prec;
 		free(c);
 		return gf_seterr(GF_EPARAM, "cuda backend: unknown precision %d", p);
+	}
+	c->prec_asked = c->prec;
+	if (c->prec == GF_PREC_TF32) {
+		/* f32 everywhere (layout, casts, loss scaling as fp32), with the
+		 * convolutions and GEMMs on TF32 tensor cores: PyTorch's
+		 * allow_tf32 for cuDNN and cuBLAS (set_float32_matmul_precision
+		 * "high") */
+		c->prec = GF_PREC_FP32;
+		c->tf32 = 1;
+		c->tf32_gemm = 1;
 	}
 	c->deterministic = 1;
 	c->benchmark = 1;
@@ -536,7 +600,8 @@ static int cuda_create(const gf_backend_opts *opts, gf_backend **out)
 		CREATE_CHECK(cudaMalloc(&c->cublas_ws, c->cublas_ws_size));
 		if ((b = cublasSetStream(c->cublas, c->stream)) != CUBLAS_STATUS_SUCCESS ||
 		    (b = cublasSetWorkspace(c->cublas, c->cublas_ws, c->cublas_ws_size)) != CUBLAS_STATUS_SUCCESS ||
-		    (b = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) {
+		    (b = cublasSetMathMode(c->cublas, c->tf32_gemm ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) !=
+		        CUBLAS_STATUS_SUCCESS) {
 			rc = gf_cu_fail_blas(b, "cublasSetStream/Workspace/MathMode", __FILE__, __LINE__);
 			goto fail;
 		}
@@ -552,6 +617,8 @@ static int cuda_create(const gf_backend_opts *opts, gf_backend **out)
 	CREATE_CHECK(cudaMemcpy(c->st_dev, c->st_host, sizeof(*c->st_dev), cudaMemcpyHostToDevice));
 	if ((rc = env_options(c)))
 		goto fail;
+	if (c->prec_asked == GF_PREC_TF32)
+		c->tf32 = 1;   /* the precision asked for wins over GANFLOW_CUDA_TF32 */
 	resolve_layout(c);
 	pin_self();
 	*out = &c->be;

@@ -99,6 +99,8 @@ typedef struct gf_cuda {
 	int deterministic;       /* only deterministic cuDNN algorithms (default 1) */
 	int benchmark;           /* time cuDNN's algorithms (1) or take its heuristics (0) */
 	int tf32;                /* fp32 convolutions may use TF32 (default 0) */
+	int tf32_gemm;           /* fp32 GEMMs on TF32 tensor cores (precision tf32) */
+	gf_precision prec_asked; /* what the instance was opened with (tf32 runs as fp32 + the two above) */
 	int up2_upsample;        /* fused up x2 + conv as upsample + 3x3 (1) or sub-pixel phases (0) */
 
 	/* memory through alloc (for stats) */
@@ -265,7 +267,7 @@ enum {
 	GF_CU_OP_DROP_BWD, GF_CU_OP_POOLING_FWD, GF_CU_OP_POOLING_BWD, GF_CU_OP_SOFTMAX_FWD, GF_CU_OP_SOFTMAX_BWD,
 	GF_CU_OP_EMB_FWD, GF_CU_OP_EMB_BWD, GF_CU_OP_LOSS, GF_CU_OP_OPTIM, GF_CU_OP_RNG_UNIFORM, GF_CU_OP_RNG_NORMAL,
 	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_ROW_DOT, GF_CU_OP_ROW_SCALE, GF_CU_OP_CBN_FWD,
-	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD, GF_CU_OP_GEMM_BATCHED,
+	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD, GF_CU_OP_GEMM_BATCHED, GF_CU_OP_REDUCE,
 	/* double backward, minibatch stddev (dbwd_cuda.c, augment_cuda.c) */
 	GF_CU_OP_ACT_BWD2, GF_CU_OP_BN_BWD2, GF_CU_OP_POOL_GATHER, GF_CU_OP_AUG_LIN, GF_CU_OP_MBSTD
 };
@@ -306,6 +308,7 @@ int gf_cu_loss_dev(gf_backend *be, float *loss_dev, float *dx, const float *x, c
 int gf_cu_optim_step(gf_backend *be, float *p, const float *g, float *state, size_t n, const gf_optim_args *a);
 int gf_cu_grad_unscale(gf_backend *be, float *g, size_t n);
 int gf_cu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
+int gf_cu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int squares);
 int gf_cu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
 int gf_cu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);
@@ -407,6 +410,8 @@ cudaError_t gf_cu_loss_launch(cudaStream_t s, float *out, float *dx, double *par
  * doubles; the total lands in *out (device double). */
 size_t gf_cu_sumsq_parts(size_t n);
 cudaError_t gf_cu_sumsq_launch(cudaStream_t s, double *out, double *part, const float *x, size_t n);
+/* The same fixed-order sum of x (squares = 0) or of its squares (= 1). */
+cudaError_t gf_cu_reduce_launch(cudaStream_t s, double *out, double *part, const float *x, size_t n, int squares);
 /* Optimiser update; st != NULL in fp16: skips when st->found_inf and
  * multiplies g by 1/st->scale unless unscaled. */
 cudaError_t gf_cu_optim_launch(cudaStream_t s, float *p, const float *g, float *state, size_t n, gf_optim_args a,

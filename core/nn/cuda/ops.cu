@@ -593,12 +593,16 @@ static __global__ void loss_kernel(double *part, float *dx, const float *x, cons
 			t = 1.0f;
 			/* fall through */
 		case GF_LOSS_BCE:
+			/* recorded for the next sync, and a NaN loss for a reader that
+			 * never syncs (loss_dev read later: the non-finite check) */
 			if (isnan(v)) {
 				gf_cu_record_err(st, i, GF_CU_ERR_BCE_NAN);
+				l = __longlong_as_double(0x7ff8000000000000ll);
 				break;
 			}
 			if (!(v >= 0.0f && v <= 1.0f)) {
 				gf_cu_record_err(st, i, GF_CU_ERR_BCE_RANGE);
+				l = __longlong_as_double(0x7ff8000000000000ll);
 				break;
 			}
 			l = -((double)t * clamp_log(v) + (1.0 - t) * clamp_log(1.0f - v));
@@ -663,6 +667,7 @@ static __global__ void ce_kernel(double *part, float *dx, const float *x, const 
 		int y = labels[i];
 		if (y < 0 || y >= d0.k) {
 			gf_cu_record_err(st, (unsigned long long)i, GF_CU_ERR_CE_LABEL);
+			acc += __longlong_as_double(0x7ff8000000000000ll);   /* NaN: see loss_kernel */
 			continue;
 		}
 		float m = -INFINITY;
@@ -726,12 +731,12 @@ extern "C" size_t gf_cu_sumsq_parts(size_t n)
 	return b ? b : 1;
 }
 
-static __global__ void sumsq_part_kernel(double *part, const float *x, size_t n)
+static __global__ void sumsq_part_kernel(double *part, const float *x, size_t n, int squares)
 {
 	size_t i0 = (size_t)blockIdx.x * SUMSQ_BLOCK, i1 = i0 + SUMSQ_BLOCK < n ? i0 + SUMSQ_BLOCK : n;
 	double acc = 0;
 	for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
-		acc += (double)x[i] * x[i];
+		acc += squares ? (double)x[i] * x[i] : (double)x[i];
 	acc = gf_cu_block_sum(acc);
 	if (threadIdx.x == 0)
 		part[blockIdx.x] = acc;
@@ -747,15 +752,21 @@ static __global__ void sum_final_kernel(double *out, const double *part, size_t 
 		*out = s;
 }
 
-extern "C" cudaError_t gf_cu_sumsq_launch(cudaStream_t s, double *out, double *part, const float *x, size_t n)
+extern "C" cudaError_t gf_cu_reduce_launch(cudaStream_t s, double *out, double *part, const float *x, size_t n,
+                                           int squares)
 {
 	size_t nb = gf_cu_sumsq_parts(n);
 	if (nb > 0x7fffffffu)
 		return cudaErrorInvalidValue;
 	if (n)
-		sumsq_part_kernel<<<(unsigned)nb, GF_CU_THREADS, 0, s>>>(part, x, n);
+		sumsq_part_kernel<<<(unsigned)nb, GF_CU_THREADS, 0, s>>>(part, x, n, squares);
 	sum_final_kernel<<<1, GF_CU_THREADS, 0, s>>>(out, part, n ? nb : 0);
 	return cudaGetLastError();
+}
+
+extern "C" cudaError_t gf_cu_sumsq_launch(cudaStream_t s, double *out, double *part, const float *x, size_t n)
+{
+	return gf_cu_reduce_launch(s, out, part, x, n, 1);
 }
 
 /* ==== optimisers (ops_cpu.c's adam_part and sgd_part, element i) ==== */

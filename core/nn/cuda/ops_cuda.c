@@ -454,6 +454,18 @@ int gf_cu_sumsq(gf_backend *be, double *out, const float *x, size_t n)
 	return 0;
 }
 
+int gf_cu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int squares)
+{
+	gf_cuda *c = gf_cu(be);
+	ENTER(c);
+	SIG(c, GF_CU_OP_REDUCE, GF_CU_P(out), GF_CU_P(x), n, (uint64_t)(squares != 0));
+	double *part = gf_cu_scratch(c, gf_cu_sumsq_parts(n) * sizeof(double));
+	if (!part)
+		return -ENOMEM;
+	CU_LAUNCH(gf_cu_reduce_launch(c->stream, out, part, x, n, squares != 0));
+	return 0;
+}
+
 static int rng_op(gf_backend *be, int op, float *out, size_t n, float a, float b, const gf_rng *rng)
 {
 	gf_cuda *c = gf_cu(be);

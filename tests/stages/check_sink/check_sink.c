@@ -8,7 +8,9 @@
  * At the end of the data it checks the count against `expect`. It reports
  * every item as a step (gf_report_step), can take a fixed service time per
  * item (a consumer of known speed for the depth benchmark), and publishes
- * "sink_items" and "sink_sum" (sum of keys) with gf_report_value.
+ * "sink_items" and "sink_sum" (sum of keys) with gf_report_value. Its
+ * flush can compute for a while (`flush_cpu_s`: a final evaluation, as
+ * classifier_step's test pass), to test that a graceful stop waits for it.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -22,7 +24,7 @@
 
 typedef struct check_sink {
 	int64_t expect, start, drop_every;
-	double service;
+	double service, flush_cpu;
 	int report;
 	int64_t count, sum, last_seq;
 } check_sink;
@@ -35,6 +37,7 @@ static const gf_param_desc params[] = {
 	{ "drop_every", GF_PARAM_INT, "0", "keys k with k % drop_every == drop_every - 1 are expected missing", "0.." },
 	{ "service_us", GF_PARAM_NUM, "0", "fixed time spent on each item, microseconds", "0.." },
 	{ "report", GF_PARAM_BOOL, "true", "report every item as a step (drives the step target)", NULL },
+	{ "flush_cpu_s", GF_PARAM_NUM, "0", "CPU seconds flush() computes before it reports", "0.." },
 };
 
 static int create(gf_ctx *ctx, const gf_value *p, void **self)
@@ -48,6 +51,7 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->drop_every = gf_param_int(p, "drop_every");
 	s->service = gf_param_num(p, "service_us") * 1e-6;
 	s->report = gf_param_bool(p, "report");
+	s->flush_cpu = gf_param_num(p, "flush_cpu_s");
 	s->last_seq = -1;
 	return 0;
 }
@@ -124,6 +128,15 @@ static int run(void *self, gf_ctx *ctx)
 static int flush(void *self, gf_ctx *ctx)
 {
 	check_sink *s = self;
+	/* thread CPU time, so that a loaded machine only makes it longer */
+	struct timespec t0, t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	volatile double x = 0;
+	do {
+		for (int i = 0; i < 100000; i++)
+			x += 1e-9 * i;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) < s->flush_cpu);
 	gf_report_value(ctx, "sink_items", (double)s->count);
 	gf_report_value(ctx, "sink_sum", (double)s->sum);
 	return 0;

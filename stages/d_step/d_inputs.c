@@ -1,0 +1,203 @@
+/* d_step's inputs on their way to the device: real batches staged
+ * through a copy stream (double-buffered, ordered by events, each message
+ * kept until its copy ran) and fakes from g_step (in device memory behind
+ * an event on one device, or host memory), copied into the fixed buffers
+ * a captured step reads. See d_step.c and docs/cuda.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganflow/err.h>
+
+#include "d_step.h"
+
+/* ---- real batches ---- */
+
+/* Takes a real batch into staging slot *slot: on an async backend its
+ * copy to the device starts at once on the copy stream (the compute stream
+ * is busy with the step before); the message is kept until that copy ran. */
+int d_stage_real(dstep *s, gf_ctx *ctx, gf_msg *m, int *slot)
+{
+	int rc = gf_trainer_check_batch(s->tr, m, "real batches", 0);
+	if (rc) {
+		gf_msg_release(m);
+		return rc;
+	}
+	int j = s->snext;
+	s->snext ^= 1;
+	stage *st = &s->st[j];
+	if (st->m) {
+		if (s->cbe && (rc = s->cbe->ops->event_sync(s->cbe, st->dma))) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "real batch copy: %s", gf_errmsg());
+		}
+		gf_msg_release(st->m);
+	}
+	st->m = m;
+	*slot = j;
+	if (!s->cbe)
+		return 0;
+	gf_backend *c = s->cbe;
+	size_t n = (size_t)m->t[0].shape[0];
+	if (st->used_set)
+		rc = c->ops->event_wait(c, st->used); /* the step before last is done reading this buffer */
+	if (!rc)
+		rc = c->ops->copy_async(c, st->x, m->t[0].data, n * s->in_numel * sizeof(float), GF_COPY_H2D);
+	if (!rc && s->classes)
+		rc = c->ops->copy_async(c, st->l, m->t[1].data, n * sizeof(int32_t), GF_COPY_H2D);
+	if (!rc)
+		rc = c->ops->event_record(c, st->dma);
+	return rc ? gf_fail(ctx, "real batch copy: %s", gf_errmsg()) : 0;
+}
+
+/* The real batch of staging slot j into the step's input buffers. */
+int d_use_real(dstep *s, gf_ctx *ctx, int j)
+{
+	stage *st = &s->st[j];
+	gf_backend *be = s->be;
+	const gf_msg *m = st->m;
+	size_t n = (size_t)m->t[0].shape[0], xb = n * s->in_numel * sizeof(float), lb = n * sizeof(int32_t);
+	int rc;
+	if (s->cbe) {
+		rc = be->ops->event_wait(be, st->dma);
+		if (!rc)
+			rc = be->ops->copy(be, s->real_dev, st->x, xb, GF_COPY_D2D);
+		if (!rc && s->classes)
+			rc = be->ops->copy(be, s->rlab_dev, st->l, lb, GF_COPY_D2D);
+		if (!rc && !(rc = be->ops->event_record(be, st->used)))
+			st->used_set = 1;
+	} else {
+		rc = be->ops->copy(be, s->real_dev, m->t[0].data, xb, GF_COPY_H2D);
+		if (!rc && s->classes)
+			rc = be->ops->copy(be, s->rlab_dev, m->t[1].data, lb, GF_COPY_H2D);
+	}
+	return rc ? gf_fail(ctx, "real batch to the device: %s", gf_errmsg()) : 0;
+}
+
+/* The slot of the next real batch: the one staged ahead, or a new one. */
+int d_next_real(dstep *s, gf_ctx *ctx, int *slot)
+{
+	if (s->ahead >= 0) {
+		*slot = s->ahead;
+		s->ahead = -1;
+		return 0;
+	}
+	gf_msg *m;
+	int rc = gf_pop(ctx, IN_REAL, &m);
+	return rc ? rc : d_stage_real(s, ctx, m, slot);
+}
+
+void d_release_staged(dstep *s)
+{
+	for (int i = 0; i < 2; i++) {
+		if (!s->st[i].m)
+			continue;
+		if (s->cbe)
+			s->cbe->ops->event_sync(s->cbe, s->st[i].dma);
+		gf_msg_release(s->st[i].m);
+		s->st[i].m = NULL;
+	}
+	s->ahead = -1;
+}
+
+/* ---- fakes ---- */
+
+/* The fakes of this D micro-step. Sync: the next message, of version v.
+ * Async: the newest cached fakes whose D weights are at most `staleness`
+ * iterations old, waiting for fresher ones only when none is. The returned
+ * message is borrowed (async: owned by the cache) or owned (sync). */
+int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale)
+{
+	int rc;
+	gf_msg *m;
+	if (!s->async) {
+		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
+			return rc;
+		/* the iteration begins with its fakes: an agreed stop ends the run before it, or lets it run */
+		if ((rc = gf_step_begin(ctx, s->v + 1))) {
+			gf_msg_release(m);
+			return rc;
+		}
+		if (m->version != s->v) {
+			long long got = (long long)m->version;
+			gf_msg_release(m);
+			return gf_fail(ctx, "synchronous mode: D iteration %lld received fakes made with D weights of "
+			                    "version %lld (are g_step and d_step both in mode \"sync\"?)",
+			               (long long)s->v, got);
+		}
+		*out = m;
+		*stale = 0;
+		return 0;
+	}
+	/* the cache may release a batch D's last copy read from: wait for it */
+	if ((rc = gf_devmsg_fence_wait(s->dm)))
+		return gf_fail(ctx, "fakes: %s", gf_errmsg());
+	while ((rc = gf_try_pop(ctx, IN_FAKES, &m)) == 0)
+		gf_fake_cache_add(s->cache, m);
+	if (rc != -EAGAIN)
+		return rc; /* GF_EEOF: G has finished, so does D */
+	while (!(m = gf_fake_cache_pick(s->cache, s->v))) {
+		if ((rc = gf_pop(ctx, IN_FAKES, &m)))
+			return rc;
+		gf_fake_cache_add(s->cache, m);
+	}
+	*out = m;
+	*stale = s->v - m->version;
+	return 0;
+}
+
+/* The fakes into the step's input buffers (device messages: after their
+ * event, device to device), then the message is let go: sync, held until
+ * the copy ran; async, a fence for the cache. */
+int d_use_fakes(dstep *s, gf_ctx *ctx, gf_msg *m)
+{
+	const gf_tensor *x = &m->t[0];
+	int ok = m->ntensors >= 1 && x->dtype == GF_F32 && x->ndim == s->din.ndim && x->shape[0] >= 1;
+	for (int i = 1; ok && i < x->ndim; i++)
+		ok = x->shape[i] == s->din.shape[i];
+	if (!ok || x->shape[0] > s->max_batch || (s->classes && (m->ntensors < 2 || m->t[1].dtype != GF_I32))) {
+		char a[96], b[96];
+		if (ok)
+			return gf_fail(ctx, "fake batch of %lld exceeds max_batch = %d", (long long)x->shape[0], s->max_batch);
+		return gf_fail(ctx, "the fakes are %s but D takes %s%s", gf_tensor_shape_str(x, a, 96),
+		               gf_tensor_shape_str(&s->din, b, 96), s->classes ? " with labels" : "");
+	}
+	gf_backend *be = s->be;
+	size_t n = (size_t)x->shape[0];
+	gf_copy_kind kx = m->event || x->device == be->device ? GF_COPY_D2D : GF_COPY_H2D;
+	gf_copy_kind kl = m->event || m->t[1].device == be->device ? GF_COPY_D2D : GF_COPY_H2D;
+	if (m->event)
+		s->dev_fakes++;
+	int rc = gf_devmsg_wait(s->dm, m);
+	if (!rc)
+		rc = be->ops->copy(be, s->fake_dev, x->data, n * s->in_numel * sizeof(float), kx);
+	if (!rc && s->classes)
+		rc = be->ops->copy(be, s->flab_dev, m->t[1].data, n * sizeof(int32_t), kl);
+	if (rc)
+		return gf_fail(ctx, "fakes to the device: %s", gf_errmsg());
+	if (s->async)
+		rc = gf_devmsg_fence(s->dm);
+	else if (!(rc = gf_devmsg_release(s->dm, 1)))
+		rc = gf_devmsg_hold(s->dm, m);
+	return rc ? gf_fail(ctx, "fakes: %s", gf_errmsg()) : 0;
+}
+
+/* Sync: D takes the next iteration's first real batch before it pushes
+ * the weights G waits for. G runs one iteration ahead of D (its step k + 1
+ * overlaps D's), so when the real data stops (a stall, the end of a
+ * graceful stop) after G had been let into a step D cannot finish, the
+ * final checkpoint would hold G at k + 1 and D at k, which no resume can
+ * continue exactly. Holding the weights until D has its batch keeps them
+ * at the same step; when the batch is already queued, as it is while data
+ * flows, this costs nothing, and on a GPU its copy to the device starts
+ * here, while the step just queued runs. 0, or GF_EEOF / GF_ESTOP (end of
+ * the run) or an error from gf_pop. */
+int d_take_next_real(dstep *s, gf_ctx *ctx)
+{
+	if (s->async || s->ahead >= 0)
+		return 0;
+	gf_msg *m;
+	int rc = gf_pop(ctx, IN_REAL, &m);
+	return rc ? rc : d_stage_real(s, ctx, m, &s->ahead);
+}

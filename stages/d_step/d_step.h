@@ -1,0 +1,126 @@
+/* d_step's private parts: its state, shared by d_step.c (parameters, the
+ * step, results and metrics) and d_inputs.c (real batches and fakes to
+ * the device). */
+#ifndef GF_D_STEP_H
+#define GF_D_STEP_H
+
+#include <ganflow/nn.h>
+#include <ganflow/stage.h>
+#include <ganflow/train.h>
+
+enum { IN_REAL, IN_FAKES, IN_REDUCED };
+enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
+
+/* device slots of one micro-step's results (gf_readback) */
+enum { V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ, NVALS };
+
+#define RECS 4       /* iterations whose results may be in flight */
+#define MAX_LAG 63   /* micro-steps whose results may be in flight */
+
+/* What one D iteration adds up for its metrics line. */
+typedef struct sums {
+	double loss, dreal, dfake, images, stale, lecam;
+	double r1, gp;          /* penalties: sums over the D steps that computed them (host values) */
+	int nr1;                /* D steps that computed R1 */
+} sums;
+
+/* An iteration whose results are being read back. */
+typedef struct rec {
+	int64_t v;              /* its iteration (0-based), -1 = free */
+	int folded;             /* micro-steps read back */
+	int closed;             /* its host part is final (step, images, staleness) */
+	int64_t mstep;          /* its metrics step */
+	int64_t stale_max;
+	sums t;
+} rec;
+
+/* A micro-step whose results are in flight (readback order). */
+typedef struct pend {
+	int64_t v;
+	size_t nr, nf;          /* D outputs of the real and the fake half */
+	int norm;               /* its update left the gradient's sum of squares in V_SUMSQ */
+} pend;
+
+/* A real batch staged for the device (double-buffered). */
+typedef struct stage {
+	gf_msg *m;              /* the message, kept until its copy ran */
+	float *x;               /* device staging (async backends) */
+	int32_t *l;
+	void *dma, *used;       /* copy done (copy stream); staging read (compute stream) */
+	int used_set;
+} stage;
+
+typedef struct dstep {
+	gf_trainer *tr;         /* D, its optimiser, update, state */
+	gf_net *d;              /* the trainer's */
+	gf_backend *be;         /* the trainer's */
+	gf_gan_loss loss;
+	int async;
+	int64_t staleness;      /* async bound, and the weights interval */
+	int d_steps, acc, max_batch, cls;
+	int64_t ckpt_every;
+	int64_t v;              /* iterations done (version of D's weights) */
+	int64_t data_pos[2];    /* epoch, position of the last real batch used */
+	int64_t stale_max;
+	int64_t gseen;          /* async: G updates behind the newest fakes used */
+	int64_t ckpt_basis;     /* async: gseen at the last state pushed */
+	float *dpred;           /* (max_batch, D outputs) device */
+	float *out_host;        /* LeCam: (max_batch, D outputs) */
+	gf_fake_cache *cache;   /* async: recent fakes */
+	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
+	char data_classes[1024]; /* the classes that data holds, as ranges ("" = unknown or unconditional) */
+	gf_lecam lecam;         /* lambda 0 = none */
+	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
+	float *reg_dev;         /* and device */
+	/* the device side (docs/cuda.md) */
+	gf_tensor din;          /* D's input shape (batch = max_batch) */
+	size_t in_numel;        /* floats per sample */
+	int classes;            /* D takes labels */
+	float *real_dev, *fake_dev;   /* (max_batch, input) the step's inputs, fixed for graph steps */
+	int32_t *rlab_dev, *flab_dev; /* (max_batch) */
+	gf_stepgraph *sg;
+	gf_readback *rb;
+	gf_devmsg *dm;
+	int lag;                /* micro-steps whose results stay in flight (0: read at once) */
+	int eager;              /* a feature needs the host inside the step */
+	pend pend[MAX_LAG + 1];
+	int pend_head, npend;
+	rec recs[RECS];
+	gf_backend *cbe;        /* copy instance: real batches to the device on its own stream, or NULL */
+	stage st[2];
+	int ahead;              /* staged slot not used yet (sync: the next iteration's first batch), -1 = none */
+	int snext;              /* slot the next batch is staged into */
+	int dev_weights;        /* D's weights go to g_step in device memory */
+	int64_t dev_fakes;      /* fakes messages that came in device memory */
+	/* gradient penalties (d_step.c): they read the gradient lengths on the
+	 * host, so a step that computes one runs eagerly */
+	float r1, gp;           /* gamma, lambda; 0 = none */
+	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
+	gf_penalty *pen;        /* r1 or gp */
+	gf_rng gp_rng;          /* gp: the interpolation weights */
+	float *eps_host;        /* gp: (max_batch) the weights, host */
+	float *eps_dev;         /* and device */
+	float *xhat_dev;        /* gp: (max_batch, D input) the interpolates, device */
+	int64_t r1_n;           /* lazy R1: the size of the D step's last real batch, still in real_dev */
+} dstep;
+
+/* ---- d_inputs.c ---- */
+
+/* Takes a real batch into a staging slot (*slot): on an async backend its
+ * copy to the device starts at once on the copy stream. */
+int d_stage_real(dstep *s, gf_ctx *ctx, gf_msg *m, int *slot);
+/* The real batch of staging slot j into the step's input buffers. */
+int d_use_real(dstep *s, gf_ctx *ctx, int j);
+/* The slot of the next real batch: the one staged ahead, or a new one. */
+int d_next_real(dstep *s, gf_ctx *ctx, int *slot);
+/* Sync: the next iteration's first real batch, taken (and its copy
+ * started) before the weights that let G into that iteration leave. */
+int d_take_next_real(dstep *s, gf_ctx *ctx);
+/* Releases the staged batches once their copies ran. */
+void d_release_staged(dstep *s);
+/* The fakes of this micro-step (sync: owned; async: the cache's). */
+int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale);
+/* The fakes into the step's input buffers; the message is let go. */
+int d_use_fakes(dstep *s, gf_ctx *ctx, gf_msg *m);
+
+#endif
