@@ -12,7 +12,9 @@ runs of ITERS steps), the steps as StyleGAN2-ADA's loss.py computes them:
          forward, (loss + gamma/2 mean |g|^2 / 2).backward(), the fake half, Adam
   reg    "Dreg": a forward of the real batch, g, (EVERY gamma/2 mean |g|^2 / 2).backward(), Adam
 The networks: the DC-GAN D of ../shared/peers/torch_dcgan.py (BCE) and the
-SNGAN D of torch_backbones.py at ch = 32 (hinge)."""
+SNGAN D of torch_backbones.py at ch = 32 (hinge). Each kind of step is timed
+from the same initial weights and a fresh Adam, as bench_r1 times its own."""
+import copy
 import os
 import sys
 import time
@@ -58,7 +60,8 @@ else:
         return F.relu(1 - out).mean() if real else F.relu(1 + out).mean()
 
 D.train()
-opt = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+state0 = copy.deepcopy(D.state_dict())
+opt = None
 xr = torch.rand(batch, 1, 32, 32) * 2 - 1
 xf = torch.rand(batch, 1, 32, 32) * 2 - 1
 
@@ -91,6 +94,12 @@ def reg():
 
 
 def timed(step):
+    # as bench_r1: each kind of step from the same weights and a fresh Adam
+    # (a long run of one kind on the same two batches drives D's gradients
+    # to subnormal floats, which slow the CPU and which training never sees)
+    global opt
+    D.load_state_dict(state0)
+    opt = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     best = 1e30
     for rep in range(repeat + 1):
         t = time.perf_counter()
