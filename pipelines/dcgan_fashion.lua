@@ -2,6 +2,11 @@
 -- of Conditional GANs") on Fashion-MNIST at 32x32, synchronous G/D steps,
 -- Adam(2e-4, 0.5, 0.999), BCE. The quick start's default run.
 --
+-- Gradient penalties (docs/train.md): r1=10 (R1 on D, lazy every r1_every
+-- D steps); loss=wgan gp=10 is WGAN-GP (D a critic: no sigmoid, and no batch
+-- norm unless d_bn=true); pl=2 adds StyleGAN2's path length to G.
+--   ./build/ganflow run pipelines/dcgan_fashion.lua loss=wgan gp=10 lr=1e-4 beta1=0 beta2=0.9
+--
 --   reader -> decode -> batch -> d_step <-> g_step      (fakes, D weights)
 --                                  |          |-> sample_grid (PNG grids), evaluator (eval=N)
 --                                  +----------+-> metrics (JSONL), checkpoint
@@ -20,6 +25,16 @@ local opt = gf.args {
   data = "data/fashion-mnist/train", -- dataset (ganflow dataset fashion-mnist)
   batch = 64,          -- images per G step and per D step
   lr = 2e-4,           -- Adam learning rate of both networks
+  beta1 = 0.5,         -- Adam's betas of both networks
+  beta2 = 0.999,
+  loss = "bce",        -- bce (D ends in a sigmoid) or wgan (a critic: gp = lambda for WGAN-GP), bce_logits, hinge, ls
+  n_dis = 1,           -- D steps per G step
+  r1 = 0.0,            -- R1 penalty gamma on D (0: none)
+  r1_every = 16,       -- R1 every this many D steps (StyleGAN2's lazy regularisation; 1: every step)
+  gp = 0.0,            -- WGAN-GP lambda (loss = wgan; 0: none)
+  pl = 0.0,            -- path-length penalty weight on G (0: none)
+  pl_every = 4,        -- path length every this many G steps
+  d_bn = "auto",       -- D's batch norms: true, false; auto = true unless gp > 0
   size = 32,           -- image side (the backbone needs a multiple of 16)
   samples = 250,       -- sample grid every this many steps
   log = 50,            -- metrics line every this many steps
@@ -34,21 +49,24 @@ local opt = gf.args {
   eval_weights = "",   -- eval_features = "inception": the file of ganflow weights import
 }
 
+local d_bn = opt.d_bn == "auto" and opt.gp == 0 or opt.d_bn == true or opt.d_bn == "true"
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
-local D = dcgan.D { size = opt.size, channels = 1, init = opt.init }
-local adam = gf.adam { lr = opt.lr, betas = { 0.5, 0.999 } }
+local D = dcgan.D { size = opt.size, channels = 1, init = opt.init, sigmoid = opt.loss == "bce", bn = d_bn }
+local adam = gf.adam { lr = opt.lr, betas = { opt.beta1, opt.beta2 } }
 
 local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, eval = opt.eval, eval_n = opt.eval_n,
                           eval_real_n = opt.eval_real_n, classifier = opt.classifier, data = opt.data,
                           eval_features = opt.eval_features, eval_weights = opt.eval_weights }
-local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "bce", max_batch = opt.batch,
+local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = opt.loss, max_batch = opt.batch,
+                              d_steps = opt.n_dis, r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp,
                               precision = opt.precision }
-local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = "bce",
-                              publish_every = out.publish, precision = opt.precision }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = opt.loss,
+                              pl = opt.pl, pl_every = opt.pl_every, publish_every = out.publish,
+                              precision = opt.precision }
 
 gf.connect(real.batch, d.real)
-gf.connect(g.fakes, d.fakes, { depth = 1 })       -- synchronous: one batch of fakes in flight
+gf.connect(g.fakes, d.fakes, { depth = opt.n_dis }) -- synchronous: one G step's fakes in flight
 gf.connect(d.weights, g.d_weights, { depth = 1 }) -- and one set of D weights
 gan.attach(out, g, d)
 

@@ -5,6 +5,7 @@
 -- option away: ch_g=256 ch_d=128). classes=10 makes it class-conditional
 -- (cBN in G, projection in D); attention=16 makes it SAGAN; augment= adds
 -- DiffAugment to D; ema= averages G (sample grids and evaluation use it).
+-- r1=, gp= (with loss=wgan) and pl= add the gradient penalties (docs/train.md).
 --
 --   ./build/ganflow run pipelines/sngan_fashion.lua [steps=2000 classes=10 eval=500 ...]
 local gf = require "ganflow"
@@ -23,6 +24,12 @@ local opt = gf.args {
   augment = "",        -- DiffAugment policy for D, e.g. "color,translation,cutout"
   ema = 0.0,           -- decay of G's moving average (0: none)
   lecam = 0.0,         -- LeCam regularisation of D (0: none)
+  loss = "hinge",      -- hinge, or wgan (with gp), bce_logits, ls
+  r1 = 0.0,            -- R1 penalty gamma on D (0: none)
+  r1_every = 16,       -- R1 every this many D steps (lazy; 1: every step)
+  gp = 0.0,            -- WGAN-GP lambda (loss = wgan; 0: none)
+  pl = 0.0,            -- path-length penalty weight on G (unconditional G; 0: none)
+  pl_every = 4,        -- path length every this many G steps
   samples = 250,
   log = 50,
   precision = "fp32",  -- fp32, tf32 (TF32 tensor cores), or bf16 / fp16 mixed precision (backend=cuda)
@@ -44,10 +51,12 @@ local real = gan.data { path = opt.data, size = 32, batch = opt.batch, decoders 
 local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = opt.classes > 0 and opt.classes or nil,
                           eval = opt.eval, eval_n = opt.eval_n, eval_real_n = opt.eval_real_n,
                           classifier = opt.classifier, data = opt.data }
-local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = "hinge", d_steps = opt.n_dis,
-                              max_batch = opt.batch, lecam = opt.lecam, precision = opt.precision }
-local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = "hinge",
-                              ema = opt.ema, publish_every = out.publish, precision = opt.precision }
+local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = opt.loss, d_steps = opt.n_dis,
+                              max_batch = opt.batch, lecam = opt.lecam, r1 = opt.r1, r1_every = opt.r1_every,
+                              gp = opt.gp, precision = opt.precision }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = opt.loss,
+                              ema = opt.ema, pl = opt.pl, pl_every = opt.pl_every, publish_every = out.publish,
+                              precision = opt.precision }
 
 gf.connect(real.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = opt.n_dis })

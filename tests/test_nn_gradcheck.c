@@ -348,6 +348,11 @@ CASE(test_proj_sn, "proj sn", "return { {'tanh', name = 'h'}, {'linear', 5, 1, s
 CASE(test_attention, "attention", "return { {'attention', 8}, {'tanh'}, input_shape = {8, 4, 6} }", 2, 0, 0)
 CASE(test_attention_sn, "attention sn",
      "return { {'conv', 3, 16, 1}, {'attention', 16, sn = true}, input_shape = {3, 4, 4} }", 2, 0, 0)
+/* minibatch standard deviation: groups of 2 (and of the whole batch of
+ * 3), one and two statistics channels */
+CASE(test_mbstd, "mbstd", "return { {'mbstd', 2, 1}, {'conv', 5, 2, 3, 1, 1}, input_shape = {4, 3, 3} }", 4, 0, 0)
+CASE(test_mbstd_f2, "mbstd channels 2", "return { {'mbstd', group = 4, channels = 2}, {'tanh'}, input_shape = {4, 2, 3} }",
+     3, 0, 0)
 /* the hand-written networks the CUDA tests compare with the CPU
  * (test_cuda_nets.h), whole, with the backbones' settings: their
  * gradients are right on the CPU */
@@ -412,6 +417,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_linear),
+		cmocka_unit_test(test_mbstd),
+		cmocka_unit_test(test_mbstd_f2),
 		cmocka_unit_test(test_linear_nobias),
 		cmocka_unit_test(test_conv),
 		cmocka_unit_test(test_conv_s2),

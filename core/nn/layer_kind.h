@@ -5,8 +5,9 @@
  * arguments it takes, how it reads them, how it infers its output shape
  * and declares its parameters, buffers and saved state, its forward and
  * its backward (backend ops only: the numeric kernels stay in the
- * backends), and where it needs them its initialisation, FLOP count,
- * summary note and fusions. layers/registry.c lists the kinds; the engine
+ * backends), and where it needs them its double backward (gradient
+ * penalties, net_dbwd.c), initialisation, FLOP count, summary note and
+ * fusions. layers/registry.c lists the kinds; the engine
  * (net_build.c for the table, net.c for the runs) walks descriptors and
  * never names a kind. docs/nn.md "Adding a layer" walks through one kind
  * end to end.
@@ -20,7 +21,8 @@
  * (layer_kind.c), and the node and parameter accessors. The kinds include
  * nothing else of the engine; the engine (net_internal.h: gf_net, which
  * begins with its gf_layer_net) stands on them, so calls go one way:
- * net.c -> net_build.c -> layers/registry.c -> a kind -> layer_kind.c.
+ * net.c, net_dbwd.c -> net_build.c -> layers/registry.c -> a kind ->
+ * layer_kind.c.
  * Not installed: kinds are part of libganflow, not plugins. */
 #ifndef GF_NN_LAYER_KIND_H
 #define GF_NN_LAYER_KIND_H
@@ -53,6 +55,10 @@ struct node {
 	float *grad;         /* same size */
 	int written;         /* backward: grad holds a value */
 	int needs;           /* backward: a gradient is wanted here */
+	/* double backward (gf_net_backward2, net_dbwd.c) */
+	float *tan;          /* the tangent t (max_batch, shape): the adjoint of grad */
+	int tzero;           /* the tangent is zero (the node is not downstream of the input) */
+	int dvalid;          /* the first backward wrote grad here (else it is zero) */
 };
 
 /* A parameter or buffer a layer declares: its view is "<key>.<name>". */
@@ -152,6 +158,23 @@ typedef struct gf_layer_grad {
 	int acc;     /* add them to the grads block instead of overwriting it */
 } gf_layer_grad;
 
+/* What a double backward step is asked for (gf_net_backward2; docs/nn.md
+ * "Double backward"). The layer's backward is dx = J(x, w)^T dy; the
+ * penalty's adjoint of dx is the tangent t of the input node (its tan;
+ * for a second input, that node's tan), and the step adds the derivatives
+ * of S = <t, J^T dy> (dy = the output's grad from the first backward). */
+typedef struct gf_layer_grad2 {
+	float *tout; /* write J t here, the output's tangent (the forward's
+	              * Jacobian product at the last forward's point); NULL: not
+	              * wanted */
+	int dw;      /* add dS/dw into the grads block (layer_grad: always added
+	              * to; the engine zeroed it when asked to overwrite) */
+	/* dS/dx holding dy, where the backward depends on its input (tanh,
+	 * sigmoid, batchnorm...), goes to the input node's gradient through
+	 * gf_layer_grad_dst / gf_layer_grad_done, when the node `needs` it;
+	 * a kind whose backward does not depend on its input writes nothing */
+} gf_layer_grad2;
+
 struct gf_layer_kind {
 	const char *name;               /* the Lua key and canonical type name: {"conv", ...} */
 	const char *const *aliases;     /* other keys for it, NULL-terminated; may be NULL */
@@ -185,6 +208,13 @@ struct gf_layer_kind {
 	int (*backward)(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g);
 
 	/* ---- optional ---- */
+	/* Double backward (see gf_layer_grad2): the derivative of the backward
+	 * itself, for penalties on the input gradient (R1, WGAN-GP, path
+	 * length). Called in table order after a forward and a backward that
+	 * kept every node's grad, for each layer downstream of the input
+	 * whose output gradient is not zero. NULL: the kind has none, and
+	 * gf_net_check_backward2 refuses a network that needs it. */
+	int (*backward2)(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g);
 	/* FLOPs of one forward at batch B (exec: as this engine runs it after
 	 * fusions). NULL: 0 (only convolutions and GEMMs are counted). */
 	double (*flops)(const gf_layer_net *net, const struct layer *l, int B, int exec);

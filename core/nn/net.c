@@ -26,7 +26,7 @@
 #include "net_internal.h"
 
 /* Prefixes the current detail message with the layer that failed. */
-static int layer_fail(const struct layer *l, int rc)
+int gf_net_layer_fail(const struct layer *l, int rc)
 {
 	char msg[900];
 	snprintf(msg, sizeof(msg), "%s", gf_errmsg());
@@ -202,6 +202,8 @@ void gf_net_destroy(gf_net *net)
 		OPS(net)->free(BE(net), net->k.buffers);
 	if (net->work)
 		OPS(net)->free(BE(net), net->work);
+	if (net->tan_work)
+		OPS(net)->free(BE(net), net->tan_work);
 	if (net->ortho_ws)
 		OPS(net)->free(BE(net), net->ortho_ws);
 	for (size_t i = 0; i < net->npviews; i++)
@@ -315,10 +317,11 @@ int gf_net_forward(gf_net *net, const gf_tensor *x, const gf_tensor *labels, uns
 			return rc;
 	}
 	net->batch = 0;
+	net->dx_kept = 0;
 	for (int i = 0; i < net->k.nlayers; i++) {
 		struct layer *l = &net->k.layers[i];
 		if (!l->skip && (rc = l->kind->forward(&net->k, l, B, mode)))
-			return layer_fail(l, rc);
+			return gf_net_layer_fail(l, rc);
 	}
 	net->batch = B;
 	net->k.mode = mode;
@@ -367,7 +370,7 @@ static int has_params(const struct layer *l)
 
 /* Which nodes want a gradient: the input when GF_NEED_DX, and the output of
  * every layer that has parameters (GF_NEED_DW) or feeds one that does. */
-static void mark_needs(gf_net *net, unsigned flags)
+void gf_net_mark_needs(gf_net *net, unsigned flags)
 {
 	for (int i = 0; i < net->k.nnodes; i++) {
 		net->k.nodes[i].needs = 0;
@@ -394,7 +397,7 @@ static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 	int rc = l->kind->backward(&net->k, l, B, &g);
 	if (!rc && g.dx)
 		rc = gf_layer_grad_done(&net->k, l->in, B);
-	return rc ? layer_fail(l, rc) : 0;
+	return rc ? gf_net_layer_fail(l, rc) : 0;
 }
 
 /* Tells the gradient hook that layer l's weight and bias gradients are
@@ -413,21 +416,9 @@ void gf_net_set_grad_hook(gf_net *net, gf_grad_hook fn, void *ud)
 	net->hook_ud = fn ? ud : NULL;
 }
 
-int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
+int gf_net_backward_walk(gf_net *net, int B, unsigned flags)
 {
-	int B = net->batch, rc;
-	if (!B)
-		return gf_seterr(GF_EPARAM, "network backward: no forward to go back through");
-	if (!(net->k.mode & GF_TRAIN) && net->has_stateful)
-		return gf_seterr(GF_EPARAM, "network backward: the last forward ran in eval mode (batchnorm/dropout)");
-	if (!dy)
-		return gf_seterr(GF_EPARAM, "network backward: no output gradient");
-	mark_needs(net, flags);
-	int hook = (flags & GF_NEED_DW) && net->hook;
-	struct node *out = &net->k.nodes[net->out_node];
-	if ((rc = OPS(net)->copy(BE(net), out->grad, dy, (size_t)B * out->numel * sizeof(float), GF_COPY_D2D)))
-		return rc;
-	out->written = 1;
+	int rc, hook = (flags & GF_NEED_DW) && net->hook;
 	for (int i = net->k.nlayers - 1; i >= 0; i--) {
 		struct layer *l = &net->k.layers[i];
 		if (l->skip || !net->k.nodes[l->out].needs)
@@ -451,6 +442,31 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
 	if ((flags & GF_NEED_DX) && !x->written &&
 	    (rc = OPS(net)->fill(BE(net), x->grad, (size_t)B * x->numel, 0.0f)))
 		return rc;
+	return 0;
+}
+
+int gf_net_backward(gf_net *net, const float *dy, unsigned flags)
+{
+	int B = net->batch, rc;
+	if (!B)
+		return gf_seterr(GF_EPARAM, "network backward: no forward to go back through");
+	if (!(net->k.mode & GF_TRAIN) && net->has_stateful)
+		return gf_seterr(GF_EPARAM, "network backward: the last forward ran in eval mode (batchnorm/dropout)");
+	if (!dy)
+		return gf_seterr(GF_EPARAM, "network backward: no output gradient");
+	net->dx_kept = 0;
+	gf_net_mark_needs(net, flags);
+	struct node *out = &net->k.nodes[net->out_node];
+	if ((rc = OPS(net)->copy(BE(net), out->grad, dy, (size_t)B * out->numel * sizeof(float), GF_COPY_D2D)))
+		return rc;
+	out->written = 1;
+	if ((rc = gf_net_backward_walk(net, B, flags)))
+		return rc;
+	/* what a double backward (net_dbwd.c) starts from: which gradients
+	 * hold a value (the others are zero) */
+	for (int i = 0; i < net->k.nnodes; i++)
+		net->k.nodes[i].dvalid = net->k.nodes[i].written;
+	net->dx_kept = (flags & GF_NEED_DX) != 0;
 	return 0;
 }
 

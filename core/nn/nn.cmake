@@ -11,6 +11,7 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/sn_cpu.c
   ${GF_NN_DIR}/cpu/augment_cpu.c
   ${GF_NN_DIR}/cpu/gemm_batched_cpu.c
+  ${GF_NN_DIR}/cpu/dbwd_cpu.c
   ${GF_NN_DIR}/cpu/graph_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
@@ -35,7 +36,8 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/cbn.c
   ${GF_NN_DIR}/layers/proj.c
   ${GF_NN_DIR}/layers/diffaugment.c
-  ${GF_NN_DIR}/layers/attention.c)
+  ${GF_NN_DIR}/layers/attention.c
+  ${GF_NN_DIR}/layers/mbstd.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c
@@ -43,6 +45,7 @@ target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/layer_kind.c
   ${GF_NN_DIR}/net_build.c
   ${GF_NN_DIR}/net.c
+  ${GF_NN_DIR}/net_dbwd.c
   ${GF_NN_LAYER_SOURCES}
   ${GF_NN_DIR}/loss.c
   ${GF_NN_DIR}/optim.c

@@ -1,7 +1,8 @@
 /* core/train, the training skeleton the step stages share: the trainer
  * (this file), backends, networks and messages of a step (train.c),
  * checkpoints and resume (ckpt.c), the exchange client of data-parallel
- * runs (exchange_client.c), labels, the fake cache and LeCam. It uses
+ * runs (exchange_client.c), labels, the fake cache, LeCam and the
+ * gradient penalties (penalty.c). It uses
  * core/base, core/runtime (the stage API), core/data, core/nn and
  * core/dist; core/eval, core/lua (resume) and the stages use it.
  *
@@ -84,6 +85,7 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	const gf_value *ov = gf_value_get(p, "opt");
 	if (ov && ov->type != GF_VNIL && gf_optim_conf_parse(&oc, ov))
 		return gf_fail(ctx, "parameter 'opt': %s", gf_errmsg());
+	gf_penalty_adam_ratio(&oc, conf->reg_every);
 	if ((rc = gf_optim_create(&t->opt, t->net, &oc)))
 		return gf_fail(ctx, "%s optimiser: %s", conf->what, gf_errmsg());
 	t->ema_decay = (float)gf_value_as_num(gf_value_get(p, "ema"), 0, NULL);

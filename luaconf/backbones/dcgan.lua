@@ -15,7 +15,10 @@
 -- (label embedding size of CG, default = classes: 100 + 10 = 110 inputs),
 -- init ("torch" = PyTorch defaults as the peer; "dcgan" = N(0, 0.02)),
 -- sigmoid (D, CD: end with a sigmoid, true; false gives logits for
--- bce_logits or hinge losses), dropout (D, CD: Dropout2d probability, 0.25).
+-- bce_logits or hinge losses, and the critic of loss = "wgan"), dropout (D,
+-- CD: Dropout2d probability, 0.25), bn (D, CD: the batch norms of blocks
+-- 2-4, true; false drops them, as WGAN-GP's critic: its penalty is on each
+-- sample's gradient, which batch statistics couple across the batch).
 --
 -- Conditioning of the discriminator (the paper's table 4 leaves it open):
 -- the label goes through a learned embedding of size*size values, reshaped
@@ -31,7 +34,7 @@ end
 
 local G_OPTS = { z = true, size = true, channels = true, init = true, classes = true, embed = true }
 local D_OPTS = { size = true, channels = true, init = true, classes = true, sigmoid = true,
-                 dropout = true }
+                 dropout = true, bn = true }
 
 -- The generator body from the first linear layer on (table 1).
 local function generator(t, nin, size, channels)
@@ -57,13 +60,13 @@ local function generator(t, nin, size, channels)
 end
 
 -- The discriminator body (table 2): four stride-2 blocks, then the head.
-local function discriminator(t, cin, size, sigmoid, p)
+local function discriminator(t, cin, size, sigmoid, p, norm)
   assert(size % 16 == 0, "dcgan D: size must be a multiple of 16")
   local function block(i, o, bn)
     t[#t + 1] = { "conv", i, o, 3, 2, 1 }
     t[#t + 1] = { "lrelu", 0.2 }
     t[#t + 1] = { "dropout2d", p or 0.25 }
-    if bn then t[#t + 1] = { "bn", o, eps = 0.8 } end
+    if bn and norm ~= false then t[#t + 1] = { "bn", o, eps = 0.8 } end
   end
   block(cin, 16, false)
   block(16, 32, true)
@@ -90,7 +93,7 @@ function M.D(o)
   o = o or {}
   check(o, D_OPTS, "dcgan.D")
   local size, c = o.size or 32, o.channels or 1
-  local t = discriminator({}, c, size, o.sigmoid, o.dropout)
+  local t = discriminator({}, c, size, o.sigmoid, o.dropout, o.bn)
   t.input_shape = { c, size, size }
   t.init = o.init
   return t
@@ -125,7 +128,7 @@ function M.CD(o)
     { "reshape", 1, size, size, name = "label_plane" },
     { "concat", input = "x", with = "label_plane" },
   }
-  discriminator(t, c + 1, size, o.sigmoid, o.dropout)
+  discriminator(t, c + 1, size, o.sigmoid, o.dropout, o.bn)
   t.input_shape = { c, size, size }
   t.classes = classes
   t.init = o.init

@@ -32,9 +32,24 @@
  * - D(G(z)))^2) with a_real, a_fake exponential moving averages (decay
  * `lecam_decay`) of D's mean outputs over the previous D steps (the first
  * step sets them and adds nothing), scaled like the two halves of D's loss
- * (1/2 each) and checkpointed as "<instance>.lecam". R1 and gradient
- * penalties need a double backward the engine does not have: asked for,
- * they are refused by name.
+ * (1/2 each) and checkpointed as "<instance>.lecam".
+ *
+ * Gradient penalties (docs/train.md "Gradient penalties"), through the nn
+ * engine's double backward (gf_penalty, gf_net_backward2), each weighted
+ * like the halves of D's loss (1/2 each), so gamma and lambda mean what
+ * they mean in their papers relative to D's adversarial loss:
+ *  - `r1` = gamma: gamma/2 E|grad_x D(x)|^2 on the real batches (Mescheder
+ *    et al. 2018). r1_every = 1: in every D step, in the real half-step's
+ *    own backward. r1_every = k > 1: StyleGAN2's lazy regularisation, a
+ *    step of its own (a second forward of the step's real batch, the
+ *    penalty times k, an optimiser update) after every k-th D step, with
+ *    Adam's lr and betas adjusted (gf_penalty_adam_ratio).
+ *  - `gp` = lambda (WGAN-GP, Gulrajani et al. 2017, loss = "wgan"): lambda
+ *    E(|grad D(x^)| - 1)^2 on x^ = x_f + e (x - x_f), e ~ U(0, 1) per
+ *    sample from the stage's own generator (checkpointed as
+ *    "<instance>.gp_rng"), in every D step; a conditional D sees the real
+ *    batch's labels.
+ * Their values go to the metrics as r1 and gp.
  *
  * On a GPU (docs/cuda.md, "Step stages"): each micro-step (both halves and,
  * in the last one, the update) is one CUDA graph per kind of step, replayed
@@ -46,10 +61,14 @@
  * that step's metrics are pushed, so the host never waits for the step it
  * has just queued. LeCam, clipping and a data-parallel exchange need the
  * host inside the step: with them the step runs eagerly and its results
- * are read at once.
+ * are read at once. So do the gradient penalties (the per-sample gradient
+ * lengths come to the host): R1 in the step (r1_every = 1) and WGAN-GP
+ * make every step eager; the lazy R1 step runs eagerly after the graph of
+ * every r1_every-th D step, and the D steps themselves stay captured.
 
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +101,42 @@ static int dev_buffers(dstep *s, gf_ctx *ctx)
 	return 0;
 }
 
+/* r1, r1_every, gp: what they may be combined with. */
+static int penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
+{
+	s->r1 = (float)gf_param_num(p, "r1");
+	s->r1_every = (int)gf_param_int(p, "r1_every");
+	s->gp = (float)gf_param_num(p, "gp");
+	if (s->gp > 0 && s->loss.d != GF_LOSS_WGAN)
+		return gf_fail(ctx, "parameter 'gp': WGAN-GP's penalty pulls the critic's gradient norm to 1, which belongs "
+		                    "with loss = \"wgan\" (the critic's unbounded output); loss = \"%s\" here: use r1 = "
+		                    "gamma for it",
+		               gf_param_str(p, "loss"));
+	if (s->r1 > 0 && s->r1_every > 1 && s->acc > 1)
+		return gf_fail(ctx, "parameter 'r1_every': the lazy R1 step (r1_every = %d) reuses the D step's real batch, "
+		                    "one of accumulate = %d micro-batches; use r1_every = 1 with accumulate",
+		               s->r1_every, s->acc);
+	return 0;
+}
+
+/* The penalty's buffers and generator, once D and its input buffers exist. */
+static int penalty_setup(dstep *s, gf_ctx *ctx)
+{
+	if (s->r1 <= 0 && s->gp <= 0)
+		return 0;
+	if (gf_penalty_create(&s->pen, s->d, s->max_batch))
+		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1 > 0 ? "r1" : "gp", gf_errmsg());
+	if (s->gp <= 0)
+		return 0;
+	gf_backend *be = s->be;
+	if (!(s->eps_host = malloc((size_t)s->max_batch * sizeof(float))) ||
+	    be->ops->alloc(be, (void **)&s->eps_dev, (size_t)s->max_batch * sizeof(float)) ||
+	    be->ops->alloc(be, (void **)&s->xhat_dev, (size_t)s->max_batch * s->in_numel * sizeof(float)))
+		return gf_fail(ctx, "out of memory for WGAN-GP's interpolates");
+	gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
+	return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
+}
+
 static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -103,21 +158,17 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->ckpt_every = run->checkpoint_every;
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &s->loss))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
-	static const char *const penalties[] = { "r1", "gp" };
-	for (int i = 0; i < 2; i++)
-		if (gf_param_num(p, penalties[i]) != 0)
-			return gf_fail(ctx, "parameter '%s': %s needs the gradient of a gradient (double backward), which "
-			                    "ganflow's nn engine does not compute; not supported. Spectral norm (sn = true in "
-			                    "D's layers) or lecam regularise D without it",
-			               penalties[i], i ? "a gradient penalty" : "the R1 penalty");
+	int rc = penalty_conf(s, ctx, p);
+	if (rc)
+		return rc;
 	s->lecam.lambda = (float)gf_param_num(p, "lecam");
 	s->lecam.decay = (float)gf_param_num(p, "lecam_decay");
 
 	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
-	                       .state_port = OUT_STATE, .cls = s->cls };
+	                       .state_port = OUT_STATE, .cls = s->cls, .reg_every = s->r1 > 0 ? s->r1_every : 0 };
 	gf_gan_optim_defaults(&tc.opt);
-	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
+	rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
 	s->d = gf_trainer_net(s->tr);
@@ -148,7 +199,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 			gf_info(ctx, "real batches stay in pageable memory: %s", gf_errmsg());
 		gf_port_accept_device(ctx, IN_FAKES, s->be->device, s->be->device_index);
 	}
-	if ((rc = dev_buffers(s, ctx)))
+	if ((rc = dev_buffers(s, ctx)) || (rc = penalty_setup(s, ctx)))
 		return rc;
 	int ev = s->d_steps * s->acc;
 	if (gf_stepgraph_create(&s->sg, s->be, gf_param_bool(p, "graphs"), "D step") ||
@@ -204,10 +255,69 @@ static int lecam_add(dstep *s, const gf_tensor *out, int fake, size_t n, float s
 	return rc ? rc : o->axpy(s->be, s->dpred, s->reg_dev, n, 1.0f);
 }
 
+/* ---- gradient penalties (eager: the lengths come to the host) ---- */
+
+/* The penalty of D's last forward, weighted like a half of D's loss (1/2,
+ * over the micro-batches) times gain, its gradient added to D's (or
+ * written: accumulate 0), with dy (may be NULL) walked in the same pass. */
+static int penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, double gain, const float *dy,
+                   unsigned accumulate, double *value)
+{
+	double mean;
+	const char *what = kind == GF_PENALTY_SQUARE ? "R1" : "gradient";
+	int rc = gf_penalty_lengths(s->pen, NULL, &mean);
+	if (!rc)
+		rc = gf_penalty_apply(s->pen, kind, weight, 1.0, 0.5 * gain / s->acc, dy, GF_NEED_DW | accumulate, value);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, what, gf_errmsg());
+	if (!isfinite(*value))
+		return gf_fail(ctx, "iteration %lld: the %s penalty is %g (non-finite); the last good checkpoint is kept",
+		               (long long)s->v, what, *value);
+	return 0;
+}
+
+/* WGAN-GP on one micro-batch, on the device: x^ = x_f + e (x - x_f) per
+ * sample (e from the stage's generator, on the host), D's gradient norm
+ * there pulled to 1. */
+static int gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf,
+                   double *value)
+{
+	int64_t n = xr->shape[0] < xf->shape[0] ? xr->shape[0] : xf->shape[0];
+	size_t k = s->in_numel, all = (size_t)n * k;
+	const gf_backend_ops *o = s->be->ops;
+	gf_rng_uniform(&s->gp_rng, s->eps_host, (size_t)n, 0.0f, 1.0f);
+	int rc = o->copy(s->be, s->eps_dev, s->eps_host, (size_t)n * sizeof(float), GF_COPY_H2D);
+	if (!rc)
+		rc = o->copy(s->be, s->xhat_dev, xr->data, all * sizeof(float), GF_COPY_D2D);
+	if (!rc)
+		rc = o->axpy(s->be, s->xhat_dev, xf->data, all, -1.0f);
+	if (!rc)
+		rc = o->row_scale(s->be, s->xhat_dev, s->eps_dev, s->xhat_dev, (int)n, (int)k, 0);
+	if (!rc)
+		rc = o->axpy(s->be, s->xhat_dev, xf->data, all, 1.0f);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: WGAN-GP's interpolates: %s", (long long)s->v, gf_errmsg());
+	gf_tensor xh = *xr, lab = *lr;
+	xh.data = s->xhat_dev;
+	xh.shape[0] = n;
+	lab.shape[0] = n;
+	if ((rc = gf_net_forward(s->d, &xh, s->classes ? &lab : NULL, GF_TRAIN)))
+		return gf_fail(ctx, "iteration %lld: D forward on the interpolates: %s", (long long)s->v, gf_errmsg());
+	double v;
+	if ((rc = penalty(s, ctx, GF_PENALTY_DISTANCE, s->gp, 1.0, NULL, GF_ACCUMULATE, &v)))
+		return rc;
+	*value += v / s->acc;
+	return 0;
+}
+
 /* D forward + loss + backward on one batch; the loss and the sum of D's
- * outputs stay in the device slots loss and sum; *nout: D's outputs. */
+ * outputs stay in the device slots loss and sum; *nout: D's outputs. The
+ * real half-step with r1 and r1_every = 1 adds R1 (into *r1) in the same
+ * walk. */
 static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, int fake,
-                     unsigned accumulate, float *loss, double *sum, size_t *nout, double *reg)
+                     unsigned accumulate, float *loss, double *sum, size_t *nout, double *reg, double *r1)
 {
 	int rc = gf_net_forward(s->d, x, s->classes ? labels : NULL, GF_TRAIN);
 	if (rc)
@@ -223,6 +333,13 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 		return gf_fail(ctx, "iteration %lld: D's mean output: %s", (long long)s->v, gf_errmsg());
 	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, &out, fake, n, 0.5f / (float)s->acc, reg)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
+	if (!fake && s->r1 > 0 && s->r1_every == 1) {
+		double v;
+		if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, 1.0, s->dpred, accumulate, &v)))
+			return rc;
+		*r1 += v / s->acc;
+		return 0;
+	}
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
@@ -258,13 +375,17 @@ static int step_ops(dstep *s, gf_ctx *ctx, int micro, int host_update, int64_t n
 	unsigned a = micro ? GF_ACCUMULATE : 0;
 	int last = micro == s->acc - 1;
 	int rc = half_step(s, ctx, &xr, &lr, 0, a, (float *)(void *)(slot + V_LOSS_REAL), slot + V_SUM_REAL, &p->nr,
-	                   &r->t.lecam);
+	                   &r->t.lecam, &r->t.r1);
 	if (rc)
+		return rc;
+	/* WGAN-GP before the fake half: the exchange's buckets leave during
+	 * the last backward of the D step, the fake half-step's */
+	if (s->gp > 0 && (rc = gp_step(s, ctx, &xr, &lr, &xf, &r->t.gp)))
 		return rc;
 	if (last)
 		gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
 	if ((rc = half_step(s, ctx, &xf, &lf, 1, GF_ACCUMULATE, (float *)(void *)(slot + V_LOSS_FAKE),
-	                    slot + V_SUM_FAKE, &p->nf, &r->t.lecam)))
+	                    slot + V_SUM_FAKE, &p->nf, &r->t.lecam, NULL)))
 		return rc;
 	if (!last)
 		return 0;
@@ -297,6 +418,10 @@ static int finish(dstep *s, gf_ctx *ctx, rec *r)
 	gf_msg_set_scalar(m, "images", t->images);
 	if (s->lecam.lambda > 0)
 		gf_msg_set_scalar(m, "lecam", t->lecam / s->d_steps);
+	if (t->nr1) /* lazy R1: only the iterations that ran it */
+		gf_msg_set_scalar(m, "r1", t->r1 / t->nr1);
+	if (s->gp > 0)
+		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)r->stale_max);
@@ -386,9 +511,28 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2])
 	s->pend[(s->pend_head + s->npend) % (MAX_LAG + 1)] = p;
 	s->npend++;
 	r->t.images += (double)nr;
+	s->r1_n = nr;
 	pos[0] = real->epoch;
 	pos[1] = (int64_t)real->pos;
 	return settle(s, ctx, s->lag);
+}
+
+/* StyleGAN2's lazy R1: after D step `step` (counted over the run) when
+ * step % r1_every == 0, a step of its own on that step's real batch (still
+ * in real_dev): the penalty times r1_every, an optimiser update; eager,
+ * between the graph steps. */
+static int r1_lazy(dstep *s, gf_ctx *ctx, double *value)
+{
+	gf_tensor x = dev_tensor(s, s->real_dev, 0, s->r1_n), lab = dev_tensor(s, s->rlab_dev, 1, s->r1_n);
+	int rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward (R1): %s", (long long)s->v, gf_errmsg());
+	gf_trainer_arm(s->tr, s->v); /* data parallel: buckets leave during the double backward's walk */
+	double v;
+	if ((rc = penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, &v)))
+		return rc;
+	*value += v;
+	return gf_trainer_update(s->tr, s->v, NULL);
 }
 
 static int push_state(dstep *s, gf_ctx *ctx)
@@ -405,6 +549,8 @@ static int push_state(dstep *s, gf_ctx *ctx)
 		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
 		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
 	}
+	if (!rc && s->gp > 0)
+		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
@@ -436,7 +582,8 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
  * eager step read at once. */
 static void plan(dstep *s, gf_ctx *ctx)
 {
-	s->eager = s->lecam.lambda > 0 || gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr);
+	s->eager = s->lecam.lambda > 0 || gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) ||
+	           s->gp > 0 || (s->r1 > 0 && s->r1_every == 1);
 	int e = s->d_steps * s->acc;
 	s->lag = gf_readback_deferred(s->rb) && !s->eager ? (e > MAX_LAG ? MAX_LAG : e) : 0;
 	gf_allocator dev;
@@ -495,6 +642,11 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 			for (int micro = 0; micro < s->acc; micro++)
 				if ((rc = micro_step(s, ctx, micro, r, pos)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+			/* lazy R1 after every r1_every-th D step of the run */
+			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
+			if (lazy && (rc = r1_lazy(s, ctx, &r->t.r1)))
+				return rc == GF_ESTOP ? 0 : rc;
+			r->t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
 			/* LeCam runs eagerly, its results read at once: the means are in */
 			if (s->lecam.lambda > 0)
 				gf_lecam_average(&s->lecam, r->t.dreal - real0, r->t.dfake - fake0);
@@ -543,6 +695,8 @@ static void dstep_destroy(void *self)
 	gf_stepgraph_destroy(s->sg);
 	d_release_staged(s);
 	gf_fake_cache_destroy(s->cache);
+	gf_penalty_destroy(s->pen);
+	free(s->eps_host);
 	for (int i = 0; i < 2 && s->cbe; i++) {
 		if (s->st[i].x)
 			s->cbe->ops->free(s->cbe, s->st[i].x);
@@ -556,7 +710,7 @@ static void dstep_destroy(void *self)
 	if (s->cbe)
 		gf_backend_close(s->cbe);
 	float *dev[] = { s->dpred, s->reg_dev, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
-	                 (float *)(void *)s->flab_dev };
+	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
@@ -574,7 +728,7 @@ static const gf_port_desc inputs[] = {
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
@@ -602,9 +756,12 @@ static const gf_param_desc params[] = {
 	  "0.." },
 	{ "lecam", GF_PARAM_NUM, "0", "LeCam regularisation lambda (Tseng et al. 2021; 0 = none)", "0.." },
 	{ "lecam_decay", GF_PARAM_NUM, "0.99", "LeCam: decay of the averages of D's real and fake outputs", "0..1" },
-	{ "r1", GF_PARAM_NUM, "0", "R1 penalty: not supported (needs double backward); refused unless 0", NULL },
-	{ "gp", GF_PARAM_NUM, "0", "gradient penalty (WGAN-GP): not supported (needs double backward); refused unless 0",
-	  NULL },
+	{ "r1", GF_PARAM_NUM, "0", "R1 penalty gamma: gamma/2 E|grad D(x)|^2 on real batches (0 = none)", "0.." },
+	{ "r1_every", GF_PARAM_INT, "16", "R1: 1 = in every D step; k > 1 = StyleGAN2's lazy regularisation, a step of "
+	                                  "its own every k D steps (penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))",
+	  "1..1000000" },
+	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "
+	                           "(loss = \"wgan\"; 0 = none)", "0.." },
 	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of D step as a graph and replay it where the backend has "
 	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_ORTHO_PARAMS,

@@ -20,6 +20,8 @@ enum { V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ, NVALS };
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
 	double loss, dreal, dfake, images, stale, lecam;
+	double r1, gp;          /* penalties: sums over the D steps that computed them (host values) */
+	int nr1;                /* D steps that computed R1 */
 } sums;
 
 /* An iteration whose results are being read back. */
@@ -90,6 +92,16 @@ typedef struct dstep {
 	int snext;              /* slot the next batch is staged into */
 	int dev_weights;        /* D's weights go to g_step in device memory */
 	int64_t dev_fakes;      /* fakes messages that came in device memory */
+	/* gradient penalties (d_step.c): they read the gradient lengths on the
+	 * host, so a step that computes one runs eagerly */
+	float r1, gp;           /* gamma, lambda; 0 = none */
+	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
+	gf_penalty *pen;        /* r1 or gp */
+	gf_rng gp_rng;          /* gp: the interpolation weights */
+	float *eps_host;        /* gp: (max_batch) the weights, host */
+	float *eps_dev;         /* and device */
+	float *xhat_dev;        /* gp: (max_batch, D input) the interpolates, device */
+	int64_t r1_n;           /* lazy R1: the size of the D step's last real batch, still in real_dev */
 } dstep;
 
 /* ---- d_inputs.c ---- */

@@ -38,6 +38,16 @@
  * same batch, so a resumed run continues exactly from d_step's data
  * position. G's dropout is its noise (no z).
  *
+ * Path length (StyleGAN2, `pl` = w; docs/train.md "Gradient penalties"):
+ * on a batch of max(1, batch / 2) fresh z, the lengths L_i = |J_z^T y_i|
+ * of G's input gradient for y ~ N(0, I) / sqrt(H W) (the engine's double
+ * backward, gf_penalty), their mean folded into an exponential moving
+ * average a (decay pl_decay, checkpointed as "<instance>.pl_mean") and the
+ * penalty w mean (L_i - a)^2. pl_every = k > 1: a step of its own after
+ * every k-th G step, the penalty times k, Adam adjusted as for d_step's
+ * lazy R1; pl_every = 1: in every G step. z, labels and y come from the
+ * noise generator.
+ *
  * On a GPU (docs/cuda.md, "Step stages"): the noise is drawn on the
  * device and G's forward is one CUDA graph, the rest of the step (the
  * replica, G's backward, the update, the EMA) another, each captured
@@ -47,10 +57,14 @@
  * so D's step starts while G's backward runs; G's loss and gradient norm
  * stay on the device and are read a step later, when that step's metrics
  * are pushed. Clipping and a data-parallel exchange need the host inside
- * the step: with them the step runs eagerly and is read at once.
+ * the step: with them the step runs eagerly and is read at once. So does
+ * the path length (its lengths come to the host): pl_every = 1 makes every
+ * step eager; the lazy path-length step runs eagerly after the update of
+ * every pl_every-th step, whose graphs stay captured.
 
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +79,34 @@
 #include "g_step.h"
 
 /* ---- setup ---- */
+
+/* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
+static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
+{
+	s->pl = (float)gf_param_num(p, "pl");
+	s->pl_every = (int)gf_param_int(p, "pl_every");
+	s->pl_decay = (float)gf_param_num(p, "pl_decay");
+	if (s->pl <= 0)
+		return 0;
+	if (s->paired)
+		return gf_fail(ctx, "parameter 'pl': the path length is a penalty on G's Jacobian with respect to its noise; "
+		                    "a paired (pix2pix) G takes images");
+	s->pl_batch = s->batch / 2 > 0 ? s->batch / 2 : 1;
+	if (gf_penalty_create(&s->pen, s->g, s->batch))
+		return gf_fail(ctx, "parameter 'pl': G (net): %s", gf_errmsg());
+	gf_tensor out;
+	gf_net_shapes(s->g, NULL, &out);
+	s->pl_n = (size_t)gf_tensor_numel(&out) / (size_t)out.shape[0];
+	double hw = out.ndim == 4 ? (double)out.shape[2] * (double)out.shape[3] : (double)s->pl_n;
+	s->pl_scale = (float)(1.0 / sqrt(hw));
+	size_t n = (size_t)s->pl_batch * s->pl_n;
+	if (!(s->pl_y = malloc(n * sizeof(float))) || s->be->ops->alloc(s->be, (void **)&s->pl_dev, n * sizeof(float)))
+		return gf_fail(ctx, "out of memory");
+	int64_t bits = 0;
+	int rc = gf_train_resume_i64(ctx, "pl_mean", &bits, 1);
+	memcpy(&s->pl_mean, &bits, sizeof(bits)); /* 0.0 on a fresh run */
+	return rc;
+}
 
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -88,7 +130,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 	gf_trainer_conf tc = { .what = "G", .tag = "g", .role = "generator", .unit = "step", .max_batch = s->batch,
 	                       .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED, .state_port = OUT_STATE,
-	                       .cls = s->cls };
+	                       .cls = s->cls,
+	                       .reg_every = gf_param_num(p, "pl") > 0 ? (int)gf_param_int(p, "pl_every") : 0 };
 	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
@@ -151,6 +194,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	    gf_readback_create(&s->rb, s->be, NVALS, s->acc + 1 > MAX_LAG ? MAX_LAG + 1 : s->acc + 2) ||
 	    gf_devmsg_create(&s->dm, s->be))
 		return gf_fail(ctx, "%s", gf_errmsg());
+	if ((rc = pl_setup(s, ctx, p)))
+		return rc;
 	s->dver = -1;
 	s->fakes_per_step = 1;
 	if ((rc = gf_trainer_resume(s->tr, &s->step)) || (rc = gf_train_resume_rng(ctx, "noise_rng", &s->noise)) ||
@@ -226,6 +271,54 @@ static int generate(gstep *s, gf_ctx *ctx)
 	if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
 		rc = gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
 	return rc;
+}
+
+/* ---- path length (eager: the lengths come to the host) ---- */
+
+/* The path-length penalty on a batch of its own (pl_batch fresh z, drawn
+ * on the host from the noise generator), times gain, into G's gradients
+ * (written: the caller adds the adversarial ones after it, or updates with
+ * it alone). */
+static int pl_step(gstep *s, gf_ctx *ctx, double gain, double *value)
+{
+	int n = s->pl_batch;
+	size_t nz = (size_t)n * (size_t)s->zdim, ny = (size_t)n * s->pl_n;
+	const gf_run_info *run = gf_ctx_run(ctx);
+	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
+	if (sliced)
+		gf_dist_normal_slice(&s->noise, s->z, nz, rank, world);
+	else
+		gf_rng_normal(&s->noise, s->z, nz, 0.0f, 1.0f);
+	gf_labels_draw(s->draw, &s->noise, s->labels, n, rank, world);
+	gf_rng_normal(&s->noise, s->pl_y, ny, 0.0f, s->pl_scale);
+	gf_backend *be = s->be;
+	int64_t zs[2] = { n, s->zdim };
+	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = lab_tensor(s, n);
+	z.device = be->device;
+	z.device_index = be->device_index;
+	double mean;
+	int rc = be->ops->copy(be, s->z_dev, s->z, nz * sizeof(float), GF_COPY_H2D);
+	if (!rc && s->classes)
+		rc = be->ops->copy(be, s->lab_dev, s->labels, (size_t)n * sizeof(int32_t), GF_COPY_H2D);
+	if (!rc)
+		rc = be->ops->copy(be, s->pl_dev, s->pl_y, ny * sizeof(float), GF_COPY_H2D);
+	if (!rc)
+		rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
+	if (!rc)
+		rc = gf_penalty_lengths(s->pen, s->pl_dev, &mean);
+	if (rc)
+		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
+	/* StyleGAN2: the mean moves first, the penalty is around the new mean */
+	s->pl_mean += s->pl_decay * (mean - s->pl_mean);
+	rc = gf_penalty_apply(s->pen, GF_PENALTY_DISTANCE, s->pl, s->pl_mean, gain, NULL, GF_NEED_DW, value);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	if (rc)
+		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
+	if (!isfinite(*value))
+		return gf_fail(ctx, "step %lld: the path-length penalty is %g (non-finite); the last good checkpoint is kept",
+		               (long long)s->step, *value);
+	return 0;
 }
 
 /* Pushes G's current output as a fakes message: in device memory with an
@@ -354,7 +447,8 @@ static int train_ops(gstep *s, gf_ctx *ctx, int micro, int update, int host_upda
 	int last = micro == s->acc - 1;
 	if (last)
 		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
-	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | (micro ? GF_ACCUMULATE : 0))))
+	unsigned acc = micro || s->pl_acc ? GF_ACCUMULATE : 0; /* pl_every = 1: onto the path length's gradient */
+	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | acc)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
 		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
@@ -383,6 +477,10 @@ static int finish(gstep *s, gf_ctx *ctx, rec *r)
 	gf_msg_set_scalar(m, "grad_norm_g", r->gnorm);
 	if (s->paired && s->l1 > 0)
 		gf_msg_set_scalar(m, "l1_g", r->l1_sum); /* mean |G(A) - B|, the adversarial part is loss_g */
+	if (r->pl_ran) {
+		gf_msg_set_scalar(m, "pl", r->pl);
+		gf_msg_set_scalar(m, "pl_mean", r->pl_mean);
+	}
 	return gf_push(ctx, OUT_METRICS, m);
 }
 
@@ -461,6 +559,11 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
 	if (!rc)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
+	if (!rc && s->pl > 0) { /* the mean's bits, so a resumed run goes on exactly */
+		int64_t bits;
+		memcpy(&bits, &s->pl_mean, sizeof(bits));
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
+	}
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
@@ -468,7 +571,7 @@ static int push_state(gstep *s, gf_ctx *ctx)
  * handshake is done. */
 static void plan(gstep *s, gf_ctx *ctx)
 {
-	s->eager = gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr);
+	s->eager = gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) || (s->pl > 0 && s->pl_every == 1);
 	s->deferred = gf_readback_deferred(s->rb) && !s->eager;
 	gf_allocator dev;
 	s->dev_fakes = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
@@ -514,6 +617,12 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 		r->need = s->acc + apart;
 		s->lag = s->deferred ? (r->need > MAX_LAG ? MAX_LAG : r->need) : 0; /* one step in flight */
 		int64_t pushed = 0;
+		/* path length: in this step (pl_every = 1, before its micro-batches),
+		 * or a step of its own after its update */
+		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
+		s->pl_acc = pl_now && s->pl_every == 1;
+		if (s->pl_acc && (rc = pl_step(s, ctx, 1.0, &r->pl)))
+			return rc;
 		for (int micro = 0; micro < s->acc; micro++) {
 			if ((rc = gf_readback_begin(s->rb)))
 				return gf_fail(ctx, "G step: %s", gf_errmsg());
@@ -535,6 +644,13 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 				return rc;
 		if (apart && (rc = micro_step(s, ctx, -1, 1, r)))
 			return rc;
+		if (pl_now && !s->pl_acc) {
+			gf_trainer_arm(s->tr, s->step); /* data parallel: buckets leave during the double backward */
+			if ((rc = pl_step(s, ctx, s->pl_every, &r->pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
+				return rc;
+		}
+		r->pl_ran = pl_now;
+		r->pl_mean = s->pl_mean;
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
@@ -586,11 +702,13 @@ static void gstep_destroy(void *self)
 	gf_devmsg_destroy(s->dm);
 	gf_stepgraph_destroy(s->sg);
 	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->z_dev,
-	                 (float *)(void *)s->lab_dev };
+	                 (float *)(void *)s->lab_dev, s->pl_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
 	free(s->real_labels);
+	free(s->pl_y);
+	gf_penalty_destroy(s->pen);
 	gf_net_destroy(s->d);
 	gf_trainer_destroy(s->tr);
 	gf_labels_destroy(s->draw);
@@ -608,7 +726,7 @@ static const gf_port_desc inputs[] = {
 static const gf_port_desc outputs[] = {
 	{ "fakes", "fakes", 0, "generated images (and their labels) for d_step; paired: (A, G(A))" },
 	{ "weights", "g_weights", GF_PORT_OPTIONAL, "G's weights every publish_every steps and at the end" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step; pl and pl_mean when run" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every steps and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: G's gradient buckets / parameters to an exchange stage" },
 };
@@ -640,6 +758,12 @@ static const gf_param_desc params[] = {
 	{ "ema", GF_PARAM_NUM, "0", "decay of an exponential moving average of G's weights (BigGAN: 0.9999; 0 = none): "
 	                            "checkpointed, and what sample grids, the evaluator and ganflow sample use", "0..1" },
 	{ "ema_start", GF_PARAM_INT, "0", "G steps before which the average is a plain copy of G", "0.." },
+	{ "pl", GF_PARAM_NUM, "0", "path-length penalty weight (StyleGAN2: 2): w E(|J_z^T y| - a)^2, y ~ N(0, I)/sqrt(HW), "
+	                           "a the lengths' moving mean (0 = none)", "0.." },
+	{ "pl_every", GF_PARAM_INT, "4", "path length: 1 = in every G step; k > 1 = a step of its own every k G steps "
+	                                 "(penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))", "1..1000000" },
+	{ "pl_decay", GF_PARAM_NUM, "0.01", "path length: the mean moves this fraction of the way to each batch's mean",
+	  "0..1" },
 	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of G step as a graph and replay it where the backend has "
 	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_ORTHO_PARAMS,

@@ -24,6 +24,8 @@ typedef struct rec {
 	int need;               /* entries of the step: its micro-steps, and its update when that runs apart */
 	double loss, l1_sum;
 	float gnorm;
+	int pl_ran;             /* the path length ran in this step (host values) */
+	double pl, pl_mean;
 } rec;
 
 /* A micro-step whose results are in flight (readback order). */
@@ -78,6 +80,17 @@ typedef struct gstep {
 	pend pend[MAX_LAG + 1];
 	int pend_head, npend;
 	rec recs[RECS];
+	/* path length (g_step.c): its lengths come to the host, so a step that
+	 * computes it runs eagerly */
+	float pl, pl_decay;     /* weight (0 = none), decay of its mean */
+	int pl_every, pl_batch;
+	int pl_acc;             /* this step's G backward adds to a path-length gradient */
+	double pl_mean;         /* the moving average of the lengths */
+	gf_penalty *pen;
+	float *pl_y;            /* (pl_batch, G output) host noise */
+	float *pl_dev;          /* and device */
+	size_t pl_n;            /* G output values per sample */
+	float pl_scale;         /* 1 / sqrt(H W) */
 } gstep;
 
 /* ---- g_paired.c (pix2pix) ---- */

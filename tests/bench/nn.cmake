@@ -23,3 +23,8 @@ add_executable(bench_inception ${CMAKE_CURRENT_LIST_DIR}/bench_inception.c)
 target_link_libraries(bench_inception PRIVATE ganflow PkgConfig::OPENBLAS m)
 set_target_properties(bench_inception PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+# tests/bench/run r1: the D step with R1 (double backward) vs PyTorch's (torch_r1.py)
+add_executable(bench_r1 ${CMAKE_CURRENT_LIST_DIR}/bench_r1.c)
+target_link_libraries(bench_r1 PRIVATE ganflow PkgConfig::OPENBLAS m)
+set_target_properties(bench_r1 PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)

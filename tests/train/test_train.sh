@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | ema | pix2pix | resnets |
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
 #                                  sample_folder | graphs
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
@@ -226,9 +226,9 @@ EOF
 regularise)
   # LeCam in D and orthogonal regularisation in G (step-stage options),
   # written into a copy of dcgan_fashion: they change training, are
-  # reported, resume exactly; R1 / gradient penalties are refused by name
-  sed -e 's/^  classifier = /  lecam = 0.0, ortho = 0.0, r1 = 0.0, gp = 0.0,\n  classifier = /' \
-      -e 's/loss = "bce", max_batch = opt.batch,/loss = "bce", max_batch = opt.batch, lecam = opt.lecam, r1 = opt.r1, gp = opt.gp,/' \
+  # reported, resume exactly (the gradient penalties: case penalties)
+  sed -e 's/^  classifier = /  lecam = 0.0, ortho = 0.0,\n  classifier = /' \
+      -e 's/loss = opt.loss, max_batch = opt.batch,/loss = opt.loss, max_batch = opt.batch, lecam = opt.lecam,/' \
       -e 's/d_net = D, batch = opt.batch,/d_net = D, batch = opt.batch, ortho = opt.ortho,/' \
       "$S/pipelines/dcgan_fashion.lua" >"$T/reg.lua"
   check "grep -q 'lecam = opt.lecam' '$T/reg.lua' && grep -q 'ortho = opt.ortho' '$T/reg.lua'" "the test pipeline was not patched"
@@ -250,11 +250,59 @@ regularise)
   check "[ $? -eq 0 ]" "resumed regularised run failed: $(tail -3 "$T/c.log")"
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
   check "[ $? -eq 0 ]" "N + resume + N differs from 2N with lecam/ortho: $(cat "$T/cmp.log")"
-  for k in r1 gp; do
-    rr "$T/$k" steps=2 $k=10
-    check "[ $? -ne 0 ]" "$k = 10 should be refused"
-    check "grep -q \"parameter '$k'.*double backward\" '$T/$k.log'" "the $k refusal should say why: $(tail -2 "$T/$k.log")"
+  ;;
+penalties)
+  # R1 (in the D step, and lazy), WGAN-GP and the path length through the
+  # nn engine's double backward: they run, report their values, change
+  # training, resume exactly (the lazy schedules, gp's generator and pl's
+  # mean in the checkpoint); the refusals name what is at fault
+  n=$((STEPS / 20))
+  pr() { local dir=$1; shift; run dcgan_fashion "$dir" samples=1000 log=1 "$@"; }
+  pr "$T/plain" steps=4
+  for c in "r1 r1=10 r1_every=1" "r1lazy r1=10 r1_every=3" "gp loss=wgan gp=10" "pl pl=2 pl_every=2"; do
+    set -- $c
+    k=$1
+    shift
+    pr "$T/$k" steps=4 "$@"
+    check "[ $? -eq 0 ]" "$k: the run failed: $(tail -3 "$T/$k.log")"
+    m=${k%lazy}
+    check "grep -q '\"$m\":[0-9.e-]*[1-9]' '$T/$k/metrics.jsonl'" "$k: no non-zero $m metric: $(tail -1 "$T/$k/metrics.jsonl")"
+    check "! grep -q '\"$m\":null' '$T/$k/metrics.jsonl'" "$k: a non-finite $m metric"
   done
+  check "grep -q '\"pl_mean\":[0-9.e-]*[1-9]' '$T/pl/metrics.jsonl'" "no pl_mean metric"
+  check "[ \$(grep -c '\"r1\"' '$T/r1lazy/metrics.jsonl') -eq 2 ]" "lazy R1 every 3 steps of 4 should report twice: $(grep -c '"r1"' "$T/r1lazy/metrics.jsonl")"
+  check "[ \$(grep -c '\"r1\"' '$T/r1/metrics.jsonl') -eq 4 ]" "R1 every step should report 4 times"
+  "$B/tests/st_compare" "$(latest "$T/plain")" "$(latest "$T/r1")" >"$T/cmp_r1.log" 2>&1
+  check "[ $? -ne 0 ]" "r1 did not change the networks"
+  # TensorBoard gets them too: every figure of metrics.jsonl is a scalar
+  # of the event file (check_tfevents.py), and gp and pl are figures there
+  if /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null; then
+    for k in gp pl; do
+      /usr/bin/python3 "$S/tests/train/check_tfevents.py" "$T/$k" 274 274 >"$T/tb_$k.log" 2>&1
+      check "[ $? -eq 0 ]" "$k: the event file: $(tail -3 "$T/tb_$k.log")"
+    done
+  fi
+  # resume: N + resume + N = 2N, with the lazy schedules mid-interval
+  for c in "r1lazy r1=10 r1_every=3" "gp loss=wgan gp=10" "pl pl=2 pl_every=3"; do
+    set -- $c
+    k=$1
+    shift
+    pr "$T/${k}_a" steps=$((2 * n)) "$@"
+    pr "$T/${k}_b" steps=$((n + 1)) "$@"
+    pr "$T/${k}_c" steps=$((2 * n)) resume="$T/${k}_b" "$@"
+    check "[ $? -eq 0 ]" "$k: the resumed run failed: $(tail -3 "$T/${k}_c.log")"
+    "$B/tests/st_compare" "$(latest "$T/${k}_a")" "$(latest "$T/${k}_c")" >"$T/cmp_$k.log" 2>&1
+    check "[ $? -eq 0 ]" "$k: N + resume + N differs from 2N: $(head -3 "$T/cmp_$k.log")"
+  done
+  # refusals
+  pr "$T/gpbce" steps=2 gp=10
+  check "[ $? -ne 0 ] && grep -q \"parameter 'gp'.*loss = \\\"wgan\\\"\" '$T/gpbce.log'" "gp with loss = bce: $(tail -1 "$T/gpbce.log")"
+  run sngan_fashion "$T/attn" ch_g=8 ch_d=8 n_dis=1 steps=2 samples=1000 log=1 attention=16 r1=1
+  check "[ $? -ne 0 ] && grep -q \"parameter 'r1'.*(attention): has no double backward\" '$T/attn.log'" \
+    "r1 with a self-attention D should name the layer: $(tail -1 "$T/attn.log")"
+  run sngan_fashion "$T/cbn" ch_g=8 ch_d=8 n_dis=1 steps=2 samples=1000 log=1 classes=10 pl=2
+  check "[ $? -ne 0 ] && grep -q \"parameter 'pl'.*(cbn): has no double backward\" '$T/cbn.log'" \
+    "pl with a cBN G should name the layer: $(tail -1 "$T/cbn.log")"
   ;;
 graphs)
   # the GPU path of g_step / d_step on the CPU backend's device check
@@ -270,16 +318,18 @@ local gf = require "ganflow"
 local gan = require "gan"
 local dcgan = require "backbones.dcgan"
 local opt = gf.args { acc = 1, dsteps = 1, warmup = 0, ema = 0.0, ema_start = 0, classes = 0, graphs = true,
-                      loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32" }
+                      loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32",
+                      r1 = 0.0, r1_every = 16, gp = 0.0, pl = 0.0, pl_every = 4 }
 local cl = opt.classes > 0 and opt.classes or nil
 local G = dcgan.G { z = 100, size = 32, channels = 1, classes = cl }
-local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce" }
+local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce", bn = opt.gp == 0 }
 local real = gan.data { path = "$DATA", size = 32, batch = $BATCH }
 local d = gf.stage "d_step" { name = "d", net = D, max_batch = $BATCH, accumulate = opt.acc, d_steps = opt.dsteps,
-                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision }
+                              lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision,
+                              r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = $BATCH, accumulate = opt.acc, loss = opt.loss,
                               lr_warmup = opt.warmup, ema = opt.ema, ema_start = opt.ema_start, graphs = opt.graphs,
-                              publish_every = 1000, precision = opt.precision }
+                              publish_every = 1000, precision = opt.precision, pl = opt.pl, pl_every = opt.pl_every }
 local ck = gf.stage "checkpoint" {}
 local mg = gf.stage "metrics" { name = "mg", every = 1, file = "mg.jsonl", tensorboard = false }
 local md = gf.stage "metrics" { name = "md", every = 1, file = "md.jsonl", tensorboard = false }
@@ -327,6 +377,24 @@ PY
     metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
     check "[ $? -eq 0 ]" "($cfg) the metrics of graph steps differ: $(head -c 600 "$T/m$tag.log")"
   done
+  # the gradient penalties: their lengths come to the host, so R1 in the
+  # step, WGAN-GP and pl_every = 1 make their stage's steps eager, while the
+  # lazy R1 and path-length steps run eagerly between captured steps; either
+  # way the rules hold and the results are the eager path's
+  for cfg in "r1=10 r1_every=2 pl=2 pl_every=2" "loss=wgan gp=10 pl=2 pl_every=1" "r1=10 r1_every=1"; do
+    tag=$(echo "p $cfg" | tr -c 'a-z0-9\n' '_')
+    gr "$T/e$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "eager run ($cfg) failed: $(tail -3 "$T/e$tag.log")"
+    GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/c$tag" steps=$n $cfg
+    check "[ $? -eq 0 ]" "device-check run ($cfg) failed: $(tail -3 "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/e$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "($cfg) device-check steps differ from eager ones: $(cat "$T/cmp$tag.log")"
+    metrics_same "$T/e$tag" "$T/c$tag" >"$T/m$tag.log" 2>&1
+    check "[ $? -eq 0 ]" "($cfg) the metrics differ: $(head -c 600 "$T/m$tag.log")"
+  done
+  check "grep -q '\"r1\":[0-9.e-]*[1-9]' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/md.jsonl' && grep -q '\"pl\":' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/mg.jsonl'" "lazy r1/pl: no r1 or pl metric"
+  check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log'" "lazy r1/pl: the steps should stay captured: $(grep -h 'steps:' "$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log")"
+  check "grep -q 'D steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log' && grep -q 'G steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log'" "gp, pl_every = 1: every step eager: $(grep -h 'steps:' "$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log")"
   # precision = "tf32" on the CPU: plain fp32, the same bits
   gr "$T/tf32" steps=$n precision=tf32
   "$B/tests/st_compare" "$(latest "$T/ex_")" "$(latest "$T/tf32")" >"$T/cmptf.log" 2>&1

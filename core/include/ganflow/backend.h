@@ -108,6 +108,15 @@ typedef struct gf_pooling_desc {
 	int exclude_pad;  /* average pooling: 1 count_include_pad = False */
 } gf_pooling_desc;
 
+/* Minibatch standard deviation (StyleGAN): x (n, c, h, w), groups of
+ * `group` samples (n a multiple of it), `f` statistics channels (c a
+ * multiple of it). See mbstd_forward. */
+typedef struct gf_mbstd_desc {
+	int n, c, h, w;
+	int group, f;
+	float eps;        /* 1e-8 (StyleGAN) */
+} gf_mbstd_desc;
+
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
 typedef enum {
 	GF_LOSS_BCE = 0,      /* binary cross-entropy on probabilities, logs clamped at -100 */
@@ -434,6 +443,47 @@ struct gf_backend_ops {
 	                    int lda, int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c,
 	                    int ldc, int64_t stride_c, int batch);
 
+	/* ---- double backward (gf_net_backward2, docs/nn.md "Double backward") ----
+	 * For a layer with forward y = f(x) and backward dx = J(x)^T dy, given
+	 * the tangent t of x (the adjoint of dx): the forward-mode product J t
+	 * (the tangent of y), and the derivative of S = <t, J(x)^T dy> with
+	 * respect to x holding dy, where J depends on x. */
+	/* dx = t * dy * act''(x), the second derivative read from the output y
+	 * (tanh: -2 y (1 - y^2); sigmoid: y (1 - y)(1 - 2 y); none, relu and
+	 * lrelu: 0). dx may equal t or dy. */
+	int (*act_backward2)(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
+	                     gf_act act, float param);
+	/* Double backward of bn_forward_train / bn_backward (arguments as
+	 * bn_backward; t (n, c, hw) the tangent of x): ty = J t, the fused
+	 * activation's derivative included (NULL: not wanted); dx = dS/dx
+	 * holding dy (NULL: not wanted), overwritten; dgamma (c) = dS/dgamma
+	 * (NULL: not wanted), overwritten or added to when accumulate. gamma
+	 * NULL: no affine step (gamma = 1). */
+	int (*bn_backward2)(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
+	                    const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
+	                    const gf_bn_desc *d, int accumulate);
+	/* y (n, c, hout, wout) = x (n, c, h, w) read at the argmax positions
+	 * idx of a max pooling (pooling_forward's), 0 where idx < 0: max
+	 * pooling's forward-mode product. */
+	int (*pooling_gather)(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
+	/* augment_forward without the brightness shift: the map's linear part
+	 * (the Jacobian product of the layer). */
+	int (*augment_linear)(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+	                      unsigned what);
+	/* ---- minibatch standard deviation (StyleGAN, layer mbstd) ----
+	 * x (n, c, h, w) with n = G m: sample i is member i / m of group i % m
+	 * (StyleGAN2's x.reshape(G, -1, F, c / F, h, w)); per group and each of
+	 * the F channel slices, the standard deviation over the G members,
+	 * sqrt(var + eps) with the biased variance, averaged over the slice's
+	 * (c / F, h, w): y (n, c + F, h, w) is x followed by F planes holding
+	 * the statistics of the sample's group. */
+	int (*mbstd_forward)(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
+	/* dx (n, c, h, w) = the gradient of mbstd_forward from dy (n, c + F, h, w). */
+	int (*mbstd_backward)(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
+	/* Its double backward: ty (n, c + F, h, w) = J t (NULL: not wanted),
+	 * dx (n, c, h, w) = dS/dx holding dy (NULL: not wanted), overwritten. */
+	int (*mbstd_backward2)(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
+	                       const gf_mbstd_desc *d);
 	/* ---- results that stay on the device (usable inside a graph step) ----
 	 * *out, a double in the backend's memory, = the sum of x (n) in double
 	 * (squares = 0) or of its squares (squares = 1: the value sumsq

@@ -144,6 +144,46 @@ int gf_net_backward(gf_net *net, const float *dy, unsigned flags);
  * net, valid until the next backward). */
 int gf_net_dx(const gf_net *net, gf_tensor *dx);
 
+/* ---- double backward (gradient penalties) ----
+ *
+ * Penalties on the input gradient g = dx of a backward (R1: gamma/2 |g|^2
+ * on real images; WGAN-GP: (|g| - 1)^2 on interpolates; StyleGAN2's path
+ * length) need the gradient of a function of g with respect to the
+ * parameters: a double backward. The engine does it reverse-over-reverse,
+ * layer by layer (docs/nn.md "Double backward"):
+ *
+ *   gf_net_forward(net, x, labels, GF_TRAIN);
+ *   gf_net_backward(net, seed, GF_NEED_DX);     g = dx of <seed, y>
+ *   ...P(g) and t = dP/dg (same shape as x)...
+ *   gf_net_backward2(net, t, NULL, GF_NEED_DW);  dP/dw into the grads block
+ *
+ * The seed must not depend on the parameters (ones for R1 and WGAN-GP,
+ * noise for the path length). */
+
+/* Adds (GF_ACCUMULATE) or writes the gradient of P with respect to every
+ * parameter into the grads block (GF_NEED_DW), given t = dP/dg (device,
+ * the input's shape at the last batch, not retained), where g is the input
+ * gradient of the last gf_net_backward, which must have had GF_NEED_DX and
+ * followed the last forward. The pass runs from the input to the output
+ * (each layer's backward2: the tangent of its output, its parameter terms,
+ * the second-order terms on its input), then an ordinary backward of those
+ * terms; dy (may be NULL), an output gradient for the same forward (the
+ * loss's), is back-propagated in that same walk, so that a step whose loss
+ * and penalty share a forward pays for one backward of the weights, not
+ * two. With GF_NEED_DX the input gradient (gf_net_dx) receives dP/dx plus
+ * dy's input gradient. The gradient hook is called as in gf_net_backward.
+ * The first call allocates the tangents (one more activation-sized
+ * buffer). Overwrites the node gradients the first backward left (the
+ * input gradient g included: use it before). GF_EPARAM without a kept
+ * input gradient; GF_EUNSUPPORTED (see gf_net_check_backward2). */
+int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flags);
+
+/* 0 when every layer between the input and the output has a double
+ * backward, else GF_EUNSUPPORTED naming the first that has none ("layer 7
+ * (attention): has no double backward ..."): the check a stage makes when
+ * a penalty is asked for. */
+int gf_net_check_backward2(const gf_net *net);
+
 /* Gradient-ready hook: during a gf_net_backward with GF_NEED_DW, called on
  * the calling thread each time a layer's weight gradients are final, with
  * the range [offset, offset + count) of the grads block (floats) that is

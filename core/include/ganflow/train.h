@@ -109,6 +109,9 @@ typedef struct gf_trainer_conf {
 	int reduced_port;   /* its input port of acknowledgements, -1 = none */
 	int state_port;     /* output port of checkpoint parts, -1 = none */
 	int cls;            /* the class of a per-class pair, -1 otherwise */
+	int reg_every;      /* lazy regularisation (StyleGAN2): a penalty's own update every this
+	                     * many updates, and the optimiser adjusted to it (gf_penalty_adam_ratio);
+	                     * 0 or 1: none */
 } gf_trainer_conf;
 
 /* Builds the trainer of a step stage (its create()): the backend the
@@ -420,6 +423,42 @@ double gf_lecam_grad(const gf_lecam *l, const float *out, size_t n, int fake, fl
 /* Folds a D step's mean real and fake outputs into the averages: a =
  * decay a + (1 - decay) mean; the first call takes the means as they are. */
 void gf_lecam_average(gf_lecam *l, double real, double fake);
+
+/* ---- gradient penalties (R1, WGAN-GP, path length) ---- */
+
+/* A penalty P = weight * mean_i phi(|g_i|) on the per-sample input
+ * gradient g_i = d<seed, net(x)>/dx_i of a network's last forward, and its
+ * gradient with respect to the parameters through the engine's double
+ * backward (gf_net_backward2). One per network, made in create(). */
+typedef struct gf_penalty gf_penalty;
+
+typedef enum {
+	GF_PENALTY_SQUARE = 0,   /* phi = |g|^2 / 2 (R1: weight = gamma) */
+	GF_PENALTY_DISTANCE      /* phi = (|g| - center)^2 (WGAN-GP: center 1; path length: its mean) */
+} gf_penalty_kind;
+
+/* Buffers for batches up to max_batch. GF_EUNSUPPORTED naming the layer
+ * when the network has a kind without a double backward
+ * (gf_net_check_backward2), or the backend lacks row_dot/row_scale. */
+int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch);
+void gf_penalty_destroy(gf_penalty *p);
+
+/* After a forward: the backward of <seed, output> (seed: device, the
+ * output's shape; NULL = ones, d sum(output)/dx) for g, and *mean =
+ * mean_i |g_i|. */
+int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean);
+
+/* Then: *value = P (weight * mean phi, unscaled) and the gradient of
+ * scale * P added to (GF_ACCUMULATE) or written into the network's
+ * gradients (flags as gf_net_backward2, GF_NEED_DW); dy (may be NULL) is
+ * an output gradient of the same forward walked in the same pass. */
+int gf_penalty_apply(gf_penalty *p, gf_penalty_kind kind, double weight, double center, double scale,
+                     const float *dy, unsigned flags, double *value);
+
+/* StyleGAN2's lazy regularisation: with a penalty's update every `every`
+ * updates, lr *= r and Adam's betas ^= r, r = every / (every + 1) (the
+ * penalty's updates run every + 1 steps in every); nothing for every <= 1. */
+void gf_penalty_adam_ratio(gf_optim_conf *c, int every);
 
 /* ---- labels of generated batches ---- */
 

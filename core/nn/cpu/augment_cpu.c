@@ -1,6 +1,7 @@
 /* DiffAugment on the CPU: colour (brightness, saturation, contrast),
  * translation and cutout of Zhao et al. 2020, and the transpose of that
- * affine map for the backward pass (<ganflow/backend.h>, augment_forward).
+ * affine map for the backward pass (<ganflow/backend.h>, augment_forward),
+ * and its linear part (augment_linear, for the double backward).
  * One sample per task of the thread team; per-sample means in double in a
  * fixed order, so results do not depend on the thread count. The CUDA
  * version is core/nn/cuda/augment.cu, with the same parameter formulas
@@ -20,6 +21,7 @@ struct aug_job {
 	int c, h, w;
 	unsigned what;
 	int failed;      /* a part could not get its per-pixel buffer */
+	int linear;      /* augment_linear: without the brightness shift */
 };
 
 static int check(int n, int c, int h, int w)
@@ -37,6 +39,8 @@ static void fwd_sample(const struct aug_job *j, int i, double *pix)
 	float *y = j->out + i * chw;
 	gf_aug_params p;
 	gf_aug_params_of(&p, j->u + 7 * (size_t)i, j->h, j->w, j->what);
+	if (j->linear)
+		p.bright = 0.0f;
 	/* colour: y0 = (x + b - m_pix) s + m_pix, m_pix = channel mean of x + b;
 	 * then (y0 - M) c + M with M = sample mean of y0 = sample mean of x + b */
 	double total = 0;
@@ -124,12 +128,12 @@ static void bwd_task(void *arg, size_t begin, size_t end)
 }
 
 static int run(gf_backend *be, float *out, const float *in, const float *u, int n, int c, int h, int w,
-               unsigned what, gf_team_fn task)
+               unsigned what, gf_team_fn task, int linear)
 {
 	int rc = check(n, c, h, w);
 	if (rc)
 		return rc;
-	struct aug_job j = { out, in, u, c, h, w, what, 0 };
+	struct aug_job j = { out, in, u, c, h, w, what, 0, linear };
 	gf_team_for(gf_cpu_of(be)->team, (size_t)n, 1, task, &j);
 	return j.failed ? gf_seterr(-ENOMEM, "augment: out of memory") : 0;
 }
@@ -137,11 +141,19 @@ static int run(gf_backend *be, float *out, const float *in, const float *u, int 
 int gf_cpu_augment_forward(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
                            unsigned what)
 {
-	return run(be, y, x, u, n, c, h, w, what, fwd_task);
+	return run(be, y, x, u, n, c, h, w, what, fwd_task, 0);
 }
 
 int gf_cpu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
                             unsigned what)
 {
-	return run(be, dx, dy, u, n, c, h, w, what, bwd_task);
+	return run(be, dx, dy, u, n, c, h, w, what, bwd_task, 0);
+}
+
+/* The map without the brightness shift: its linear part, the Jacobian
+ * product of the diffaugment layer (its double backward). */
+int gf_cpu_augment_linear(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                          unsigned what)
+{
+	return run(be, y, x, u, n, c, h, w, what, fwd_task, 1);
 }

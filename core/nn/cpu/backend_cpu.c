@@ -84,6 +84,13 @@ static const gf_backend_ops cpu_ops = {
 	.augment_forward = gf_cpu_augment_forward,
 	.augment_backward = gf_cpu_augment_backward,
 	.gemm_batched = gf_cpu_gemm_batched,
+	.act_backward2 = gf_cpu_act_backward2,
+	.bn_backward2 = gf_cpu_bn_backward2,
+	.pooling_gather = gf_cpu_pooling_gather,
+	.augment_linear = gf_cpu_augment_linear,
+	.mbstd_forward = gf_cpu_mbstd_forward,
+	.mbstd_backward = gf_cpu_mbstd_backward,
+	.mbstd_backward2 = gf_cpu_mbstd_backward2,
 	.loss_dev = gf_cpu_loss_dev,
 	.reduce_dev = gf_cpu_reduce_dev,
 };

@@ -18,6 +18,18 @@
 #define GF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GF_CLONES
+/* ---- dbwd_cpu.c: double backward, minibatch standard deviation ---- */
+int gf_cpu_act_backward2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
+                         gf_act act, float param);
+int gf_cpu_bn_backward2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
+                        const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
+                        const gf_bn_desc *d, int accumulate);
+int gf_cpu_pooling_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
+int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
+                           const gf_mbstd_desc *d);
+
 #endif
 
 /* Keeps GCC from turning short row loops (8 to 32 values) back into memcpy
@@ -26,6 +38,18 @@
 #define GF_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #else
 #define GF_NO_MEMCPY
+/* ---- dbwd_cpu.c: double backward, minibatch standard deviation ---- */
+int gf_cpu_act_backward2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
+                         gf_act act, float param);
+int gf_cpu_bn_backward2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
+                        const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
+                        const gf_bn_desc *d, int accumulate);
+int gf_cpu_pooling_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
+int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
+                           const gf_mbstd_desc *d);
+
 #endif
 
 struct gf_cpu_check;  /* graph_cpu.c */
@@ -103,6 +127,8 @@ int gf_cpu_augment_forward(gf_backend *be, float *y, const float *x, const float
                            unsigned what);
 int gf_cpu_augment_backward(gf_backend *be, float *dx, const float *dy, const float *u, int n, int c, int h, int w,
                             unsigned what);
+int gf_cpu_augment_linear(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                          unsigned what);
 /* ---- gemm_batched_cpu.c ---- */
 int gf_cpu_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                         int64_t stride_a, const float *b, int ldb, int64_t stride_b, float beta, float *c, int ldc,
@@ -138,6 +164,18 @@ int gf_cpu_cbn_forward(gf_backend *be, float *y, float *mean, float *rstd, float
 int gf_cpu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, const float *dy, const float *y,
                         const float *x, const float *gamma, const float *mean, const float *rstd,
                         const gf_bn_desc *d);
+
+/* ---- dbwd_cpu.c: double backward, minibatch standard deviation ---- */
+int gf_cpu_act_backward2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
+                         gf_act act, float param);
+int gf_cpu_bn_backward2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
+                        const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
+                        const gf_bn_desc *d, int accumulate);
+int gf_cpu_pooling_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
+int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
+int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
+                           const gf_mbstd_desc *d);
 
 /* ---- device_cpu.c: memory and copies (host memory) ---- */
 int gf_cpu_alloc_plain(gf_backend *be, void **ptr, size_t bytes);

@@ -236,7 +236,8 @@ enum {
 	OP_BN_TRAIN, OP_BN_EVAL, OP_BN_BWD, OP_ACT_FWD, OP_ACT_BWD, OP_UP_FWD, OP_UP_BWD, OP_DROP_FWD, OP_DROP_BWD,
 	OP_POOL_FWD, OP_POOL_BWD, OP_SOFTMAX_FWD, OP_SOFTMAX_BWD, OP_EMB_FWD, OP_EMB_BWD, OP_LOSS, OP_OPTIM,
 	OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_SN_FWD, OP_SN_BWD, OP_ROW_DOT, OP_ROW_SCALE, OP_CBN_FWD, OP_CBN_BWD,
-	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE
+	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE, OP_ACT_BWD2, OP_BN_BWD2, OP_POOL_GATHER, OP_AUG_LIN,
+	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2
 };
 
 /* ---- memory and copies ---- */
@@ -795,6 +796,60 @@ static int k_gemm_batched(gf_backend *be, int ta, int tb, int m, int n, int k, f
 	                           batch);
 }
 
+/* the double backward's ops (gf_net_backward2): the step stages run their
+ * penalties eagerly, but the ops obey the rules as every other */
+static int k_act_bwd2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n, gf_act act,
+                      float param)
+{
+	TRY(op(be, OP_ACT_BWD2, "act_backward2", P(dx, t, dy, y), V(U(n), U(act), fb(param)), 0));
+	return gf_cpu_act_backward2(be, dx, t, dy, y, n, act, param);
+}
+
+static int k_bn_bwd2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
+                     const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
+                     const gf_bn_desc *d, int acc)
+{
+	TRY(op(be, OP_BN_BWD2, "bn_backward2", P(ty, dx, dgamma, t, dy, y, x, gamma, mean, rstd), V(U(acc)), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_bn_backward2(be, ty, dx, dgamma, t, dy, y, x, gamma, mean, rstd, d, acc);
+}
+
+static int k_pool_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d)
+{
+	TRY(op(be, OP_POOL_GATHER, "pooling_gather", P(y, x, idx), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_pooling_gather(be, y, x, idx, d);
+}
+
+static int k_aug_lin(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int h, int w,
+                     unsigned what)
+{
+	TRY(op(be, OP_AUG_LIN, "augment_linear", P(y, x, u), V(U(n), U(c), U(h), U(w), U(what)), 0));
+	return gf_cpu_augment_linear(be, y, x, u, n, c, h, w, what);
+}
+
+static int k_mbstd_fwd(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d)
+{
+	TRY(op(be, OP_MBSTD_FWD, "mbstd_forward", P(y, x), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_mbstd_forward(be, y, x, d);
+}
+
+static int k_mbstd_bwd(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d)
+{
+	TRY(op(be, OP_MBSTD_BWD, "mbstd_backward", P(dx, dy, x), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_mbstd_backward(be, dx, dy, x, d);
+}
+
+static int k_mbstd_bwd2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
+                        const gf_mbstd_desc *d)
+{
+	TRY(op(be, OP_MBSTD_BWD2, "mbstd_backward2", P(ty, dx, t, dy, x), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_mbstd_backward2(be, ty, dx, t, dy, x, d);
+}
+
 void gf_cpu_check_ops(gf_backend_ops *ops)
 {
 	ops->alloc = k_alloc;
@@ -851,6 +906,13 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->cbn_backward = k_cbn_bwd;
 	ops->augment_forward = k_aug_fwd;
 	ops->augment_backward = k_aug_bwd;
+	ops->act_backward2 = k_act_bwd2;
+	ops->bn_backward2 = k_bn_bwd2;
+	ops->pooling_gather = k_pool_gather;
+	ops->augment_linear = k_aug_lin;
+	ops->mbstd_forward = k_mbstd_fwd;
+	ops->mbstd_backward = k_mbstd_bwd;
+	ops->mbstd_backward2 = k_mbstd_bwd2;
 	ops->gemm_batched = k_gemm_batched;
 	ops->reduce_dev = k_reduce;
 	ops->device_alloc = k_device_alloc;

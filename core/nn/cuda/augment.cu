@@ -3,6 +3,7 @@
  * parameters (../augment_params.h); the sample's sums in double over the
  * block in a fixed order. */
 #include "kernels.cuh"
+#include "dbwd.h"
 #include "../augment_params.h"
 
 #define AUG_THREADS 256
@@ -18,7 +19,9 @@ static __device__ double aug_total(double v)
 	return t;
 }
 
-static __global__ void aug_fwd_kernel(float *y, const float *x, const float *u, int c, int h, int w, unsigned what)
+/* linear: without the brightness shift (augment_linear, the double backward's Jacobian product) */
+static __global__ void aug_fwd_kernel(float *y, const float *x, const float *u, int c, int h, int w, unsigned what,
+                                      int linear)
 {
 	int i = blockIdx.x;
 	size_t hw = (size_t)h * w, chw = hw * c;
@@ -26,6 +29,8 @@ static __global__ void aug_fwd_kernel(float *y, const float *x, const float *u, 
 	y += i * chw;
 	gf_aug_params p;
 	gf_aug_params_of(&p, u + 7 * (size_t)i, h, w, what);
+	if (linear)
+		p.bright = 0.0f;
 	double s = 0;
 	for (size_t e = threadIdx.x; e < chw; e += blockDim.x)
 		s += x[e];
@@ -83,7 +88,14 @@ static __global__ void aug_bwd_kernel(float *dx, const float *dy, const float *u
 extern "C" cudaError_t gf_cu_aug_fwd_launch(cudaStream_t s, float *y, const float *x, const float *u, int n, int c,
                                             int h, int w, unsigned what)
 {
-	aug_fwd_kernel<<<n, AUG_THREADS, 0, s>>>(y, x, u, c, h, w, what);
+	aug_fwd_kernel<<<n, AUG_THREADS, 0, s>>>(y, x, u, c, h, w, what, 0);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t gf_cu_aug_lin_launch(cudaStream_t s, float *y, const float *x, const float *u, int n, int c,
+                                            int h, int w, unsigned what)
+{
+	aug_fwd_kernel<<<n, AUG_THREADS, 0, s>>>(y, x, u, c, h, w, what, 1);
 	return cudaGetLastError();
 }
 

@@ -30,6 +30,7 @@
 #include <ganflow/log.h>
 
 #include "cuda.h"
+#include "dbwd.h"
 
 /* ---- memory ---- */
 
@@ -488,6 +489,14 @@ static const gf_backend_ops cuda_ops = {
 	.augment_forward = gf_cu_augment_forward,
 	.augment_backward = gf_cu_augment_backward,
 	.gemm_batched = gf_cu_gemm_batched,
+	/* dbwd.h */
+	.act_backward2 = gf_cu_act_backward2,
+	.bn_backward2 = gf_cu_bn_backward2,
+	.pooling_gather = gf_cu_pooling_gather,
+	.augment_linear = gf_cu_augment_linear,
+	.mbstd_forward = gf_cu_mbstd_forward,
+	.mbstd_backward = gf_cu_mbstd_backward,
+	.mbstd_backward2 = gf_cu_mbstd_backward2,
 	.reduce_dev = gf_cu_reduce_dev,
 	.device_alloc = cu_device_alloc,
 	.device_free = cu_device_free,

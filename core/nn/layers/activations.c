@@ -34,6 +34,26 @@ static int act_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad
 	                                  l->as_act, l->as_act_param);
 }
 
+/* J t = t act'(x) (act_backward on t); the backward dy act'(x) depends on
+ * x where act'' is not zero: tanh and sigmoid add t dy act''(x) to the
+ * input's gradient. */
+static int act_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
+	size_t n = (size_t)B * in->numel;
+	int rc;
+	if (g->tout && (rc = net->be->ops->act_backward(net->be, g->tout, in->tan, out->data, n, l->as_act, l->as_act_param)))
+		return rc;
+	if ((l->as_act != GF_ACT_TANH && l->as_act != GF_ACT_SIGMOID) || !in->needs)
+		return 0;
+	if (!GF_BACKEND_HAS(net->be, act_backward2))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no act_backward2 op", net->be->ops->name);
+	if ((rc = net->be->ops->act_backward2(net->be, gf_layer_grad_dst(net, l->in), in->tan, out->grad, out->data, n,
+	                                      l->as_act, l->as_act_param)))
+		return rc;
+	return gf_layer_grad_done(net, l->in, B);
+}
+
 /* Which activation the layer is (the kind's variant), and its slope. */
 static int act_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 {
@@ -49,7 +69,9 @@ static int act_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 	return 0;
 }
 
-#define ACT_FUNCTIONS .parse = act_parse, .shapes = act_shapes, .forward = act_forward, .backward = act_backward
+#define ACT_FUNCTIONS                                                                                      \
+	.parse = act_parse, .shapes = act_shapes, .forward = act_forward, .backward = act_backward,           \
+	.backward2 = act_backward2
 
 const gf_layer_kind gf_layer_relu = { .name = "relu", .variant = GF_ACT_RELU, ACT_FUNCTIONS };
 

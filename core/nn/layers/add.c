@@ -65,6 +65,16 @@ static int add_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad
 	return 0;
 }
 
+static int add_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with];
+	size_t n = (size_t)B * in->numel;
+	if (!g->tout)
+		return 0;
+	int rc = net->be->ops->copy(net->be, g->tout, in->tan, n * sizeof(float), GF_COPY_D2D);
+	return rc ? rc : net->be->ops->axpy(net->be, g->tout, w->tan, n, 1.0f);
+}
+
 const gf_layer_kind gf_layer_add = {
 	.name = "add",
 	.keys = { "with" },
@@ -72,4 +82,5 @@ const gf_layer_kind gf_layer_add = {
 	.shapes = add_shapes,
 	.forward = add_forward,
 	.backward = add_backward,
+	.backward2 = add_backward2,
 };

@@ -116,6 +116,24 @@ static int bn_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad 
 	                                 layer_param(net, l, 0), l->save[c->mean], l->save[c->rstd], &d, g->acc);
 }
 
+/* Training mode only (a backward refuses an eval forward): backend
+ * bn_backward2 gives J t (with the fused activation's mask), the gamma
+ * term and the second-order term on x, which batch statistics make
+ * non-zero. */
+static int bn_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct bn_cfg *c = LAYER_CCFG(struct bn_cfg, l);
+	gf_bn_desc d = bn_desc(net, l, B);
+	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
+	if (!GF_BACKEND_HAS(net->be, bn_backward2))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no bn_backward2 op", net->be->ops->name);
+	float *dx = in->needs ? gf_layer_grad_dst(net, l->in) : NULL;
+	int rc = net->be->ops->bn_backward2(net->be, g->tout, dx, g->dw ? layer_grad(net, l, 0) : NULL, in->tan, out->grad,
+	                                    out->data, in->data, layer_param(net, l, 0), l->save[c->mean], l->save[c->rstd],
+	                                    &d, 1);
+	return !rc && dx ? gf_layer_grad_done(net, l->in, B) : rc;
+}
+
 static const char *bn_note(const struct layer *l)
 {
 	gf_act act = LAYER_CCFG(struct bn_cfg, l)->act;
@@ -146,6 +164,7 @@ const gf_layer_kind gf_layer_bn = {
 	.init = bn_init,
 	.forward = bn_forward,
 	.backward = bn_backward,
+	.backward2 = bn_backward2,
 	.note = bn_note,
 	.absorb_output = bn_absorb_output,
 	.absorbed_note = "  fused into the batchnorm",

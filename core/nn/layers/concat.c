@@ -68,6 +68,19 @@ static int concat_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_g
 	return 0;
 }
 
+/* Linear in both inputs: the tangents concatenated (the engine zeroes the
+ * tangent of an input not downstream of x, the label plane of a CD). */
+static int concat_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct node *in = layer_in(net, l), *w = &net->nodes[l->with], *out = layer_out(net, l);
+	if (!g->tout)
+		return 0;
+	int rc = net->be->ops->copy2d(net->be, g->tout, out->numel, in->tan, in->numel, (size_t)B, in->numel, 0);
+	if (!rc)
+		rc = net->be->ops->copy2d(net->be, g->tout + in->numel, out->numel, w->tan, w->numel, (size_t)B, w->numel, 0);
+	return rc;
+}
+
 const gf_layer_kind gf_layer_concat = {
 	.name = "concat",
 	.aliases = (const char *const[]){ "cat", NULL },
@@ -76,4 +89,5 @@ const gf_layer_kind gf_layer_concat = {
 	.shapes = concat_shapes,
 	.forward = concat_forward,
 	.backward = concat_backward,
+	.backward2 = concat_backward2,
 };

@@ -114,6 +114,27 @@ static int conv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gra
 	return 0;
 }
 
+/* J t = conv(t, w) without the bias (with up = 2 the sub-pixel form, as
+ * the forward); S = <t, conv^T(dy)> gives dW += the weight gradient of
+ * (dy, t). Both are the forward's and backward's own ops, so Winograd and
+ * the sub-pixel form serve the double backward as they serve the step. */
+static int conv_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	gf_conv_desc d = conv_desc(net, l, B);
+	const float *t = layer_in(net, l)->tan, *w = gf_sn_used(net, l, &c->sn);
+	int rc, acc;
+	if (g->tout && (rc = net->be->ops->conv2d_forward(net->be, g->tout, t, w, NULL, &d)))
+		return rc;
+	if (!g->dw)
+		return 0;
+	gf_layer_grad gw = { .dw = 1, .acc = 1 };
+	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc);
+	if ((rc = net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, layer_out(net, l)->grad, t, w, &d, acc)))
+		return rc;
+	return gf_sn_backward(net, l, &c->sn, &gw);
+}
+
 static double conv_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
@@ -148,6 +169,7 @@ const gf_layer_kind gf_layer_conv = {
 	.init = conv_init,
 	.forward = conv_forward,
 	.backward = conv_backward,
+	.backward2 = conv_backward2,
 	.flops = conv_flops,
 	.note = conv_note,
 	.absorb_input = conv_absorb_input,

@@ -101,6 +101,22 @@ static int aug_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad
 	                                      (int)in->shape[2], c->what);
 }
 
+/* The map is affine in the image for the drawn parameters: J t is its
+ * linear part (backend augment_linear: without the brightness shift). */
+static int aug_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct aug_cfg *c = LAYER_CCFG(struct aug_cfg, l);
+	const struct node *in = layer_in(net, l);
+	if (!g->tout)
+		return 0;
+	if (!(net->mode & GF_TRAIN))
+		return net->be->ops->copy(net->be, g->tout, in->tan, (size_t)B * in->numel * sizeof(float), GF_COPY_D2D);
+	if (!GF_BACKEND_HAS(net->be, augment_linear))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no augment_linear op", net->be->ops->name);
+	return net->be->ops->augment_linear(net->be, g->tout, in->tan, l->save[c->u], B, (int)in->shape[0],
+	                                    (int)in->shape[1], (int)in->shape[2], c->what);
+}
+
 const gf_layer_kind gf_layer_diffaugment = {
 	.name = "diffaugment",
 	.aliases = (const char *const[]){ "augment", NULL },
@@ -112,4 +128,5 @@ const gf_layer_kind gf_layer_diffaugment = {
 	.shapes = aug_shapes,
 	.forward = aug_forward,
 	.backward = aug_backward,
+	.backward2 = aug_backward2,
 };

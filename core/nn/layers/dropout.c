@@ -76,6 +76,19 @@ static int dropout_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_
 	return net->be->ops->dropout_backward(net->be, g->dx, dy, l->save[c->mask], ng, n / ng);
 }
 
+/* The mask is the one the forward drew: J t = t * mask, nothing else. */
+static int dropout_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct dropout_cfg *c = LAYER_CCFG(struct dropout_cfg, l);
+	const struct node *in = layer_in(net, l);
+	size_t n = (size_t)B * in->numel, ng = groups(c, in, B);
+	if (!g->tout)
+		return 0;
+	if (!(net->mode & GF_TRAIN) || c->p == 0.0f)
+		return net->be->ops->copy(net->be, g->tout, in->tan, n * sizeof(float), GF_COPY_D2D);
+	return net->be->ops->dropout_backward(net->be, g->tout, in->tan, l->save[c->mask], ng, n / ng);
+}
+
 const gf_layer_kind gf_layer_dropout = {
 	.name = "dropout",
 	.max_pos = 1,
@@ -85,6 +98,7 @@ const gf_layer_kind gf_layer_dropout = {
 	.shapes = dropout_shapes,
 	.forward = dropout_forward,
 	.backward = dropout_backward,
+	.backward2 = dropout_backward2,
 };
 
 const gf_layer_kind gf_layer_dropout2d = {
@@ -97,4 +111,5 @@ const gf_layer_kind gf_layer_dropout2d = {
 	.shapes = dropout_shapes,
 	.forward = dropout_forward,
 	.backward = dropout_backward,
+	.backward2 = dropout_backward2,
 };

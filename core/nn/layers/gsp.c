@@ -40,9 +40,17 @@ static int gsp_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad
 	return net->be->ops->bias_add(net->be, g->dx, layer_out(net, l)->grad, 1, planes, hw);
 }
 
+static int gsp_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct node *in = layer_in(net, l);
+	int planes = B * (int)in->shape[0], hw = (int)(in->shape[1] * in->shape[2]);
+	return g->tout ? net->be->ops->bias_grad(net->be, g->tout, in->tan, 1, planes, hw, 0) : 0;
+}
+
 const gf_layer_kind gf_layer_gsp = {
 	.name = "gsp",
 	.shapes = gsp_shapes,
 	.forward = gsp_forward,
 	.backward = gsp_backward,
+	.backward2 = gsp_backward2,
 };

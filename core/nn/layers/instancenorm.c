@@ -122,6 +122,27 @@ static int instancenorm_backward(gf_layer_net *net, struct layer *l, int B, gf_l
 	return net->be->ops->bias_grad(net->be, layer_grad(net, l, 1), ws(net, l, c->aff, 3), B, c->c, 1, g->acc);
 }
 
+/* bn_backward2 on the same (1, B*C, H*W) view; the (B, C) gamma term
+ * reduced over the batch as the backward's. */
+static int instancenorm_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct instancenorm_cfg *c = LAYER_CCFG(struct instancenorm_cfg, l);
+	gf_bn_desc d = instancenorm_desc(net, l, B);
+	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
+	int dw = c->affine && g->dw, rc;
+	if (!GF_BACKEND_HAS(net->be, bn_backward2))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no bn_backward2 op", net->be->ops->name);
+	float *dx = in->needs ? gf_layer_grad_dst(net, l->in) : NULL;
+	rc = net->be->ops->bn_backward2(net->be, g->tout, dx, dw ? ws(net, l, c->aff, 2) : NULL, in->tan, out->grad, out->data,
+	                                in->data, c->affine ? ws(net, l, c->aff, 0) : NULL, ws(net, l, c->stats, 0),
+	                                ws(net, l, c->stats, 1), &d, 0);
+	if (!rc && dx)
+		rc = gf_layer_grad_done(net, l->in, B);
+	if (!rc && dw)
+		rc = net->be->ops->bias_grad(net->be, layer_grad(net, l, 0), ws(net, l, c->aff, 2), B, c->c, 1, 1);
+	return rc;
+}
+
 const gf_layer_kind gf_layer_instancenorm = {
 	.name = "instancenorm",
 	.aliases = (const char *const[]){ "instancenorm2d", "in2d", NULL },
@@ -133,4 +154,5 @@ const gf_layer_kind gf_layer_instancenorm = {
 	.init = instancenorm_init,
 	.forward = instancenorm_forward,
 	.backward = instancenorm_backward,
+	.backward2 = instancenorm_backward2,
 };

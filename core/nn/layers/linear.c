@@ -4,7 +4,8 @@
  *   {"linear", in, out, bias = true, init = ..., sn = false}
  *
  * Forward and both gradients are GEMMs (backend gemm, bias_add,
- * bias_grad). sn = true: spectral_norm(nn.Linear(...)) (sn.c). */
+ * bias_grad); the double backward too (J t is the forward without its
+ * bias, the parameter term a weight gradient). sn = true: spectral_norm(nn.Linear(...)) (sn.c). */
 #include "sn.h"
 
 struct linear_cfg {
@@ -83,6 +84,26 @@ static int linear_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_g
 	return 0;
 }
 
+/* J t = t W^T (no bias); S = <t, dy W> gives dW += dy^T t, the weight
+ * gradient with t in place of x (through sigma with sn). */
+static int linear_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	const float *t = layer_in(net, l)->tan, *dy = layer_out(net, l)->grad;
+	int rc, acc;
+	if (g->tout && (rc = net->be->ops->gemm(net->be, 0, 1, B, c->fout, c->fin, 1.0f, t, c->fin,
+	                                        gf_sn_used(net, l, &c->sn), c->fin, 0.0f, g->tout, c->fout)))
+		return rc;
+	if (!g->dw)
+		return 0;
+	gf_layer_grad gw = { .dw = 1, .acc = 1 };
+	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc);
+	if ((rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, t, c->fin, acc ? 1.0f : 0.0f, dw,
+	                             c->fin)))
+		return rc;
+	return gf_sn_backward(net, l, &c->sn, &gw);
+}
+
 static double linear_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)net;
@@ -101,5 +122,6 @@ const gf_layer_kind gf_layer_linear = {
 	.init = linear_init,
 	.forward = linear_forward,
 	.backward = linear_backward,
+	.backward2 = linear_backward2,
 	.flops = linear_flops,
 };

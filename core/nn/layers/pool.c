@@ -88,6 +88,21 @@ static int pool_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gra
 	return net->be->ops->pooling_backward(net->be, g->dx, layer_out(net, l)->grad, argmax(l), &d);
 }
 
+/* Average pooling is linear (J t is its forward on t); max pooling reads
+ * t at the forward's argmax positions (backend pooling_gather). */
+static int pool_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	if (!g->tout)
+		return 0;
+	gf_pooling_desc d = pool_desc(net, l, B);
+	const float *t = layer_in(net, l)->tan;
+	if (!LAYER_CCFG(struct pool_cfg, l)->max)
+		return net->be->ops->pooling_forward(net->be, g->tout, NULL, t, &d);
+	if (!GF_BACKEND_HAS(net->be, pooling_gather))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no pooling_gather op", net->be->ops->name);
+	return net->be->ops->pooling_gather(net->be, g->tout, t, argmax(l), &d);
+}
+
 const gf_layer_kind gf_layer_maxpool = {
 	.name = "maxpool",
 	.min_pos = 1,
@@ -98,6 +113,7 @@ const gf_layer_kind gf_layer_maxpool = {
 	.shapes = pool_shapes,
 	.forward = pool_forward,
 	.backward = pool_backward,
+	.backward2 = pool_backward2,
 };
 
 const gf_layer_kind gf_layer_avgpool = {
@@ -109,4 +125,5 @@ const gf_layer_kind gf_layer_avgpool = {
 	.shapes = pool_shapes,
 	.forward = pool_forward,
 	.backward = pool_backward,
+	.backward2 = pool_backward2,
 };

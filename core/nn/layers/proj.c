@@ -125,6 +125,27 @@ static int proj_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gra
 	return gf_sn_backward(net, l, &c->sn, g);
 }
 
+/* J (t_in, t_h) = t_in + <embed(y), t_h>; S's term <t_h, dy embed(y)>
+ * scatters dy * t_h into the table, as the backward scatters dy * h. */
+static int proj_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct proj_cfg *c = LAYER_CCFG(struct proj_cfg, l);
+	const float *th = net->nodes[l->with].tan;
+	int rc, acc;
+	if (g->tout && ((rc = net->be->ops->copy(net->be, g->tout, layer_in(net, l)->tan, (size_t)B * sizeof(float),
+	                                         GF_COPY_D2D)) ||
+	                (rc = net->be->ops->row_dot(net->be, g->tout, rows(net, l, 0), th, B, c->dim, 1))))
+		return rc;
+	if (!g->dw)
+		return 0;
+	gf_layer_grad gw = { .dw = 1, .acc = 1 };
+	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc), *s = rows(net, l, 1);
+	if ((rc = net->be->ops->row_scale(net->be, s, layer_out(net, l)->grad, th, B, c->dim, 0)) ||
+	    (rc = net->be->ops->embedding_backward(net->be, dw, s, labels(net), B, c->dim, c->classes, acc)))
+		return rc;
+	return gf_sn_backward(net, l, &c->sn, &gw);
+}
+
 const gf_layer_kind gf_layer_proj = {
 	.name = "proj",
 	.min_pos = 0,
@@ -135,4 +156,5 @@ const gf_layer_kind gf_layer_proj = {
 	.init = proj_init,
 	.forward = proj_forward,
 	.backward = proj_backward,
+	.backward2 = proj_backward2,
 };

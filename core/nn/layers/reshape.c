@@ -79,6 +79,14 @@ static int reshape_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_
 	                          GF_COPY_D2D);
 }
 
+static int reshape_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	if (!g->tout)
+		return 0;
+	return net->be->ops->copy(net->be, g->tout, layer_in(net, l)->tan, (size_t)B * layer_in(net, l)->numel * sizeof(float),
+	                          GF_COPY_D2D);
+}
+
 const gf_layer_kind gf_layer_reshape = {
 	.name = "reshape",
 	.aliases = (const char *const[]){ "view", NULL },
@@ -88,6 +96,7 @@ const gf_layer_kind gf_layer_reshape = {
 	.shapes = reshape_shapes,
 	.forward = reshape_forward,
 	.backward = reshape_backward,
+	.backward2 = reshape_backward2,
 };
 
 const gf_layer_kind gf_layer_flatten = {
@@ -95,4 +104,5 @@ const gf_layer_kind gf_layer_flatten = {
 	.shapes = flatten_shapes,
 	.forward = reshape_forward,
 	.backward = reshape_backward,
+	.backward2 = reshape_backward2,
 };

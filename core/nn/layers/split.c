@@ -66,6 +66,16 @@ static int split_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gr
 	return net->be->ops->copy2d(net->be, g->dx + c->from, in->numel, layer_out(net, l)->grad, w, (size_t)B, w, 0);
 }
 
+static int split_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct split_cfg *c = LAYER_CCFG(struct split_cfg, l);
+	const struct node *in = layer_in(net, l);
+	size_t w = (size_t)(c->to - c->from);
+	if (!g->tout)
+		return 0;
+	return net->be->ops->copy2d(net->be, g->tout, w, in->tan + c->from, in->numel, (size_t)B, w, 0);
+}
+
 const gf_layer_kind gf_layer_split = {
 	.name = "split",
 	.aliases = (const char *const[]){ "slice", NULL },
@@ -76,4 +86,5 @@ const gf_layer_kind gf_layer_split = {
 	.shapes = split_shapes,
 	.forward = split_forward,
 	.backward = split_backward,
+	.backward2 = split_backward2,
 };

@@ -106,6 +106,26 @@ static int tconv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gr
 	return 0;
 }
 
+/* J t = the transposed conv of t without the bias; S = <t, conv(dy, w)>
+ * gives dW += the weight gradient of that conv with dy as its input and t
+ * as its output gradient (tconv_backward's with t for x). */
+static int tconv_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct tconv_cfg *c = LAYER_CCFG(struct tconv_cfg, l);
+	gf_conv_desc d = tconv_desc(net, l, B);
+	const float *t = layer_in(net, l)->tan, *w = gf_sn_used(net, l, &c->sn);
+	int rc, acc;
+	if (g->tout && (rc = net->be->ops->conv2d_backward(net->be, g->tout, NULL, NULL, t, NULL, w, &d, 0)))
+		return rc;
+	if (!g->dw)
+		return 0;
+	gf_layer_grad gw = { .dw = 1, .acc = 1 };
+	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc);
+	if ((rc = net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, t, layer_out(net, l)->grad, w, &d, acc)))
+		return rc;
+	return gf_sn_backward(net, l, &c->sn, &gw);
+}
+
 static double tconv_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)exec;
@@ -124,5 +144,6 @@ const gf_layer_kind gf_layer_tconv = {
 	.init = tconv_init,
 	.forward = tconv_forward,
 	.backward = tconv_backward,
+	.backward2 = tconv_backward2,
 	.flops = tconv_flops,
 };

@@ -58,6 +58,15 @@ static int upsample_backward(gf_layer_net *net, struct layer *l, int B, gf_layer
 	                                       LAYER_CCFG(struct upsample_cfg, l)->scale);
 }
 
+static int upsample_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct node *in = layer_in(net, l);
+	if (!g->tout)
+		return 0;
+	return net->be->ops->upsample_forward(net->be, g->tout, in->tan, B * (int)in->shape[0], (int)in->shape[1],
+	                                      (int)in->shape[2], LAYER_CCFG(struct upsample_cfg, l)->scale);
+}
+
 const gf_layer_kind gf_layer_upsample = {
 	.name = "upsample",
 	.min_pos = 0,
@@ -67,4 +76,5 @@ const gf_layer_kind gf_layer_upsample = {
 	.shapes = upsample_shapes,
 	.forward = upsample_forward,
 	.backward = upsample_backward,
+	.backward2 = upsample_backward2,
 };

@@ -1,0 +1,145 @@
+/* Gradient penalties of the step stages (R1 and WGAN-GP in d_step, the
+ * path length in g_step): see gf_penalty in <ganflow/train.h>.
+ *
+ * Each is P = weight * mean_i phi(|g_i|) on the per-sample input gradient
+ * g_i of the network's last forward, so its adjoint is g_i scaled by one
+ * number per sample: the lengths come to the host (one float per sample,
+ * backend row_dot), the factors go back (row_scale) and the engine's
+ * double backward (gf_net_backward2) does the rest. Nothing else leaves
+ * the device. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include <ganflow/err.h>
+#include <ganflow/train.h>
+
+struct gf_penalty {
+	gf_net *net;
+	gf_backend *be;
+	int max_batch, B;
+	size_t nin, nout;     /* per sample */
+	float *ones;          /* (max_batch, nout) device: the seed of R1 and WGAN-GP */
+	float *t;             /* (max_batch, nin) device: dP/dg */
+	float *dev;           /* (2, max_batch) device: |g_i|^2, then the factors */
+	float *host;          /* (max_batch) host floats */
+	double *len;          /* (max_batch) |g_i| */
+};
+
+int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch)
+{
+	*out = NULL;
+	gf_backend *be = gf_net_backend(net);
+	if (!GF_BACKEND_HAS(be, row_dot) || !GF_BACKEND_HAS(be, row_scale))
+		return gf_seterr(GF_EUNSUPPORTED, "gradient penalty: the %s backend has no row_dot/row_scale ops",
+		                 be->ops->name);
+	int rc = gf_net_check_backward2(net);
+	if (rc)
+		return rc;
+	gf_penalty *p = calloc(1, sizeof(*p));
+	if (!p)
+		return gf_seterr(-ENOMEM, "gradient penalty: out of memory");
+	gf_tensor in, o;
+	gf_net_shapes(net, &in, &o);
+	p->net = net;
+	p->be = be;
+	p->max_batch = max_batch;
+	p->nin = (size_t)gf_tensor_numel(&in) / (size_t)in.shape[0];
+	p->nout = (size_t)gf_tensor_numel(&o) / (size_t)o.shape[0];
+	size_t mb = (size_t)max_batch;
+	p->host = malloc(mb * sizeof(float));
+	p->len = malloc(mb * sizeof(double));
+	if (!p->host || !p->len || (rc = be->ops->alloc(be, (void **)&p->ones, mb * p->nout * sizeof(float))) ||
+	    (rc = be->ops->alloc(be, (void **)&p->t, mb * p->nin * sizeof(float))) ||
+	    (rc = be->ops->alloc(be, (void **)&p->dev, 2 * mb * sizeof(float))) ||
+	    (rc = be->ops->fill(be, p->ones, mb * p->nout, 1.0f))) {
+		gf_penalty_destroy(p);
+		return rc ? rc : gf_seterr(-ENOMEM, "gradient penalty: out of memory");
+	}
+	*out = p;
+	return 0;
+}
+
+void gf_penalty_destroy(gf_penalty *p)
+{
+	if (!p)
+		return;
+	float *dev[] = { p->ones, p->t, p->dev };
+	for (int i = 0; i < 3; i++)
+		if (dev[i])
+			p->be->ops->free(p->be, dev[i]);
+	free(p->host);
+	free(p->len);
+	free(p);
+}
+
+int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean)
+{
+	gf_tensor x, g;
+	int rc = gf_net_output(p->net, &x);
+	if (rc)
+		return rc;
+	int B = (int)x.shape[0];
+	if (B < 1 || B > p->max_batch)
+		return gf_seterr(GF_ESHAPE, "gradient penalty: batch %d not in 1..%d", B, p->max_batch);
+	const gf_backend_ops *o = p->be->ops;
+	if ((rc = gf_net_backward(p->net, seed ? seed : p->ones, GF_NEED_DX)) || (rc = gf_net_dx(p->net, &g)) ||
+	    (rc = o->row_dot(p->be, p->dev, g.data, g.data, B, (int)p->nin, 0)) ||
+	    (rc = o->copy(p->be, p->host, p->dev, (size_t)B * sizeof(float), GF_COPY_D2H)))
+		return rc;
+	/* t = g now: the factors scale it in place (the double backward
+	 * overwrites the network's copy of g) */
+	if ((rc = o->copy(p->be, p->t, g.data, (size_t)B * p->nin * sizeof(float), GF_COPY_D2D)))
+		return rc;
+	double s = 0;
+	for (int i = 0; i < B; i++) {
+		p->len[i] = sqrt((double)p->host[i]);
+		s += p->len[i];
+	}
+	p->B = B;
+	*mean = s / B;
+	return 0;
+}
+
+int gf_penalty_apply(gf_penalty *p, gf_penalty_kind kind, double weight, double center, double scale,
+                     const float *dy, unsigned flags, double *value)
+{
+	int B = p->B, rc;
+	if (!B)
+		return gf_seterr(GF_EPARAM, "gradient penalty: no lengths (gf_penalty_lengths first)");
+	p->B = 0;
+	double v = 0;
+	for (int i = 0; i < B; i++) {
+		double l = p->len[i], c;
+		if (kind == GF_PENALTY_SQUARE) {
+			/* weight / 2 |g|^2: dP/dg = weight g / B */
+			v += 0.5 * l * l;
+			c = weight / B;
+		} else {
+			/* weight (|g| - center)^2: dP/dg = 2 weight (|g| - center) g / (|g| B);
+			 * at g = 0 the subgradient 0, as torch's norm */
+			v += (l - center) * (l - center);
+			c = l > 0 ? 2.0 * weight * (l - center) / (l * B) : 0.0;
+		}
+		p->host[i] = (float)(scale * c);
+	}
+	*value = weight * v / B;
+	const gf_backend_ops *o = p->be->ops;
+	float *f = p->dev + p->max_batch;
+	if ((rc = o->copy(p->be, f, p->host, (size_t)B * sizeof(float), GF_COPY_H2D)) ||
+	    (rc = o->row_scale(p->be, p->t, f, p->t, B, (int)p->nin, 0)))
+		return rc;
+	return gf_net_backward2(p->net, p->t, dy, flags);
+}
+
+void gf_penalty_adam_ratio(gf_optim_conf *c, int every)
+{
+	if (every <= 1)
+		return;
+	double r = (double)every / (every + 1);
+	c->lr = (float)(c->lr * r);
+	if (c->kind == GF_OPT_ADAM || c->kind == GF_OPT_OADAM) {
+		c->beta1 = (float)pow(c->beta1, r);
+		c->beta2 = (float)pow(c->beta2, r);
+	}
+}
