@@ -69,6 +69,7 @@ struct ltensor {
 	size_t n;
 	long off;            /* floats into the params (or buffers) block */
 	float fill;          /* buffers: value at create and gf_net_init */
+	const float *values; /* buffers: n start values instead of fill (static, or in the layer's cfg), or NULL */
 };
 
 struct gf_sn;   /* layers/sn.h */
@@ -194,7 +195,7 @@ struct gf_layer_kind {
 	 * has already refused the labels as input unless GF_LK_LABELS. */
 	int (*shapes)(gf_layer_net *net, struct layer *l);
 	/* Initialises the parameters from rng (host: scratch as large as the
-	 * largest parameter), drawing in the same order every time: checkpoints
+	 * largest parameter or buffer), drawing in the same order every time: checkpoints
 	 * and references depend on it. Called only when the layer has
 	 * parameters; NULL: none to initialise. */
 	int (*init)(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host);
@@ -289,6 +290,8 @@ void gf_layer_set_shape(struct node *n, int ndim, const int64_t *shape);
 void gf_layer_param(struct layer *l, const char *name, int ndim, const int64_t *shape);
 /* Declares the next buffer (n floats, reset to fill at create and init). */
 void gf_layer_buffer(struct layer *l, const char *name, size_t n, float fill);
+/* A buffer whose start values are n static floats (a fixed filter). */
+void gf_layer_buffer_values(struct layer *l, const char *name, size_t n, const float *values);
 /* Asks for n floats of workspace saved from forward to backward; returns
  * the slot: l->save[slot] points to them once the network is created. */
 int gf_layer_save(struct layer *l, size_t n);

@@ -90,7 +90,9 @@ static int reset_buffers(gf_net *net)
 	for (int i = 0; i < net->k.nlayers && !rc; i++) {
 		const struct layer *l = &net->k.layers[i];
 		for (int j = 0; j < l->nbuf && !rc; j++)
-			rc = OPS(net)->fill(BE(net), layer_buffer(&net->k, l, j), l->buf[j].n, l->buf[j].fill);
+			rc = l->buf[j].values ? OPS(net)->copy(BE(net), layer_buffer(&net->k, l, j), l->buf[j].values,
+			                                       l->buf[j].n * sizeof(float), GF_COPY_H2D)
+			                      : OPS(net)->fill(BE(net), layer_buffer(&net->k, l, j), l->buf[j].n, l->buf[j].fill);
 	}
 	return rc;
 }
@@ -220,10 +222,14 @@ void gf_net_destroy(gf_net *net)
 int gf_net_init(gf_net *net, gf_rng *rng)
 {
 	size_t maxn = 1;
-	for (int i = 0; i < net->k.nlayers; i++)
+	for (int i = 0; i < net->k.nlayers; i++) {
 		for (int j = 0; j < net->k.layers[i].nparam; j++)
 			if (net->k.layers[i].param[j].n > maxn)
 				maxn = net->k.layers[i].param[j].n;
+		for (int j = 0; j < net->k.layers[i].nbuf; j++)   /* a kind may draw a buffer (noise's noise_const) */
+			if (net->k.layers[i].buf[j].n > maxn)
+				maxn = net->k.layers[i].buf[j].n;
+	}
 	float *host = malloc(maxn * sizeof(float));
 	if (!host)
 		return gf_seterr(-ENOMEM, "network init: out of memory");

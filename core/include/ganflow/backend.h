@@ -117,6 +117,18 @@ typedef struct gf_mbstd_desc {
 	float eps;        /* 1e-8 (StyleGAN) */
 } gf_mbstd_desc;
 
+/* StyleGAN2's bias + activation (bias_act): x (n, c, hw), y = clamp(act(x
+ * + bgain * b[c]) * gain, -clamp, clamp); act GF_ACT_NONE, _RELU or _LRELU
+ * (slope alpha); clamp <= 0: none. See bias_act_forward. */
+typedef struct gf_bias_act_desc {
+	int n, c, hw;
+	gf_act act;
+	float alpha;      /* LeakyReLU negative slope */
+	float gain;       /* sqrt(2) for relu/lrelu in StyleGAN2 */
+	float clamp;      /* conv_clamp (times gain); <= 0: no clamping */
+	float bgain;      /* the bias's lr_mul */
+} gf_bias_act_desc;
+
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
 typedef enum {
 	GF_LOSS_BCE = 0,      /* binary cross-entropy on probabilities, logs clamped at -100 */
@@ -479,6 +491,18 @@ struct gf_backend_ops {
 	 * dx (n, c, h, w) = dS/dx holding dy (NULL: not wanted), overwritten. */
 	int (*mbstd_backward2)(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
 	                       const gf_mbstd_desc *d);
+	/* ---- StyleGAN2 (layers bias_act and modconv) ---- */
+	/* y (n, c, hw) = clamp(act(x + bgain * b) * gain) (gf_bias_act_desc); b
+	 * (c) may be NULL (no bias); y may equal x. */
+	int (*bias_act_forward)(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d);
+	/* dx = dy * gain * act'(.) where |y| < clamp (0 where clamped), read
+	 * from the output y (gain > 0 keeps the sign of the activation's
+	 * input); dx may equal dy. Its own double backward: J t is this op on
+	 * t (piecewise linear, no second-order term). */
+	int (*bias_act_backward)(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d);
+	/* y (n) = 1 / sqrt(x + eps) (modconv's demodulation coefficients); y
+	 * may equal x. */
+	int (*rsqrt_eps)(gf_backend *be, float *y, const float *x, size_t n, float eps);
 };
 
 /* The parts of augment_forward / augment_backward. */

@@ -115,6 +115,9 @@ static const gf_backend_ops cpu_ops = {
 	.mbstd_forward = gf_cpu_mbstd_forward,
 	.mbstd_backward = gf_cpu_mbstd_backward,
 	.mbstd_backward2 = gf_cpu_mbstd_backward2,
+	.bias_act_forward = gf_cpu_bias_act_forward,
+	.bias_act_backward = gf_cpu_bias_act_backward,
+	.rsqrt_eps = gf_cpu_rsqrt_eps,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

@@ -169,4 +169,9 @@ int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const floa
 int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
                            const gf_mbstd_desc *d);
 
+/* ---- sg2_cpu.c: StyleGAN2 (bias_act, modconv) ---- */
+int gf_cpu_bias_act_forward(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d);
+int gf_cpu_bias_act_backward(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d);
+int gf_cpu_rsqrt_eps(gf_backend *be, float *y, const float *x, size_t n, float eps);
+
 #endif

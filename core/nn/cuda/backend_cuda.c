@@ -31,6 +31,7 @@
 
 #include "cuda.h"
 #include "dbwd.h"
+#include "sg2.h"
 
 /* ---- memory ---- */
 
@@ -448,6 +449,10 @@ static const gf_backend_ops cuda_ops = {
 	.mbstd_forward = gf_cu_mbstd_forward,
 	.mbstd_backward = gf_cu_mbstd_backward,
 	.mbstd_backward2 = gf_cu_mbstd_backward2,
+	/* sg2.h */
+	.bias_act_forward = gf_cu_bias_act_forward,
+	.bias_act_backward = gf_cu_bias_act_backward,
+	.rsqrt_eps = gf_cu_rsqrt_eps,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given
