@@ -296,6 +296,19 @@ CASE(test_mbstd, "mbstd", "return { {'conv', 2, 4, 3, 1, 1}, {'mbstd', 2, 1}, {'
      4, 0, 0)
 CASE(test_mbstd_f2, "mbstd channels 2", "return { {'mbstd', group = 4, channels = 2}, {'tanh'}, input_shape = {4, 2, 3} }", 3, 0,
      0)
+/* StyleGAN2's D-side kinds (and noise, const): eqlr, fir, bias_act */
+CASE(test_eqlr_fir, "eqlr conv + fir blur + stride-2 conv + fir down + eqlr linear",
+     "return { {'conv', 2, 3, 3, 1, 1, eqlr = true}, {'tanh'}, {'fir', pad = 2}, {'conv', 3, 3, 3, 2, 0, eqlr = true, lr_mul = 0.5},"
+     " {'tanh'}, {'fir', down = 2}, {'flatten'}, {'linear', 3, 1, eqlr = true, lr_mul = 0.2}, {'tanh'}, input_shape = {2, 6, 6} }",
+     2, 0, 0)
+CASE(test_fir_up, "fir up + conv", "return { {'fir', up = 2}, {'conv', 2, 2, 3, 1, 1, eqlr = true}, {'tanh'}, input_shape = {2, 3, 3} }",
+     2, 0, 0)
+KINKY(test_bias_act, "bias_act lrelu gain clamp",
+      "return { {'conv', 2, 3, 3, 1, 1, eqlr = true, bias = false}, {'bias_act', 3, clamp = 0.8}, {'conv', 3, 2, 3, 1, 1},"
+      " {'tanh'}, input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_noise_const, "noise random + const (J t = t)",
+     "return { {'tanh'}, {'noise', 2, mode = 'random'}, {'conv', 2, 2, 3, 1, 1}, {'tanh', name = 'h'}, {'const', 2, 3, 3, input = 'x'},"
+     " {'add', with = 'h'}, {'sigmoid'}, input_shape = {2, 3, 3} }", 2, 0, 0)
 /* DC-GAN's G (batchnorm on 2x2 planes of 3 samples, sub-pixel
  * convolutions) with tanh for its LeakyReLUs: with them, a difference step
  * of z moves units across the kinks of many of its 512 LeakyReLUs at once,
@@ -568,6 +581,10 @@ int main(void)
 		cmocka_unit_test(test_diffaugment),
 		cmocka_unit_test(test_mbstd),
 		cmocka_unit_test(test_mbstd_f2),
+		cmocka_unit_test(test_eqlr_fir),
+		cmocka_unit_test(test_fir_up),
+		cmocka_unit_test(test_bias_act),
+		cmocka_unit_test(test_noise_const),
 		cmocka_unit_test(test_g_smooth),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_sngan_d_smooth),
