@@ -124,8 +124,8 @@ typedef struct gf_bias_act_desc {
 	int n, c, hw;
 	gf_act act;
 	float alpha;      /* LeakyReLU negative slope */
-	float gain;       /* sqrt(2) for relu/lrelu in StyleGAN2 */
-	float clamp;      /* conv_clamp (times gain); <= 0: no clamping */
+	float gain;       /* sqrt(2) for relu/lrelu in StyleGAN2 (> 0) */
+	float clamp;      /* StyleGAN2's act_clamp; <= 0: no clamping */
 	float bgain;      /* the bias's lr_mul */
 } gf_bias_act_desc;
 

@@ -8,8 +8,9 @@
  *
  * on (C), (C, L) or (C, H, W), the bias per channel. act is "linear"
  * (gain 1 by default), "relu" or "lrelu" (gain sqrt(2) by default, as
- * StyleGAN2's def_gain); clamp > 0 is StyleGAN2's conv_clamp times the
- * gain (its SynthesisLayer passes conv_clamp * gain), 0 none. PyTorch:
+ * StyleGAN2's def_gain); clamp > 0 is StyleGAN2's act_clamp (conv_clamp
+ * times the gain its layers are called with: 1, or sqrt(0.5) in D's
+ * residual blocks, which also multiplies `gain`), 0 none. PyTorch:
  * (F.leaky_relu(x + b.view(1, -1, 1, 1) * lr_mul, slope) * gain).clamp(-clamp,
  * clamp); where a value is clamped its gradient is 0 (torch.clamp's, but
  * for a value exactly at the bound, a set of measure zero). The bias
