@@ -113,6 +113,22 @@ static const struct sg2_case {
 	  " {'modconv', 2, 3, 1, demod = false, with = 's2', input = 'h2', name = 'rgb'},"
 	  " {'bias_act', 3, act = 'linear', clamp = 1}, input_shape = {8} }",
 	  0 },
+	/* luaconf/backbones/stylegan2_layers.lua's blocks */
+	{ "helpers_g",
+	  "local L = require('backbones.stylegan2_layers'); local t = { input_shape = {8} }"
+	  " L.fc(t, 'm', 'x', 8, 8, { lr_mul = 0.01, act = 'lrelu' }); t[#t + 1] = { 'const', 4, 4, 4, input = 'x', name = 'c' }"
+	  " L.synthesis(t, 'b0', 'c', 'm', 4, 4, { w_dim = 8, noise = 'const', clamp = 2 })"
+	  " L.synthesis(t, 'b1', 'b0', 'm', 4, 3, { w_dim = 8, up = 2, noise = 'const' })"
+	  " L.torgb(t, 'rgb', 'b1', 'm', 3, 2, { w_dim = 8, clamp = 1 }) return t",
+	  0 },
+	{ "helpers_d",
+	  "local L = require('backbones.stylegan2_layers'); local t = { input_shape = {2, 8, 8} }"
+	  " L.conv(t, 'fromrgb', 'x', 2, 4, { k = 1, clamp = 1 }); L.conv(t, 'c0', 'fromrgb', 4, 4, { clamp = 1 })"
+	  " L.conv(t, 'c1', 'c0', 4, 6, { down = 2, gain = math.sqrt(0.5), clamp = 1 })"
+	  " L.conv(t, 'skip', 'fromrgb', 4, 6, { k = 1, down = 2, bias = false, act = 'linear', gain = math.sqrt(0.5) })"
+	  " t[#t + 1] = { 'add', input = 'skip', with = 'c1' }; t[#t + 1] = { 'mbstd', 2, 1 }; t[#t + 1] = { 'flatten' }"
+	  " L.fc(t, 'out', nil, 112, 1) return t",
+	  1 },
 };
 
 /* Writes the views of block b whose reference "<case>.<what>.<view>" exists. */
@@ -153,7 +169,7 @@ static void check_grads(gf_net *net, const char *c, const char *what)
 static void run_case(const struct sg2_case *c, unsigned flags)
 {
 	char code[1600], name[160];
-	snprintf(code, sizeof(code), "return %s", c->table);
+	snprintf(code, sizeof(code), strncmp(c->table, "local ", 6) ? "return %s" : "%s", c->table);   /* a table, or Lua code */
 	gf_tensor x;
 	snprintf(name, sizeof(name), "%s.x", c->name);
 	NN_OK(gf_st_get(ref, name, &x));

@@ -262,6 +262,72 @@ def synthesis(P, B, x, init):
     return bias_act(y, P, "12", act="linear", clamp=1.0)
 
 
+# luaconf/backbones/stylegan2_layers.lua, StyleGAN2-ADA's layer classes (the C test's Lua):
+#   L.fc(t, 'm', 'x', 8, 8, {lr_mul = 0.01, act = 'lrelu'}); {'const', 4, 4, 4, input = 'x', name = 'c'}
+#   L.synthesis(t, 'b0', 'c', 'm', 4, 4, {w_dim = 8, noise = 'const', clamp = 2})
+#   L.synthesis(t, 'b1', 'b0', 'm', 4, 3, {w_dim = 8, up = 2, noise = 'const'})
+#   L.torgb(t, 'rgb', 'b1', 'm', 3, 2, {w_dim = 8, clamp = 1}), input_shape = {8}
+@case("helpers_g", 2, (8,), False)
+def helpers_g(P, B, x, init):
+    if init:
+        P["m_fc.weight"], P["m_fc.bias"] = randn(8, 8, scale=100.0), randn(8, scale=10.0)
+        P["c.const"] = randn(4, 4, 4)
+        for b, cin, cout, hw, up in (("b0", 4, 4, 4, 1), ("b1", 4, 3, 8, 2)):
+            P[b + "_affine.weight"], P[b + "_affine.bias"] = randn(cin, 8), 1 + 0.2 * randn(cin)
+            P[b + "_conv.weight"] = randn(cout, cin, 3, 3) if up == 1 else randn(cin, cout, 3, 3)
+            P[b + "_noise.noise_strength"], B[b + "_noise.noise_const"] = 0.5 * randn(cout), randn(hw * hw)
+            P[b + ".bias"] = 0.3 * randn(cout)
+        P["rgb_affine.weight"], P["rgb_affine.bias"] = randn(3, 8), 1 + 0.2 * randn(3)
+        P["rgb_conv.weight"], P["rgb.bias"] = randn(2, 3, 1, 1), 0.3 * randn(2)
+        return
+    n = x.shape[0]
+    w = F.leaky_relu(F.linear(x, P["m_fc.weight"] * (0.01 / 8 ** 0.5), P["m_fc.bias"] * 0.01), 0.2) * SQRT2
+    h = P["c.const"].unsqueeze(0).repeat(n, 1, 1, 1)
+    h = modconv(h, P, "b0_conv", eq_linear(w, P, "b0_affine"))
+    h = bias_act(noise_const(h, P, B, "b0_noise"), P, "b0", clamp=2.0)
+    h = upfirdn2d(modconv(h, P, "b1_conv", eq_linear(w, P, "b1_affine"), up=2), pad=(1, 1), gain=4.0)
+    h = bias_act(noise_const(h, P, B, "b1_noise"), P, "b1")
+    return bias_act(modconv(h, P, "rgb_conv", eq_linear(w, P, "rgb_affine"), demod=False), P, "rgb", act="linear",
+                    clamp=1.0)
+
+
+# L.conv(t, 'fromrgb', 'x', 2, 4, {k = 1, clamp = 1}); L.conv(t, 'c0', 'fromrgb', 4, 4, {clamp = 1})
+# L.conv(t, 'c1', 'c0', 4, 6, {down = 2, gain = math.sqrt(0.5), clamp = 1})
+# L.conv(t, 'skip', 'fromrgb', 4, 6, {k = 1, down = 2, bias = false, act = 'linear', gain = math.sqrt(0.5)})
+# {'add', input = 'skip', with = 'c1'}, {'mbstd', 2, 1}, {'flatten'}, L.fc(t, 'out', nil, 112, 1),
+# input_shape = {2, 8, 8}
+@case("helpers_d", 4, (2, 8, 8), True)
+def helpers_d(P, B, x, init):
+    if init:
+        P["fromrgb_conv.weight"], P["fromrgb.bias"] = randn(4, 2, 1, 1), 0.3 * randn(4)
+        P["c0_conv.weight"], P["c0.bias"] = randn(4, 4, 3, 3), 0.3 * randn(4)
+        P["c1_conv.weight"], P["c1.bias"] = randn(6, 4, 3, 3), 0.3 * randn(6)
+        P["skip_conv.weight"] = randn(6, 4, 1, 1)
+        P["out_fc.weight"], P["out_fc.bias"] = randn(1, 112), randn(1)
+        return
+    g = 0.5 ** 0.5
+    a = bias_act(eq_conv(x, P, "fromrgb_conv", bias=False), P, "fromrgb", clamp=1.0)
+    h = bias_act(eq_conv(a, P, "c0_conv", pad=1, bias=False), P, "c0", clamp=1.0)
+    h = eq_conv(upfirdn2d(h, pad=(2, 2)), P, "c1_conv", stride=2, bias=False)
+    h = bias_act(h, P, "c1", gain=SQRT2 * g, clamp=g)
+    sk = eq_conv(upfirdn2d(a, down=2, pad=(1, 1)), P, "skip_conv", bias=False) * g
+    return eq_linear(torch.flatten(mbstd(sk + h, 2, 1), 1), P, "out_fc")
+
+
+def mbstd(x, group, f):
+    """StyleGAN2-ADA's MinibatchStdLayer."""
+    n, c, h, w = x.shape
+    g = min(group, n)
+    y = x.reshape(g, -1, f, c // f, h, w)
+    y = y - y.mean(dim=0)
+    y = y.square().mean(dim=0)
+    y = (y + 1e-8).sqrt()
+    y = y.mean(dim=[2, 3, 4])
+    y = y.reshape(-1, f, 1, 1)
+    y = y.repeat(g, 1, h, w)
+    return torch.cat([x, y], dim=1)
+
+
 for name, batch, xshape, dbwd, fn in CASES:
     P, Bf = {}, {}
     fn(P, Bf, None, True)
