@@ -5,9 +5,10 @@
  * synthesis block (eqlr affines, const, modconv 3x3 and up 2 + fir,
  * random and constant noise, bias_act, a toRGB modconv without
  * demodulation) forward and backward (output, dL/dx, every parameter
- * gradient; the random noise is the generator's on both), and a
+ * gradient; the random noise is the generator's on both) and a
  * discriminator block (eqlr convs, fir blur and downsample, bias_act with
- * clamp, residual add) through the double backward (dP/dx, dP/dparam).
+ * clamp, residual add), both through the double backward too (dP/dx,
+ * dP/dparam: the path length's and R1's).
  * fp32; every case runs and reports before the test fails (CHECK). Exits
  * 77 without a CUDA device. */
 #include <setjmp.h>
@@ -161,7 +162,7 @@ static void test_nets(void **state)
 	         " {'modconv', 4, 3, 1, demod = false, with = 's2', input = 'h2', name = 'rgb'},"
 	         " {'bias_act', 3, act = 'linear', clamp = 1, name = 'img'},"
 	         " {'fir', up = 2, input = 'img'}, input_shape = {16} }",
-	         4, 0);
+	         4, 1);
 	net_case("discriminator block",
 	         "return { {'conv', 3, 8, 1, eqlr = true}, {'bias_act', 8, name = 'a'},"
 	         " {'conv', 8, 8, 3, 1, 1, eqlr = true, bias = false}, {'bias_act', 8, clamp = 1},"

@@ -309,6 +309,13 @@ KINKY(test_bias_act, "bias_act lrelu gain clamp",
 CASE(test_noise_const, "noise random + const (J t = t)",
      "return { {'tanh'}, {'noise', 2, mode = 'random'}, {'conv', 2, 2, 3, 1, 1}, {'tanh', name = 'h'}, {'const', 2, 3, 3, input = 'x'},"
      " {'add', with = 'h'}, {'sigmoid'}, input_shape = {2, 3, 3} }", 2, 0, 0)
+CASE(test_modconv, "modconv 3x3 demod, up 2 + fir, 1x1 toRGB (the path length's G)",
+     "return { {'linear', 4, 6, eqlr = true, name = 'w'}, {'tanh', name = 'wt'}, {'linear', 6, 3, eqlr = true, bias_init = 1,"
+     " name = 's0'}, {'const', 3, 3, 3, input = 'x'}, {'modconv', 3, 4, 3, with = 's0'}, {'noise', 4, mode = 'random'},"
+     " {'tanh', name = 'h'}, {'linear', 6, 4, eqlr = true, bias_init = 1, input = 'wt', name = 's1'},"
+     " {'modconv', 4, 2, 3, with = 's1', up = 2, input = 'h'}, {'fir', pad = 1, gain = 4}, {'tanh', name = 'h2'},"
+     " {'linear', 6, 2, eqlr = true, bias_init = 1, input = 'wt', name = 's2'},"
+     " {'modconv', 2, 3, 1, with = 's2', demod = false, input = 'h2'}, input_shape = {4} }", 3, 0, 0)
 /* DC-GAN's G (batchnorm on 2x2 planes of 3 samples, sub-pixel
  * convolutions) with tanh for its LeakyReLUs: with them, a difference step
  * of z moves units across the kinks of many of its 512 LeakyReLUs at once,
@@ -585,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_fir_up),
 		cmocka_unit_test(test_bias_act),
 		cmocka_unit_test(test_noise_const),
+		cmocka_unit_test(test_modconv),
 		cmocka_unit_test(test_g_smooth),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_sngan_d_smooth),

@@ -12,10 +12,10 @@ paths), layer by layer the ganflow table the C test builds (repeated in
 each case's comment), parameters named as ganflow's views. Stored per case
 <c>: x, the output weighting w, every parameter p.<view>, buffers b.<view>
 (noise_const), the output y, and for L = sum(w * y) the gradients
-dx = dL/dx and g.<view> = dL/dparam. The discriminator-side cases (eqlr
-linear and conv, fir, bias_act) also store the double backward of the
-penalty P = 1/2 |dL/dx|^2 (torch.autograd.grad(create_graph=True)): P,
-dPdx and g2.<view> = dP/dparam.
+dx = dL/dx and g.<view> = dL/dparam, and the double backward of the
+penalty P = 1/2 |dL/dx|^2 (torch.autograd.grad(create_graph=True): R1's
+form for the discriminator's kinds, the path length's for the
+generator's, whose input is w): P, dPdx and g2.<view> = dP/dparam.
 
 The modulated convolution is computed here in the grouped-convolution form
 (StyleGAN2-ADA's fused_modconv = True: one convolution per sample with its
@@ -235,7 +235,7 @@ def fir_up(P, B, x, init):
 # {'linear', 8, 2, eqlr = true, bias_init = 1, input = 'x', name = 's2'},
 # {'modconv', 2, 3, 1, demod = false, with = 's2', input = 'h2', name = 'rgb'},
 # {'bias_act', 3, act = 'linear', clamp = 1}, input_shape = {8}
-@case("synthesis", 3, (8,), False)
+@case("synthesis", 3, (8,), True)
 def synthesis(P, B, x, init):
     if init:
         P["s0.weight"], P["s0.bias"] = randn(4, 8), 1 + 0.2 * randn(4)
@@ -267,7 +267,7 @@ def synthesis(P, B, x, init):
 #   L.synthesis(t, 'b0', 'c', 'm', 4, 4, {w_dim = 8, noise = 'const', clamp = 2})
 #   L.synthesis(t, 'b1', 'b0', 'm', 4, 3, {w_dim = 8, up = 2, noise = 'const'})
 #   L.torgb(t, 'rgb', 'b1', 'm', 3, 2, {w_dim = 8, clamp = 1}), input_shape = {8}
-@case("helpers_g", 2, (8,), False)
+@case("helpers_g", 2, (8,), True)
 def helpers_g(P, B, x, init):
     if init:
         P["m_fc.weight"], P["m_fc.bias"] = randn(8, 8, scale=100.0), randn(8, scale=10.0)

@@ -32,9 +32,10 @@
  *
  * Ops: row_scale, row_dot, gemm, rsqrt_eps and the conv ops. The backward
  * goes to x, to the styles (through the modulation and the
- * demodulation) and to the weight. No double backward: g_step's path
- * length penalty refuses a G with modconv by name (gf_net_check_backward2);
- * R1 differentiates D, which has none. */
+ * demodulation) and to the weight. The double backward (g_step's path
+ * length penalty differentiates G's output with respect to its noise,
+ * through the styles) is written out below: the tangent of both inputs,
+ * the weight terms and the second-order terms on x and on the styles. */
 #include <math.h>
 
 #include "../layer_kind.h"
@@ -46,6 +47,7 @@ struct modconv_cfg {
 	float gain;
 	int big;     /* save slot: xs | dxs (B, cin, HWin) | y0 | dy0 (B, cout, HWo) */
 	int small;   /* save slot: d | D2 | dD2 | tmp (B, cout) | s2 | ds2 (B, cin) | W2 | dW2 (cout cin) | ws | dws (weight) */
+	int dbl;     /* save slot of the double backward: U (B, cin, HWin) | T (B, cout, HWo) | 7 (B, cout) | 3 (B, cin) */
 };
 LAYER_CFG_FITS(struct modconv_cfg);
 
@@ -109,6 +111,7 @@ static int modconv_shapes(gf_layer_net *net, struct layer *l)
 	c->big = gf_layer_save(l, 2 * align16(xin) + 2 * align16(yo));
 	c->small = gf_layer_save(l, 4 * align16(B * (size_t)c->cout) + 2 * align16(B * (size_t)c->cin) + 2 * align16(cc) +
 	                                2 * align16(nw));
+	c->dbl = gf_layer_save(l, align16(xin) + align16(yo) + 7 * align16(B * (size_t)c->cout) + 3 * align16(B * (size_t)c->cin));
 	return 0;
 }
 
@@ -119,7 +122,9 @@ static int modconv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *
 }
 
 /* the workspace's parts */
-enum { P_XS, P_DXS, P_Y0, P_DY0, P_D, P_D2, P_DD2, P_TMP, P_S2, P_DS2, P_W2, P_DW2, P_WS, P_DWS };
+enum { P_XS, P_DXS, P_Y0, P_DY0, P_D, P_D2, P_DD2, P_TMP, P_S2, P_DS2, P_W2, P_DW2, P_WS, P_DWS,
+       /* the double backward's */
+       P_U, P_T, P_E, P_A, P_DD, P_D3, P_BB, P_Q, P_R, P_ST, P_QW, P_RW };
 
 static float *part(const gf_layer_net *net, const struct layer *l, int which)
 {
@@ -131,6 +136,11 @@ static float *part(const gf_layer_net *net, const struct layer *l, int which)
 	size_t big[4] = { 0, xin, 2 * xin, 2 * xin + yo };
 	size_t small[10] = { 0, bo, 2 * bo, 3 * bo, 4 * bo, 4 * bo + bi, 4 * bo + 2 * bi, 4 * bo + 2 * bi + cc,
 		             4 * bo + 2 * bi + 2 * cc, 4 * bo + 2 * bi + 2 * cc + nw };
+	if (which >= P_U) {
+		size_t at = which == P_U ? 0 : which == P_T ? xin : which <= P_R ? xin + yo + (size_t)(which - P_E) * bo
+		                                                                   : xin + yo + 7 * bo + (size_t)(which - P_ST) * bi;
+		return (float *)l->save[c->dbl] + at;
+	}
 	if (which < P_D)
 		return (float *)l->save[c->big] + big[which];
 	return (float *)l->save[c->small] + small[which - P_D];
@@ -269,6 +279,148 @@ static int modconv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_
 	return gf_layer_grad_done(net, l->with, B);
 }
 
+/* ---- double backward ----
+ * S = <t_x, dx> + <t_s, ds> for the backward above. With u = t_x s + x t_s
+ * (the tangent of xs), e[o] = sum_i t_s[i] s[i] W2[o, i] (half the tangent
+ * of D2) and a = d, b = -d^3 e:
+ *
+ *   J t = a C(u) + b y0,     S = <a dy, C(u)> + <b dy, C(xs)>      (C: the convolution)
+ *
+ * so with G1 = C^T(a dy) (the backward's dxs) and G2 = C^T(b dy):
+ *   dS/dx = G1 t_s + G2 s
+ *   dS/ds = sum_p G1 t_x + sum_p G2 x + 2 s (q W2) + t_s (r W2)
+ *   dS/dw = convw(a dy, u) + convw(b dy, xs) + 2 w (q^T s^2 + r^T (s t_s))
+ * where q = dS/dD2 = -A d^3 / 2 + 3 dd e d^5 / 2 and r = dS/de = -dd d^3,
+ * A = <dy, C(u)>, dd = <dy, y0> per (sample, output channel). Without
+ * demodulation a = 1 (the gain in the weight), b = 0. */
+static int conv_op(gf_layer_net *net, const struct layer *l, float *y, const float *x, const gf_conv_desc *d)
+{
+	return LAYER_CCFG(struct modconv_cfg, l)->up == 1
+	               ? net->be->ops->conv2d_forward(net->be, y, x, used_weight(net, l), NULL, d)
+	               : net->be->ops->conv2d_backward(net->be, y, NULL, NULL, x, NULL, used_weight(net, l), d, 0);
+}
+
+static int conv_t(gf_layer_net *net, const struct layer *l, float *dx, const float *dy, const gf_conv_desc *d)
+{
+	return LAYER_CCFG(struct modconv_cfg, l)->up == 1
+	               ? net->be->ops->conv2d_backward(net->be, dx, NULL, NULL, dy, NULL, used_weight(net, l), d, 0)
+	               : net->be->ops->conv2d_forward(net->be, dx, dy, used_weight(net, l), NULL, d);
+}
+
+/* dw (+)= the weight gradient of the convolution of input x with output gradient dy */
+static int conv_w(gf_layer_net *net, const struct layer *l, float *dw, const float *dy, const float *x, const gf_conv_desc *d,
+                  int acc)
+{
+	return LAYER_CCFG(struct modconv_cfg, l)->up == 1
+	               ? net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, dy, x, used_weight(net, l), d, acc)
+	               : net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, x, dy, used_weight(net, l), d, acc);
+}
+
+static int modconv_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
+{
+	const struct modconv_cfg *c = LAYER_CCFG(struct modconv_cfg, l);
+	const struct node *in = layer_in(net, l), *sn = &net->nodes[l->with], *out = layer_out(net, l);
+	gf_backend *be = net->be;
+	const float *x = in->data, *s = sn->data, *tx = in->tan, *ts = sn->tan, *dy = out->grad, *w = layer_param(net, l, 0);
+	int hwi = (int)(in->numel / (size_t)c->cin), hwo = (int)(out->numel / (size_t)c->cout), kk = c->k * c->k, rc;
+	int bi = B * c->cin, bo = B * c->cout;
+	size_t nw = l->param[0].n;
+	gf_conv_desc d = modconv_desc(net, l, B);
+	float *u = part(net, l, P_U), *ty0 = part(net, l, P_T), *g1 = part(net, l, P_DXS);
+	/* u = t_x s + x t_s, C(u) */
+	if ((rc = be->ops->row_scale(be, u, s, tx, bi, hwi, 0)) || (rc = be->ops->row_scale(be, u, ts, x, bi, hwi, 1)) ||
+	    (rc = conv_op(net, l, c->demod ? ty0 : (g->tout ? g->tout : ty0), u, &d)))
+		return rc;
+	if (!c->demod) {
+		if (g->dw) {   /* dw += gain convw(dy, u) */
+			float *dws = part(net, l, P_DWS);
+			if ((rc = conv_w(net, l, dws, dy, u, &d, 0)) || (rc = be->ops->axpy(be, layer_grad(net, l, 0), dws, nw, c->gain)))
+				return rc;
+		}
+		if (!in->needs && !sn->needs)
+			return 0;
+		if ((rc = conv_t(net, l, g1, dy, &d)))
+			return rc;
+		if (in->needs && ((rc = be->ops->row_scale(be, gf_layer_grad_dst(net, l->in), ts, g1, bi, hwi, 0)) ||
+		                  (rc = gf_layer_grad_done(net, l->in, B))))
+			return rc;
+		if (sn->needs && ((rc = be->ops->row_dot(be, gf_layer_grad_dst(net, l->with), g1, tx, bi, hwi, 0)) ||
+		                  (rc = gf_layer_grad_done(net, l->with, B))))
+			return rc;
+		return 0;
+	}
+	const float *dm = part(net, l, P_D), *y0 = part(net, l, P_Y0), *s2 = part(net, l, P_S2), *w2 = part(net, l, P_W2);
+	const float *xs = part(net, l, P_XS);
+	float *e = part(net, l, P_E), *A = part(net, l, P_A), *dd = part(net, l, P_DD), *d3 = part(net, l, P_D3);
+	float *bb = part(net, l, P_BB), *q = part(net, l, P_Q), *r = part(net, l, P_R), *st = part(net, l, P_ST);
+	float *dya = part(net, l, P_DY0), *dyb = ty0;
+	/* e = (s t_s) W2^T, A = <dy, C(u)>, dd = <dy, y0>, d^3, b = -d^3 e */
+	if ((rc = be->ops->row_scale(be, st, s, ts, bi, 1, 0)))
+		return rc;
+	rc = c->up == 1 ? be->ops->gemm(be, 0, 1, B, c->cout, c->cin, 1.0f, st, c->cin, w2, c->cin, 0.0f, e, c->cout)
+	                : be->ops->gemm(be, 0, 0, B, c->cout, c->cin, 1.0f, st, c->cin, w2, c->cout, 0.0f, e, c->cout);
+	if (rc || (rc = be->ops->row_dot(be, A, dy, ty0, bo, hwo, 0)) || (rc = be->ops->row_dot(be, dd, dy, y0, bo, hwo, 0)) ||
+	    (rc = be->ops->row_scale(be, d3, dm, dm, bo, 1, 0)) || (rc = be->ops->row_scale(be, d3, dm, d3, bo, 1, 0)) ||
+	    (rc = be->ops->row_scale(be, bb, d3, e, bo, 1, 0)) || (rc = be->ops->scale(be, bb, (size_t)bo, -1.0f)))
+		return rc;
+	/* J t = d C(u) + b y0 */
+	if (g->tout && ((rc = be->ops->row_scale(be, g->tout, dm, ty0, bo, hwo, 0)) ||
+	                (rc = be->ops->row_scale(be, g->tout, bb, y0, bo, hwo, 1))))
+		return rc;
+	/* q = d^3 (3 dd e d^2 - A) / 2 (in q), r = -dd d^3 */
+	if ((rc = be->ops->row_scale(be, q, dm, dm, bo, 1, 0)) || (rc = be->ops->row_scale(be, q, q, e, bo, 1, 0)) ||
+	    (rc = be->ops->row_scale(be, q, q, dd, bo, 1, 0)) || (rc = be->ops->scale(be, q, (size_t)bo, 3.0f)) ||
+	    (rc = be->ops->axpy(be, q, A, (size_t)bo, -1.0f)) || (rc = be->ops->row_scale(be, q, q, d3, bo, 1, 0)) ||
+	    (rc = be->ops->scale(be, q, (size_t)bo, 0.5f)) || (rc = be->ops->row_scale(be, r, dd, d3, bo, 1, 0)) ||
+	    (rc = be->ops->scale(be, r, (size_t)bo, -1.0f)))
+		return rc;
+	/* a dy, b dy (C(u) is dead: its buffer takes b dy) */
+	if ((rc = be->ops->row_scale(be, dya, dm, dy, bo, hwo, 0)) || (rc = be->ops->row_scale(be, dyb, bb, dy, bo, hwo, 0)))
+		return rc;
+	if (g->dw) {
+		float *gw = layer_grad(net, l, 0), *m = part(net, l, P_DW2);
+		size_t cc = (size_t)c->cout * c->cin;
+		if ((rc = conv_w(net, l, gw, dya, u, &d, 1)) || (rc = conv_w(net, l, gw, dyb, xs, &d, 1)))
+			return rc;
+		if (c->up == 1) {   /* M (cout, cin) = q^T s^2 + r^T (s t_s) */
+			if ((rc = be->ops->gemm(be, 1, 0, c->cout, c->cin, B, 1.0f, q, c->cout, s2, c->cin, 0.0f, m, c->cin)) ||
+			    (rc = be->ops->gemm(be, 1, 0, c->cout, c->cin, B, 1.0f, r, c->cout, st, c->cin, 1.0f, m, c->cin)))
+				return rc;
+		} else {            /* M (cin, cout) */
+			if ((rc = be->ops->gemm(be, 1, 0, c->cin, c->cout, B, 1.0f, s2, c->cin, q, c->cout, 0.0f, m, c->cout)) ||
+			    (rc = be->ops->gemm(be, 1, 0, c->cin, c->cout, B, 1.0f, st, c->cin, r, c->cout, 1.0f, m, c->cout)))
+				return rc;
+		}
+		if ((rc = be->ops->scale(be, m, cc, 2.0f)) || (rc = be->ops->row_scale(be, gw, m, w, (int)cc, kk, 1)))
+			return rc;
+	}
+	if (!in->needs && !sn->needs)
+		return 0;
+	/* G1 = C^T(a dy), G2 = C^T(b dy) (into u, dead now) */
+	float *g2 = u;
+	if ((rc = conv_t(net, l, g1, dya, &d)) || (rc = conv_t(net, l, g2, dyb, &d)))
+		return rc;
+	if (in->needs) {
+		float *dx = gf_layer_grad_dst(net, l->in);
+		if ((rc = be->ops->row_scale(be, dx, ts, g1, bi, hwi, 0)) || (rc = be->ops->row_scale(be, dx, s, g2, bi, hwi, 1)) ||
+		    (rc = gf_layer_grad_done(net, l->in, B)))
+			return rc;
+	}
+	if (!sn->needs)
+		return 0;
+	float *ds = gf_layer_grad_dst(net, l->with), *qw = part(net, l, P_QW), *rw = part(net, l, P_RW);
+	if ((rc = be->ops->row_dot(be, ds, g1, tx, bi, hwi, 0)) || (rc = be->ops->row_dot(be, ds, g2, x, bi, hwi, 1)))
+		return rc;
+	/* q W2 and r W2 (B, cin); W2 is (cout, cin), or (cin, cout) with up = 2 */
+	int tw = c->up == 2, ldw = tw ? c->cout : c->cin;
+	if ((rc = be->ops->gemm(be, 0, tw, B, c->cin, c->cout, 1.0f, q, c->cout, w2, ldw, 0.0f, qw, c->cin)) ||
+	    (rc = be->ops->gemm(be, 0, tw, B, c->cin, c->cout, 1.0f, r, c->cout, w2, ldw, 0.0f, rw, c->cin)) ||
+	    (rc = be->ops->scale(be, qw, (size_t)bi, 2.0f)) || (rc = be->ops->row_scale(be, ds, s, qw, bi, 1, 1)) ||
+	    (rc = be->ops->row_scale(be, ds, ts, rw, bi, 1, 1)))
+		return rc;
+	return gf_layer_grad_done(net, l->with, B);
+}
+
 static double modconv_flops(const gf_layer_net *net, const struct layer *l, int B, int exec)
 {
 	(void)exec;
@@ -289,5 +441,6 @@ const gf_layer_kind gf_layer_modconv = {
 	.init = modconv_init,
 	.forward = modconv_forward,
 	.backward = modconv_backward,
+	.backward2 = modconv_backward2,
 	.flops = modconv_flops,
 };
