@@ -43,7 +43,10 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/bias_act.c
   ${GF_NN_DIR}/layers/noise.c
   ${GF_NN_DIR}/layers/const.c
-  ${GF_NN_DIR}/layers/modconv.c)
+  ${GF_NN_DIR}/layers/modconv.c
+  ${GF_NN_DIR}/layers/norm2.c
+  ${GF_NN_DIR}/layers/dot.c
+  ${GF_NN_DIR}/layers/w_avg.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c
