@@ -316,6 +316,15 @@ CASE(test_modconv, "modconv 3x3 demod, up 2 + fir, 1x1 toRGB (the path length's 
      " {'modconv', 4, 2, 3, with = 's1', up = 2, input = 'h'}, {'fir', pad = 1, gain = 4}, {'tanh', name = 'h2'},"
      " {'linear', 6, 2, eqlr = true, bias_init = 1, input = 'wt', name = 's2'},"
      " {'modconv', 2, 3, 1, with = 's2', demod = false, input = 'h2'}, input_shape = {4} }", 3, 0, 0)
+/* dot: both inputs from x (its second-order terms), and StyleGAN2 D's
+ * cmap head (the label's side has no tangent) */
+CASE(test_dot, "dot (bilinear in x)",
+     "return { {'linear', 5, 4, name = 'a'}, {'linear', 5, 4, input = 'x'}, {'tanh', name = 'b'},"
+     " {'dot', input = 'a', with = 'b', scale = 0.5}, {'tanh'}, input_shape = {5} }", 3, 0, 0)
+CASE(test_dot_cmap, "dot with the label's mapping (cmap)",
+     "return { {'conv', 2, 3, 3, 1, 1}, {'tanh'}, {'flatten'}, {'linear', 48, 4, name = 'o'}, {'embedding', 3, 4},"
+     " {'bias_act', 4, act = 'linear', lr_mul = 1.7}, {'norm2'}, {'linear', 4, 4, eqlr = true, lr_mul = 0.01}, {'tanh', name = 'c'},"
+     " {'dot', input = 'o', with = 'c', scale = 0.5}, input_shape = {2, 4, 4} }", 3, 0, 3)
 /* DC-GAN's G (batchnorm on 2x2 planes of 3 samples, sub-pixel
  * convolutions) with tanh for its LeakyReLUs: with them, a difference step
  * of z moves units across the kinks of many of its 512 LeakyReLUs at once,
@@ -593,6 +602,8 @@ int main(void)
 		cmocka_unit_test(test_bias_act),
 		cmocka_unit_test(test_noise_const),
 		cmocka_unit_test(test_modconv),
+		cmocka_unit_test(test_dot),
+		cmocka_unit_test(test_dot_cmap),
 		cmocka_unit_test(test_g_smooth),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_sngan_d_smooth),

@@ -379,6 +379,14 @@ CASE(test_modconv_rgb, "modconv 1x1 no demod (toRGB)",
      "return { {'linear', 5, 3, eqlr = true, bias_init = 1, name = 's'}, {'linear', 5, 12, input = 'x'}, {'reshape', 3, 2, 2},"
      " {'modconv', 3, 3, 1, with = 's', demod = false}, input_shape = {5} }", 3, 0, 0)
 
+/* stylegan2.lua's own kinds: the mapping's normalisation, D's cmap
+ * projection (both inputs downstream of x), w_avg in training (identity) */
+CASE(test_norm2, "norm2", "return { {'norm2'}, {'linear', 6, 3}, {'tanh'}, input_shape = {6} }", 3, 0, 0)
+CASE(test_dot, "dot",
+     "return { {'linear', 5, 4, name = 'a'}, {'linear', 5, 4, input = 'x'}, {'tanh', name = 'b'},"
+     " {'dot', input = 'a', with = 'b', scale = 0.5}, input_shape = {5} }", 3, 0, 0)
+CASE(test_w_avg, "w_avg (training)", "return { {'linear', 4, 3}, {'w_avg', 3, beta = 0.9}, {'tanh'}, input_shape = {4} }", 3, 0,
+     0)
 /* the hand-written networks the CUDA tests compare with the CPU
  * (test_cuda_nets.h), whole, with the backbones' settings: their
  * gradients are right on the CPU */
@@ -455,6 +463,9 @@ int main(void)
 		cmocka_unit_test(test_modconv),
 		cmocka_unit_test(test_modconv_up),
 		cmocka_unit_test(test_modconv_rgb),
+		cmocka_unit_test(test_norm2),
+		cmocka_unit_test(test_dot),
+		cmocka_unit_test(test_w_avg),
 		cmocka_unit_test(test_mbstd_f2),
 		cmocka_unit_test(test_linear_nobias),
 		cmocka_unit_test(test_conv),
