@@ -33,8 +33,8 @@ static int w_avg_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *
 		return rc;
 	if (!(c->beta >= 0.0f && c->beta < 1.0f))
 		return gf_layer_err(GF_EPARAM, l, "beta must be in [0, 1)");
-	if (!(c->psi >= 0.0f && c->psi <= 1.0f))
-		return gf_layer_err(GF_EPARAM, l, "psi must be in [0, 1]");
+	if (!(c->psi >= 0.0f))
+		return gf_layer_err(GF_EPARAM, l, "psi must be >= 0");
 	return 0;
 }
 
