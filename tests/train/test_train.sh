@@ -5,7 +5,7 @@
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
-#                                  sample_folder
+#                                  sample_folder | stylegan2
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -377,6 +377,52 @@ resnets)
   "$G" run "$S/pipelines/biggan_imagenet.lua" data="$T/synth" ch=8 batch=2 steps=2 dir="$T/bi" quiet=true >"$T/bi.log" 2>&1
   check "[ $? -eq 0 ] && [ -f '$T/bi/checkpoints/ckpt-00000002.safetensors' ]" "biggan_imagenet on synth data failed: $(tail -3 "$T/bi.log")"
   check "[ \"\$(png_size '$T/bi/samples/latest.png' | cut -d' ' -f2)\" -gt 128 ]" "biggan_imagenet grid should hold 128x128 images"
+  ;;
+stylegan2)
+  # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
+  # ramp): N + resume + N equals 2N bit for bit, unconditional and
+  # conditional; the tracked mean of w moves; truncation= in w-space shrinks
+  # the spread of the samples and leaves z alone; the conditional grid has a
+  # row per class
+  n=3
+  for p in "ch=8 z=16 w=16 r1_every=2" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2"; do
+    tag=$(echo "$p" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
+    run stylegan2_fashion "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 $p
+    check "[ $? -eq 0 ]" "stylegan2_fashion $p: run failed: $(tail -3 "$T/a$tag.log")"
+    check_metrics "$T/a$tag"
+    check "grep -q '\"r1\":[0-9]' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: no r1 in the metrics"
+    run stylegan2_fashion "$T/b$tag" steps=$n samples=1000 log=1 $p
+    run stylegan2_fashion "$T/c$tag" steps=$((2 * n)) samples=1000 log=1 resume="$T/b$tag" $p
+    check "[ $? -eq 0 ]" "stylegan2_fashion $p: resumed run failed: $(tail -3 "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/a$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "stylegan2_fashion $p: N + resume + N differs from 2N: $(cat "$T/cmp$tag.log")"
+  done
+  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  ac="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  check "[ \"$(png_size "$ac/samples/latest.png")\" = '342 342' ]" "conditional StyleGAN2: a 10x10 grid should be 342x342, got $(png_size "$ac/samples/latest.png")"
+  "$G" sample "$a" n=16 out="$T/s0.png" npy="$T/s0" >"$T/s0.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/s0.log'" "stylegan2 sample should use G's average: $(cat "$T/s0.log")"
+  "$G" sample "$a" n=16 out="$T/s1.png" npy="$T/s1" truncation=0.3 >"$T/s1.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'truncation 0.3 in w-space' '$T/s1.log'" "stylegan2 sample truncation=0.3 should be in w-space: $(cat "$T/s1.log")"
+  /usr/bin/python3 - "$T" "$(latest "$a")" >"$T/tr.log" 2>&1 <<'PY'
+import json, struct, sys
+import numpy as np
+t, ck = sys.argv[1], sys.argv[2]
+z0, z1 = np.load(t + "/s0.z.npy"), np.load(t + "/s1.z.npy")
+i0, i1 = np.load(t + "/s0.images.npy"), np.load(t + "/s1.images.npy")
+assert np.array_equal(z0, z1), "w-space truncation changed z"
+s0, s1 = i0.std(0).mean(), i1.std(0).mean()
+assert s1 < 0.6 * s0, f"psi 0.3 should shrink the spread of the samples: {s1} vs {s0}"
+raw = open(ck, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+for k in ("g.net.w.w_avg", "g.ema.w.w_avg"):
+    o = h[k]["data_offsets"]
+    w = np.frombuffer(raw[8 + n + o[0]:8 + n + o[1]], dtype=np.float32)
+    assert np.abs(w).max() > 0, f"{k} did not move"
+print("ok", s0, s1)
+PY
+  check "[ $? -eq 0 ]" "stylegan2 truncation / w_avg: $(cat "$T/tr.log")"
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5
