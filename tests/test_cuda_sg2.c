@@ -1,6 +1,7 @@
 /* The CUDA backend's StyleGAN2 ops and kinds against the CPU backend's:
  * bias_act_forward/_backward (linear, relu, lrelu; with and without bias
- * and clamp) and rsqrt_eps on random inputs; then whole networks with the
+ * and clamp), rsqrt_eps and fir_forward/_backward (up, down, blurs,
+ * asymmetric pads) on random inputs; then whole networks with the
  * same parameters, buffers, inputs and generator on both backends: a
  * synthesis block (eqlr affines, const, modconv 3x3 and up 2 + fir,
  * random and constant noise, bias_act, a toRGB modconv without
@@ -36,7 +37,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void test_bias_act_rsqrt(void **state)
+static void test_ops(void **state)
 {
 	(void)state;
 	int n = 5, c = 37, hw = 301;
@@ -66,6 +67,30 @@ static void test_bias_act_rsqrt(void **state)
 	NN_OK(cpu->ops->rsqrt_eps(cpu, y, pos, total, 1e-8f));
 	NN_OK(gpu->ops->rsqrt_eps(gpu, gy, gpos, total, 1e-8f));
 	CHECK(dev_close("rsqrt_eps", gpu, gy, y, total, TOL_FP32));
+	/* fir: upsample2d, downsample2d, the two blurs, asymmetric pads with up and down together */
+	const int cfg[][4] = { { 2, 1, 2, 1 }, { 1, 2, 1, 1 }, { 1, 1, 2, 2 }, { 1, 1, 1, 1 }, { 2, 2, 1, 2 } };
+	for (size_t k = 0; k < sizeof(cfg) / sizeof(cfg[0]); k++) {
+		int up = cfg[k][0], down = cfg[k][1], h = 13, w = 10;
+		gf_fir_desc d = { .n = 37, .h = h, .w = w, .up = up, .down = down, .p0 = cfg[k][2],
+			          .f = { 0.125f, 0.375f, 0.375f, 0.125f }, .gain = (float)(up * up) };
+		d.hout = (h * up + cfg[k][2] + cfg[k][3] - 4) / down + 1;
+		d.wout = (w * up + cfg[k][2] + cfg[k][3] - 4) / down + 1;
+		size_t ni = (size_t)d.n * h * w, no = (size_t)d.n * d.hout * d.wout;
+		float *fx = host_rand(ni, 10 + k, -1, 1), *fdy = host_rand(no, 20 + k, -1, 1);
+		float *fy = malloc(no * sizeof(float)), *fdx = malloc(ni * sizeof(float));
+		float *gfx = dev_from(gpu, fx, ni), *gfdy = dev_from(gpu, fdy, no), *gfy = dev_alloc(gpu, no), *gfdx = dev_alloc(gpu, ni);
+		NN_OK(cpu->ops->fir_forward(cpu, fy, fx, &d));
+		NN_OK(gpu->ops->fir_forward(gpu, gfy, gfx, &d));
+		NN_OK(cpu->ops->fir_backward(cpu, fdx, fdy, &d));
+		NN_OK(gpu->ops->fir_backward(gpu, gfdx, gfdy, &d));
+		char what[80];
+		snprintf(what, sizeof(what), "fir_forward up %d down %d pad %d,%d", up, down, cfg[k][2], cfg[k][3]);
+		CHECK(dev_close(what, gpu, gfy, fy, no, TOL_FP32));
+		snprintf(what, sizeof(what), "fir_backward up %d down %d pad %d,%d", up, down, cfg[k][2], cfg[k][3]);
+		CHECK(dev_close(what, gpu, gfdx, fdx, ni, TOL_FP32));
+		gpu->ops->free(gpu, gfx), gpu->ops->free(gpu, gfdy), gpu->ops->free(gpu, gfy), gpu->ops->free(gpu, gfdx);
+		free(fx), free(fdy), free(fy), free(fdx);
+	}
 	float *dev[] = { gx, gb, gdy, gy, gdx, gpos };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		gpu->ops->free(gpu, dev[i]);
@@ -177,7 +202,7 @@ int main(void)
 {
 	cuda_require_device("test_cuda_sg2");
 	const struct CMUnitTest tests[] = {
-		CHECKED_TEST(test_bias_act_rsqrt),
+		CHECKED_TEST(test_ops),
 		CHECKED_TEST(test_nets),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -360,6 +360,8 @@ CASE(test_eqlr_conv, "eqlr conv", "return { {'conv', 3, 4, 3, 2, 1, eqlr = true,
 CASE(test_fir, "fir up, down, blurs",
      "return { {'fir', up = 2}, {'fir', down = 2}, {'fir', pad = 2}, {'fir', pad = 1, gain = 4}, input_shape = {2, 4, 5} }", 2, 0,
      0)
+CASE(test_fir_general, "fir asymmetric pads, up and down together",
+     "return { {'fir', pad = {2, 1}, gain = 1.5}, {'fir', up = 2, down = 2, pad = {1, 2}}, input_shape = {2, 5, 4} }", 2, 0, 0)
 CASE(test_bias_act, "bias_act lrelu clamp", "return { {'bias_act', 12, clamp = 1.2}, input_shape = {12, 1, 2} }", 2, 0, 0)
 CASE(test_bias_act_relu, "bias_act relu lr_mul", "return { {'bias_act', 4, act = 'relu', lr_mul = 0.3}, {'tanh'}, input_shape = {4} }",
      3, 0, 0)
@@ -455,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_eqlr_linear),
 		cmocka_unit_test(test_eqlr_conv),
 		cmocka_unit_test(test_fir),
+		cmocka_unit_test(test_fir_general),
 		cmocka_unit_test(test_bias_act),
 		cmocka_unit_test(test_bias_act_relu),
 		cmocka_unit_test(test_noise),

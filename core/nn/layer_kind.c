@@ -213,13 +213,6 @@ void gf_layer_buffer(struct layer *l, const char *name, size_t n, float fill)
 	t->fill = fill;
 }
 
-void gf_layer_buffer_values(struct layer *l, const char *name, size_t n, const float *values)
-{
-	gf_layer_buffer(l, name, n, 0.0f);
-	if (l->nbuf <= LAYER_MAX_TENSORS)
-		l->buf[l->nbuf - 1].values = values;
-}
-
 int gf_layer_save(struct layer *l, size_t n)
 {
 	if (l->nsave < LAYER_MAX_TENSORS)

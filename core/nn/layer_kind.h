@@ -69,7 +69,6 @@ struct ltensor {
 	size_t n;
 	long off;            /* floats into the params (or buffers) block */
 	float fill;          /* buffers: value at create and gf_net_init */
-	const float *values; /* buffers: n start values instead of fill (static, or in the layer's cfg), or NULL */
 };
 
 struct gf_sn;   /* layers/sn.h */
@@ -290,8 +289,6 @@ void gf_layer_set_shape(struct node *n, int ndim, const int64_t *shape);
 void gf_layer_param(struct layer *l, const char *name, int ndim, const int64_t *shape);
 /* Declares the next buffer (n floats, reset to fill at create and init). */
 void gf_layer_buffer(struct layer *l, const char *name, size_t n, float fill);
-/* A buffer whose start values are n static floats (a fixed filter). */
-void gf_layer_buffer_values(struct layer *l, const char *name, size_t n, const float *values);
 /* Asks for n floats of workspace saved from forward to backward; returns
  * the slot: l->save[slot] points to them once the network is created. */
 int gf_layer_save(struct layer *l, size_t n);

@@ -90,9 +90,7 @@ static int reset_buffers(gf_net *net)
 	for (int i = 0; i < net->k.nlayers && !rc; i++) {
 		const struct layer *l = &net->k.layers[i];
 		for (int j = 0; j < l->nbuf && !rc; j++)
-			rc = l->buf[j].values ? OPS(net)->copy(BE(net), layer_buffer(&net->k, l, j), l->buf[j].values,
-			                                       l->buf[j].n * sizeof(float), GF_COPY_H2D)
-			                      : OPS(net)->fill(BE(net), layer_buffer(&net->k, l, j), l->buf[j].n, l->buf[j].fill);
+			rc = OPS(net)->fill(BE(net), layer_buffer(&net->k, l, j), l->buf[j].n, l->buf[j].fill);
 	}
 	return rc;
 }

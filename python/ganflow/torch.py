@@ -37,7 +37,7 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
                 1x1 nn.Conv2d without bias, gamma a (1)-tensor; sn = true on all four convs
     StyleGAN2's (docs/nn.md "StyleGAN2's layers"): linear/conv with eqlr = true (stored weight
                 times lr_mul/sqrt(fan_in), bias times lr_mul), fir (upfirdn2d with the layer's
-                `filter` buffer), bias_act, noise (noise_const in eval, a fresh draw in train),
+                filter), bias_act, noise (noise_const in eval, a fresh draw in train),
                 const, modconv (modulate, convolve, demodulate), mbstd, norm2, dot, w_avg
                 (w_avg.lerp(w, psi) in eval; `psi` attribute, from the table)
 
@@ -275,14 +275,15 @@ class EqConv(nn.Module):
 
 
 class Fir(nn.Module):
-    """upfirdn2d: zeros inserted (up), padded (p0 before, p1 after), the 4x4 filter (buffer, gain
+    """upfirdn2d: zeros inserted (up), padded (p0 before, p1 after), the 4x4 filter (gain
     included), every down-th pixel. Written with static shapes for ONNX: zero insertion by
     stacking, padding through the convolution's own (symmetric) padding and a slice."""
 
     def __init__(self, shape, up, down, p0, p1, gain):
         super().__init__()
         f = torch.tensor([1.0, 3.0, 3.0, 1.0])
-        self.register_buffer("filter", ((f[:, None] * f[None, :]) / 64.0 * gain).reshape(16))
+        # not in the state: the engine's fir has no buffer (its ops build the filter)
+        self.register_buffer("filter", ((f[:, None] * f[None, :]) / 64.0 * gain).reshape(16), persistent=False)
         self.c, self.h, self.w = shape
         self.up, self.down, self.p0, self.p1 = up, down, p0, p1
 

@@ -129,6 +129,22 @@ typedef struct gf_bias_act_desc {
 	float bgain;      /* the bias's lr_mul */
 } gf_bias_act_desc;
 
+/* StyleGAN2's FIR resampling (upfirdn2d) of n planes x (n, h, w) to y (n,
+ * hout, wout): each plane upsampled by inserting up - 1 zeros after every
+ * pixel (rows and columns: h up x w up), padded with p0 zeros before,
+ * filtered with the separable 4x4 filter gain f f^T, every down-th pixel
+ * kept: y[oy][ox] = gain sum_(ky, kx) f[ky] f[kx] xu[oy down + ky - p0][ox
+ * down + kx - p0], xu the upsampled plane (0 outside). Correlation: the
+ * filter is applied unflipped (StyleGAN2's [1, 3, 3, 1] is symmetric).
+ * hout and wout give the trailing padding. See fir_forward. */
+typedef struct gf_fir_desc {
+	int n, h, w, hout, wout;
+	int up, down;     /* 1 or 2 */
+	int p0;           /* leading zero padding (rows and columns) */
+	float f[4];       /* the separable taps */
+	float gain;
+} gf_fir_desc;
+
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
 typedef enum {
 	GF_LOSS_BCE = 0,      /* binary cross-entropy on probabilities, logs clamped at -100 */
@@ -503,6 +519,11 @@ struct gf_backend_ops {
 	/* y (n) = 1 / sqrt(x + eps) (modconv's demodulation coefficients); y
 	 * may equal x. */
 	int (*rsqrt_eps)(gf_backend *be, float *y, const float *x, size_t n, float eps);
+	/* y = upfirdn2d(x) (gf_fir_desc; layer fir), and its adjoint dx (n, h,
+	 * w) from dy (n, hout, wout), overwritten. Both gather: one output
+	 * element from its own taps, in a fixed order. */
+	int (*fir_forward)(gf_backend *be, float *y, const float *x, const gf_fir_desc *d);
+	int (*fir_backward)(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d);
 };
 
 /* The parts of augment_forward / augment_backward. */

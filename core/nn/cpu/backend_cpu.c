@@ -118,6 +118,8 @@ static const gf_backend_ops cpu_ops = {
 	.bias_act_forward = gf_cpu_bias_act_forward,
 	.bias_act_backward = gf_cpu_bias_act_backward,
 	.rsqrt_eps = gf_cpu_rsqrt_eps,
+	.fir_forward = gf_cpu_fir_forward,
+	.fir_backward = gf_cpu_fir_backward,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

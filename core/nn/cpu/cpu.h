@@ -173,5 +173,7 @@ int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t,
 int gf_cpu_bias_act_forward(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d);
 int gf_cpu_bias_act_backward(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d);
 int gf_cpu_rsqrt_eps(gf_backend *be, float *y, const float *x, size_t n, float eps);
+int gf_cpu_fir_forward(gf_backend *be, float *y, const float *x, const gf_fir_desc *d);
+int gf_cpu_fir_backward(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d);
 
 #endif

@@ -453,6 +453,8 @@ static const gf_backend_ops cuda_ops = {
 	.bias_act_forward = gf_cu_bias_act_forward,
 	.bias_act_backward = gf_cu_bias_act_backward,
 	.rsqrt_eps = gf_cu_rsqrt_eps,
+	.fir_forward = gf_cu_fir_forward,
+	.fir_backward = gf_cu_fir_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

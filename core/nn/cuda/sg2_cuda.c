@@ -1,6 +1,6 @@
 /* CUDA StyleGAN2 ops (the vtable side; kernels in sg2.cu): bias +
- * activation with gain and clamping, and the demodulation's reciprocal
- * square root. The CPU versions are core/nn/cpu/sg2_cpu.c. Every op
+ * activation with gain and clamping, the demodulation's reciprocal square
+ * root, and FIR resampling. The CPU versions are core/nn/cpu/sg2_cpu.c. Every op
  * records its signature (graph capture) and launches on the instance's
  * stream. */
 #include <ganflow/err.h>
@@ -51,4 +51,31 @@ int gf_cu_rsqrt_eps(gf_backend *be, float *y, const float *x, size_t n, float ep
 		return rc == GF_CU_SKIP ? 0 : rc;
 	CU_LAUNCH(gf_cu_rsqrt_eps_launch(cu->stream, y, x, n, eps));
 	return 0;
+}
+
+static int fir(gf_backend *be, int backward, float *y, const float *x, const gf_fir_desc *d)
+{
+	gf_cuda *cu = gf_cu(be);
+	if (d->n < 0 || d->h < 1 || d->w < 1 || d->hout < 1 || d->wout < 1 || d->p0 < 0)
+		return gf_seterr(GF_EPARAM, "cuda fir: bad sizes (%d planes, %dx%d -> %dx%d, pad %d)", d->n, d->h, d->w, d->hout,
+		                 d->wout, d->p0);
+	if (d->up < 1 || d->up > 2 || d->down < 1 || d->down > 2)
+		return gf_seterr(GF_EUNSUPPORTED, "cuda fir: up = %d, down = %d (1 or 2)", d->up, d->down);
+	TRY(gf_cu_enter(cu));
+	int rc = GF_CU_SIG(cu, backward ? GF_CU_OP_FIR_BWD : GF_CU_OP_FIR_FWD, GF_CU_P(y), GF_CU_P(x));
+	gf_cu_sig_bytes(cu, d, sizeof(*d));
+	if (rc)
+		return rc == GF_CU_SKIP ? 0 : rc;
+	CU_LAUNCH(gf_cu_fir_launch(cu->stream, backward, y, x, *d));
+	return 0;
+}
+
+int gf_cu_fir_forward(gf_backend *be, float *y, const float *x, const gf_fir_desc *d)
+{
+	return fir(be, 0, y, x, d);
+}
+
+int gf_cu_fir_backward(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d)
+{
+	return fir(be, 1, dx, dy, d);
 }

@@ -31,7 +31,6 @@ struct bias_act_cfg {
 	gf_act act;
 	float slope, gain, clamp, lr_mul;
 	int dbias;   /* save slot: the bias gradient before lr_mul (lr_mul != 1) */
-	int dpre;    /* save slot: the pre-activation gradient when dx is not wanted */
 };
 LAYER_CFG_FITS(struct bias_act_cfg);
 
@@ -75,8 +74,6 @@ static int bias_act_shapes(gf_layer_net *net, struct layer *l)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->c });
 	if (c->bias && c->lr_mul != 1.0f)
 		c->dbias = gf_layer_save(l, (size_t)c->c);
-	if (c->bias)
-		c->dpre = gf_layer_save(l, (size_t)net->max_batch * in->numel);
 	return 0;
 }
 
@@ -111,8 +108,9 @@ static int bias_act_backward(gf_layer_net *net, struct layer *l, int B, gf_layer
 	int rc, dw = g->dw && c->bias;
 	if (!g->dx && !dw)
 		return 0;
-	/* the pre-activation gradient, in dx or (not wanted) in scratch */
-	float *dpre = g->dx ? g->dx : l->save[c->dpre];
+	/* the pre-activation gradient, in dx or, not wanted, in the engine's
+	 * accumulation scratch (free: without dx nothing is accumulated) */
+	float *dpre = g->dx ? g->dx : net->acc;
 	if ((rc = be->ops->bias_act_backward(be, dpre, out->grad, out->data, &d)) || !dw)
 		return rc;
 	if (c->lr_mul == 1.0f)

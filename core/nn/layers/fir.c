@@ -15,22 +15,17 @@
  *   {"fir", pad = 1, gain = 4}      the blur after a stride-2 transposed conv (G's up conv: 2H + 1 -> 2H)
  *
  * StyleGAN2's conv2d_resample is the composition of these with a conv
- * (down) or modconv/tconv (up) in the layer table, not a fused kind.
- * Supported: up = 1 with p0 = p1 (down 1 or 2), and up = 2 with down = 1
- * and p1 + 1 - p0 in {0, 1}, p0 <= 3 (StyleGAN2's {2, 1}).
+ * (down) or modconv (up) in the layer table, not a fused kind. up and down
+ * are 1 or 2; the same pads apply to rows and columns.
  *
- * The filter is symmetric, so convolution and correlation agree. It runs
- * as a one-channel convolution of the (B C, 1, H, W) view (up = 1) or its
- * transposed convolution with stride 2 (up = 2): the backend's conv ops,
- * nothing new. The filter times gain is the buffer `filter` (4, 4),
- * restored at create and init. Linear in x: the double backward's J t is
- * the same op on t, with no other term. */
+ * Backend ops fir_forward / fir_backward (the adjoint), gathers with the
+ * taps in the descriptor. Linear in x: the double backward's J t is the
+ * forward on t, with no other term. */
 #include "../layer_kind.h"
 
 struct fir_cfg {
 	int up, down, p0, p1;
 	float gain;
-	float f[16];   /* f f^T * gain, the buffer's start values */
 };
 LAYER_CFG_FITS(struct fir_cfg);
 
@@ -38,15 +33,15 @@ static int read_pad(const gf_layer_args *a, int up, int down, int *p0, int *p1)
 {
 	const gf_value *v = gf_value_get(a->v, "pad");
 	if (!v) {
-		if (up == 2) {
+		if (up == 2 && down == 1) {
 			*p0 = 2, *p1 = 1;   /* upsample2d: (fw + up - 1) / 2, (fw - up) / 2 */
 			return 0;
 		}
-		if (down == 2) {
+		if (down == 2 && up == 1) {
 			*p0 = *p1 = 1;      /* downsample2d */
 			return 0;
 		}
-		return gf_layer_err(GF_EPARAM, a->l, "needs pad (a number or {before, after}) when up = down = 1");
+		return gf_layer_err(GF_EPARAM, a->l, "needs pad (a number or {before, after}) unless up = 2 or down = 2");
 	}
 	int ok0 = 1, ok1 = 1;
 	if (v->type == GF_VLIST && gf_value_len(v) == 2) {
@@ -67,22 +62,11 @@ static int fir_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a)
 	int rc;
 	if ((rc = gf_layer_arg_int(a, -1, "up", 1, 1, &c->up)) || (rc = gf_layer_arg_int(a, -1, "down", 1, 1, &c->down)))
 		return rc;
-	if (c->up > 2 || c->down > 2 || (c->up == 2 && c->down == 2))
-		return gf_layer_err(GF_EPARAM, l, "up = %d, down = %d: supported are up = 2 or down = 2 (or neither)", c->up,
-		                    c->down);
+	if (c->up > 2 || c->down > 2)
+		return gf_layer_err(GF_EPARAM, l, "up = %d, down = %d: each 1 or 2", c->up, c->down);
 	if ((rc = read_pad(a, c->up, c->down, &c->p0, &c->p1)) ||
 	    (rc = gf_layer_arg_num(a, -1, "gain", (double)(c->up * c->up), &c->gain)))
 		return rc;
-	if (c->up == 1 && c->p0 != c->p1)
-		return gf_layer_err(GF_EPARAM, l, "pad = {%d, %d}: without up, the padding must be the same on both sides", c->p0,
-		                    c->p1);
-	if (c->up == 2 && (c->p0 > 3 || c->p1 + 1 - c->p0 < 0 || c->p1 + 1 - c->p0 > 1))
-		return gf_layer_err(GF_EPARAM, l, "pad = {%d, %d}: with up = 2, supported are p0 <= 3 and p1 + 1 - p0 in {0, 1}",
-		                    c->p0, c->p1);
-	static const float f1[4] = { 1.0f / 8, 3.0f / 8, 3.0f / 8, 1.0f / 8 };
-	for (int i = 0; i < 4; i++)
-		for (int j = 0; j < 4; j++)
-			c->f[i * 4 + j] = f1[i] * f1[j] * c->gain;
 	return 0;
 }
 
@@ -94,61 +78,43 @@ static int fir_shapes(gf_layer_net *net, struct layer *l)
 	int rc = gf_layer_expect_image(l, in, 0);
 	if (rc)
 		return rc;
+	if (!GF_BACKEND_HAS(net->be, fir_forward) || !GF_BACKEND_HAS(net->be, fir_backward))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no fir ops", net->be->ops->name);
 	int64_t ho = in->shape[1] * c->up + c->p0 + c->p1 - 4, wo = in->shape[2] * c->up + c->p0 + c->p1 - 4;
 	if (ho < 0 || wo < 0)
 		return gf_layer_err(GF_ESHAPE, l, "the 4x4 filter does not fit the padded input %s",
 		                    gf_layer_shape_str(in, s, sizeof(s)));
 	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ in->shape[0], ho / c->down + 1, wo / c->down + 1 });
-	gf_layer_buffer_values(l, "filter", 16, c->f);
 	return 0;
 }
 
-/* The one-channel convolution of the (B C, 1, ., .) views: from the input
- * to the output (up = 1), or from the output to the input (up = 2: the
- * layer is its data gradient, a transposed convolution). */
-static gf_conv_desc fir_desc(const gf_layer_net *net, const struct layer *l, int B)
+static gf_fir_desc fir_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct fir_cfg *c = LAYER_CCFG(struct fir_cfg, l);
 	const struct node *in = layer_in(net, l), *out = layer_out(net, l);
-	const struct node *a = c->up == 2 ? out : in, *b = c->up == 2 ? in : out;
-	gf_conv_desc d = gf_layer_conv_desc(a, b, 4, c->up == 2 ? 2 : c->down, c->up == 2 ? 3 - c->p0 : c->p0, B);
-	d.n = B * (int)in->shape[0];
-	d.cin = d.cout = 1;
-	return d;
-}
-
-static int fir_apply(gf_layer_net *net, struct layer *l, int B, float *y, const float *x)
-{
-	const struct fir_cfg *c = LAYER_CCFG(struct fir_cfg, l);
-	gf_conv_desc d = fir_desc(net, l, B);
-	const float *f = layer_buffer(net, l, 0);
-	if (c->up == 2)
-		return net->be->ops->conv2d_backward(net->be, y, NULL, NULL, x, NULL, f, &d, 0);
-	return net->be->ops->conv2d_forward(net->be, y, x, f, NULL, &d);
+	return (gf_fir_desc){ .n = B * (int)in->shape[0], .h = (int)in->shape[1], .w = (int)in->shape[2],
+		              .hout = (int)out->shape[1], .wout = (int)out->shape[2], .up = c->up, .down = c->down,
+		              .p0 = c->p0, .f = { 1.0f / 8, 3.0f / 8, 3.0f / 8, 1.0f / 8 }, .gain = c->gain };
 }
 
 static int fir_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	(void)mode;
-	return fir_apply(net, l, B, layer_out(net, l)->data, layer_in(net, l)->data);
+	gf_fir_desc d = fir_desc(net, l, B);
+	return net->be->ops->fir_forward(net->be, layer_out(net, l)->data, layer_in(net, l)->data, &d);
 }
 
 static int fir_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
-	const struct fir_cfg *c = LAYER_CCFG(struct fir_cfg, l);
-	if (!g->dx)
-		return 0;
-	gf_conv_desc d = fir_desc(net, l, B);
-	const float *f = layer_buffer(net, l, 0), *dy = layer_out(net, l)->grad;
-	if (c->up == 2)
-		return net->be->ops->conv2d_forward(net->be, g->dx, dy, f, NULL, &d);
-	return net->be->ops->conv2d_backward(net->be, g->dx, NULL, NULL, dy, layer_in(net, l)->data, f, &d, 0);
+	gf_fir_desc d = fir_desc(net, l, B);
+	return g->dx ? net->be->ops->fir_backward(net->be, g->dx, layer_out(net, l)->grad, &d) : 0;
 }
 
 /* linear: J t is the resampling of t */
 static int fir_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
 {
-	return g->tout ? fir_apply(net, l, B, g->tout, layer_in(net, l)->tan) : 0;
+	gf_fir_desc d = fir_desc(net, l, B);
+	return g->tout ? net->be->ops->fir_forward(net->be, g->tout, layer_in(net, l)->tan, &d) : 0;
 }
 
 const gf_layer_kind gf_layer_fir = {
