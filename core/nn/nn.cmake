@@ -11,7 +11,8 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/sn_cpu.c
   ${GF_NN_DIR}/cpu/augment_cpu.c
   ${GF_NN_DIR}/cpu/gemm_batched_cpu.c
-  ${GF_NN_DIR}/cpu/dbwd_cpu.c)
+  ${GF_NN_DIR}/cpu/dbwd_cpu.c
+  ${GF_NN_DIR}/cpu/ada_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/registry.c
@@ -36,7 +37,8 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/proj.c
   ${GF_NN_DIR}/layers/diffaugment.c
   ${GF_NN_DIR}/layers/attention.c
-  ${GF_NN_DIR}/layers/mbstd.c)
+  ${GF_NN_DIR}/layers/mbstd.c
+  ${GF_NN_DIR}/layers/ada.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c

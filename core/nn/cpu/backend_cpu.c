@@ -115,6 +115,9 @@ static const gf_backend_ops cpu_ops = {
 	.mbstd_forward = gf_cpu_mbstd_forward,
 	.mbstd_backward = gf_cpu_mbstd_backward,
 	.mbstd_backward2 = gf_cpu_mbstd_backward2,
+	.ada_params = gf_cpu_ada_params,
+	.ada_forward = gf_cpu_ada_forward,
+	.ada_backward = gf_cpu_ada_backward,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

@@ -169,4 +169,11 @@ int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const floa
 int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
                            const gf_mbstd_desc *d);
 
+/* ---- ada_cpu.c: StyleGAN2-ADA's augmentation ---- */
+int gf_cpu_ada_params(gf_backend *be, float *m, const float *u, const float *p, int n, int c, int h, int w,
+                      unsigned what);
+int gf_cpu_ada_forward(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w,
+                       int affine);
+int gf_cpu_ada_backward(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
+
 #endif

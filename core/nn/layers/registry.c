@@ -10,7 +10,8 @@ extern const gf_layer_kind gf_layer_linear, gf_layer_conv, gf_layer_tconv, gf_la
 	gf_layer_relu, gf_layer_lrelu, gf_layer_tanh, gf_layer_sigmoid, gf_layer_dropout, gf_layer_dropout2d,
 	gf_layer_reshape, gf_layer_flatten, gf_layer_embedding, gf_layer_concat, gf_layer_maxpool, gf_layer_avgpool,
 	gf_layer_softmax, gf_layer_add, gf_layer_gsp, gf_layer_split,
-	gf_layer_instancenorm, gf_layer_cbn, gf_layer_proj, gf_layer_diffaugment, gf_layer_attention, gf_layer_mbstd;
+	gf_layer_instancenorm, gf_layer_cbn, gf_layer_proj, gf_layer_diffaugment, gf_layer_attention, gf_layer_mbstd,
+	gf_layer_ada;
 
 static const gf_layer_kind *const kinds[] = {
 	&gf_layer_linear,                                       /* linear.c */
@@ -34,6 +35,7 @@ static const gf_layer_kind *const kinds[] = {
 	&gf_layer_diffaugment,                                  /* diffaugment.c */
 	&gf_layer_attention,                                    /* attention.c */
 	&gf_layer_mbstd,                                        /* mbstd.c */
+	&gf_layer_ada,                                          /* ada.c */
 };
 
 const gf_layer_kind *gf_layer_kind_find(const char *type)
