@@ -9,6 +9,9 @@
  *    read at every forward), replay from the same generator state, the
  *    linear part (the double backward's) is the forward without the
  *    colour offset, bad tables named;
+ *  - the controller of p (gf_ada, d_step's): the direction and size of
+ *    each step for synthetic r_t, the interval, the clamps, 0 -> 1 in
+ *    ada_kimg thousand images, a sigmoid D, and a save/restore mid-interval;
  *  - a grid of augmented images for the eye, written to
  *    $GF_BINARY_DIR/tests/out/ada_grid.png (rows: p = 0, blit, geom,
  *    color at p = 1, bgc at p = 0.5 and 1).
@@ -22,6 +25,7 @@
 #include <cmocka.h>
 
 #include <ganflow/image.h>
+#include <ganflow/train.h>
 
 #include "../core/nn/ada_params.h"
 #include "test_nn_util.h"
@@ -258,6 +262,83 @@ static void test_bad(void **state)
 	assert_non_null(strstr(gf_errmsg(), "2 pixels or more"));
 }
 
+/* ---- the controller ---- */
+
+/* One D step of a batch of 64 real outputs whose mean sign is r (r = 1 -
+ * 2 neg / 64), for a D ending in a sigmoid or not. */
+static int ctrl_step(gf_ada *a, int neg, int sigmoid, float *p)
+{
+	float out[64];
+	for (int i = 0; i < 64; i++)
+		out[i] = (i < neg ? -1.5f : 2.0f) * (sigmoid ? 0.1f : 1.0f) + (sigmoid ? 0.5f : 0.0f);
+	gf_ada_observe(a, out, 64, sigmoid);
+	return gf_ada_step(a, 64, p);
+}
+
+static void test_controller(void **state)
+{
+	(void)state;
+	gf_ada a = { .target = 0.6, .interval = 4, .kimg = 500, .rt = NAN };
+	const float step = 4 * 64 / 500e3f; /* batch x interval / (kimg x 1000) */
+	float p = 0.0f;
+	/* r_t = 1 > 0.6: up by one step every 4 D steps, not in between */
+	for (int i = 1; i <= 3; i++) {
+		assert_int_equal(ctrl_step(&a, 0, 0, &p), 0);
+		assert_true(p == 0.0f && isnan(a.rt));
+	}
+	assert_int_equal(ctrl_step(&a, 0, 0, &p), 1);
+	assert_true(a.rt == 1.0 && fabsf(p - step) < 1e-9f);
+	/* r_t = 1 - 2 * 19/64 = 0.40625 < 0.6: down, and clamped at 0 */
+	for (int i = 0; i < 4; i++)
+		ctrl_step(&a, 19, 0, &p);
+	assert_true(fabs(a.rt - 0.40625) < 1e-12 && p == 0.0f);
+	for (int i = 0; i < 8; i++)
+		ctrl_step(&a, 40, 0, &p);
+	assert_true(p == 0.0f && a.rt < 0);
+	/* r_t at the target: p stays */
+	p = 0.5f;
+	a.target = 0.5;
+	for (int i = 0; i < 4; i++)
+		ctrl_step(&a, 16, 0, &p);
+	assert_true(a.rt == 0.5 && p == 0.5f);
+	a.target = 0.6;
+	/* clamped at 1 */
+	p = 0.9999f;
+	for (int i = 0; i < 4; i++)
+		ctrl_step(&a, 0, 0, &p);
+	assert_true(p == 1.0f);
+	/* the paper's speed: 0 -> 1 in 500k images (7813 batches of 64) */
+	p = 0.0f;
+	int steps = 0;
+	while (p < 1.0f && steps < 100000)
+		ctrl_step(&a, 0, 0, &p), steps++;
+	assert_true(steps * 64 >= 500000 && steps * 64 <= 500000 + 4 * 64);
+	/* a D ending in a sigmoid: the sign of out - 1/2 */
+	p = 0.0f;
+	for (int i = 0; i < 4; i++)
+		ctrl_step(&a, 8, 1, &p);
+	assert_true(a.rt == 0.75 && p > 0.0f);
+	/* kimg 0: r_t measured, p left alone */
+	a.kimg = 0;
+	p = 0.3f;
+	for (int i = 0; i < 4; i++)
+		ctrl_step(&a, 0, 0, &p);
+	assert_true(p == 0.3f && a.rt == 1.0);
+	/* save mid-interval, restore into a fresh controller: the same p after */
+	a.kimg = 500;
+	p = 0.2f;
+	ctrl_step(&a, 3, 0, &p);
+	ctrl_step(&a, 5, 0, &p);
+	int64_t st[5];
+	gf_ada_save(&a, st);
+	gf_ada b = { .target = 0.6, .interval = 4, .kimg = 500 };
+	gf_ada_load(&b, st);
+	float pa = p, pb = p;
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(ctrl_step(&a, 60, 0, &pa), ctrl_step(&b, 60, 0, &pb));
+	assert_true(pa == pb && pa < 0.2f && a.rt == b.rt);
+}
+
 /* ---- the grid for the eye ---- */
 
 /* A 32x32 RGB test card in [-1, 1]: a diagonal colour ramp, a white ring,
@@ -327,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_params),
 		cmocka_unit_test(test_layer),
 		cmocka_unit_test(test_bad),
+		cmocka_unit_test(test_controller),
 		cmocka_unit_test(test_grid),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
