@@ -69,7 +69,7 @@ local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, eval = op
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = opt.loss, max_batch = opt.batch,
                               d_steps = opt.n_dis, r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp,
                               precision = opt.precision,
-                              ada_target = ada and opt.ada_target or nil, ada_kimg = ada and opt.ada_kimg or nil }
+                              ada_target = opt.ada_target, ada_kimg = opt.ada_kimg }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = opt.loss,
                               pl = opt.pl, pl_every = opt.pl_every, publish_every = out.publish,
                               precision = opt.precision }

@@ -114,20 +114,14 @@ typedef struct dstep {
 
 /* ---- setup ---- */
 
-/* ADA: the ada layer of D, its p, the controller's options and state. */
+/* ADA: the ada layer of D, its p, the controller's options and state.
+ * The options' ranges are checked by the runtime (the table below). */
 static int ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p)
 {
-	static const char *const opts[] = { "ada_target", "ada_interval", "ada_kimg" };
 	char key[64], view[96];
 	int n = gf_net_count_type(s->d, "ada", key, sizeof(key));
-	if (n == 0) {
-		for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-			if (gf_param_given(p, opts[i]))
-				return gf_fail(ctx, "parameter '%s': D (net) has no ada layer to adjust (put {\"ada\", \"bgc\"} "
-				                    "first in D's table)",
-				               opts[i]);
+	if (n == 0) /* ada_* unused, as r1_every without r1 */
 		return 0;
-	}
 	if (n > 1)
 		return gf_fail(ctx, "parameter 'net': D has %d ada layers; d_step adjusts the p of one", n);
 	s->ada.target = gf_param_num(p, "ada_target");

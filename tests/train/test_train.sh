@@ -343,13 +343,13 @@ PY
   check "[ $? -eq 0 ]" "the resumed ADA run failed: $(tail -3 "$T/c.log")"
   "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
   check "[ $? -eq 0 ]" "N + resume + N differs from 2N with ADA: $(head -3 "$T/cmp.log")"
-  # refusals: a bad pipe names the layer; ada_* on a D without an ada layer
+  # refusals: a bad pipe names the layer, a bad target the option
   ar "$T/bad" steps=2 ada=bgcx
   check "[ $? -ne 0 ] && grep -q \"(ada): pipe \\\"bgcx\\\": unknown part 'x'\" '$T/bad.log'" "a bad pipe: $(tail -1 "$T/bad.log")"
-  sed -e 's/ada_target = ada and opt.ada_target or nil/ada_target = opt.ada_target/' "$S/pipelines/dcgan_fashion.lua" >"$T/noada.lua"
-  "$G" run "$T/noada.lua" data="$DATA" batch=$BATCH dir="$T/noada" quiet=true steps=2 >"$T/noada.log" 2>&1
-  check "[ $? -ne 0 ] && grep -q \"parameter 'ada_target': D (net) has no ada layer\" '$T/noada.log'" \
-    "ada_target without an ada layer: $(tail -1 "$T/noada.log")"
+  ar "$T/bad2" steps=2 ada_target=1.5
+  check "[ $? -ne 0 ] && grep -q \"ada_target\" '$T/bad2.log'" "ada_target = 1.5: $(tail -1 "$T/bad2.log")"
+  ar "$T/bad3" steps=2 ada_p=-0.1
+  check "[ $? -ne 0 ] && grep -q \"(ada): p = -0.1 is out of range\" '$T/bad3.log'" "ada_p = -0.1: $(tail -1 "$T/bad3.log")"
   ;;
 ema)
   # g_step's moving average of G: checkpointed, the average of what G was
