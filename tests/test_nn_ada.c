@@ -15,6 +15,8 @@
  *  - a grid of augmented images for the eye, written to
  *    $GF_BINARY_DIR/tests/out/ada_grid.png (rows: p = 0, blit, geom,
  *    color at p = 1, bgc at p = 0.5 and 1).
+ * The CUDA backward's gather algorithm runs here on the host against the
+ * CPU's scatter (test_gather); test_cuda_ada runs the kernels.
  * Finite differences of the backward and of R1 through the layer:
  * test_nn_gradcheck and test_nn_dbwd (test_ada, test_ada_grey). */
 #include <math.h>
@@ -262,6 +264,49 @@ static void test_bad(void **state)
 	assert_non_null(strstr(gf_errmsg(), "2 pixels or more"));
 }
 
+/* The CUDA backward's gather (gf_ada_gather, run here on the host)
+ * against the CPU backend's scatter, on drawn transforms (p = 1 and 0.5)
+ * of square and oblong images, grey, RGB and 2 channels without colour. */
+static void test_gather(void **state)
+{
+	(void)state;
+	static const struct {
+		int n, c, h, w;
+		unsigned what;
+		float p;
+	} cases[] = { { 16, 3, 8, 8, GF_ADA_BLIT | GF_ADA_GEOM | GF_ADA_COLOR, 1.0f },
+		      { 16, 1, 7, 12, GF_ADA_BLIT | GF_ADA_GEOM | GF_ADA_COLOR, 1.0f },
+		      { 12, 2, 9, 5, GF_ADA_BLIT | GF_ADA_GEOM, 0.5f },
+		      { 8, 3, 2, 6, GF_ADA_GEOM | GF_ADA_COLOR, 1.0f } };
+	double worst = 0;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		int n = cases[k].n, c = cases[k].c, h = cases[k].h, w = cases[k].w;
+		size_t hw = (size_t)h * w, cnt = (size_t)n * c * hw;
+		float *u = malloc((size_t)n * GF_ADA_U * sizeof(float)), *m = malloc((size_t)n * GF_ADA_M * sizeof(float));
+		float *dy = malloc(cnt * sizeof(float)), *dx = malloc(cnt * sizeof(float)), *g = malloc(cnt * sizeof(float));
+		gf_rng r = { 40 + k, 1, 0 };
+		gf_rng_uniform(&r, u, (size_t)n * GF_ADA_U, 0.0f, 1.0f);
+		gf_rng_normal(&r, dy, cnt, 0.0f, 1.0f);
+		assert_int_equal(be->ops->ada_params(be, m, u, &cases[k].p, n, c, h, w, cases[k].what), 0);
+		assert_int_equal(be->ops->ada_backward(be, dx, dy, m, n, c, h, w), 0);
+		for (int i = 0; i < n; i++) {
+			const float *mi = m + i * GF_ADA_M;
+			int color = mi[ADA_M_COLOR_ON] != 0.0f && (c == 1 || c == 3);
+			for (int ch = 0; ch < c; ch++)
+				for (size_t q = 0; q < hw; q++)
+					g[(size_t)i * c * hw + ch * hw + q] =
+					    mi[ADA_M_GEOM_ON] != 0.0f
+					        ? gf_ada_gather(mi, dy + (size_t)i * c * hw, color, c, h, w, ch, (int)(q / w), (int)(q % w))
+					        : gf_ada_colour_t(dy + (size_t)i * c * hw, mi + ADA_M_COLOR, color, c, ch, hw, q);
+		}
+		double e = maxabs_err(g, dx, cnt);
+		worst = e > worst ? e : worst;
+		assert_true(nn_close("gather vs scatter", g, dx, cnt, 1e-5));
+		free(u), free(m), free(dy), free(dx), free(g);
+	}
+	print_message("ada backward, gather vs scatter: worst |difference| %.3g\n", worst);
+}
+
 /* ---- the controller ---- */
 
 /* One D step of a batch of 64 real outputs whose mean sign is r (r = 1 -
@@ -408,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_params),
 		cmocka_unit_test(test_layer),
 		cmocka_unit_test(test_bad),
+		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_controller),
 		cmocka_unit_test(test_grid),
 	};

@@ -27,6 +27,7 @@
 #define GF_NN_ADA_PARAMS_H
 
 #include <math.h>
+#include <stddef.h>
 
 #include <ganflow/backend.h>
 
@@ -264,6 +265,101 @@ GF_ADA_FN void gf_ada_src(const float *m, int r, int col, int h, int w, float *x
 	float ox = (float)col - cx, oy = (float)r - cy;
 	*x = m[0] * ox + m[1] * oy + m[2] + cx;
 	*y = m[3] * ox + m[4] * oy + m[5] + cy;
+}
+
+/* The four bilinear taps of output pixel (r, col) under map m: offsets
+ * into a plane and their weights (x first: (1 - fx)(1 - fy), fx (1 - fy),
+ * (1 - fx) fy, fx fy). */
+GF_ADA_FN void gf_ada_taps(const float *m, int r, int col, int h, int w, int at[4], float wt[4])
+{
+	float sx, sy;
+	gf_ada_src(m, r, col, h, w, &sx, &sy);
+	float x0 = floorf(sx), y0 = floorf(sy), fx = sx - x0, fy = sy - y0;
+	int ix0 = gf_ada_reflect((int)x0, w), ix1 = gf_ada_reflect((int)x0 + 1, w);
+	int iy0 = gf_ada_reflect((int)y0, h), iy1 = gf_ada_reflect((int)y0 + 1, h);
+	at[0] = iy0 * w + ix0, wt[0] = (1.0f - fx) * (1.0f - fy);
+	at[1] = iy0 * w + ix1, wt[1] = fx * (1.0f - fy);
+	at[2] = iy1 * w + ix0, wt[2] = (1.0f - fx) * fy;
+	at[3] = iy1 * w + ix1, wt[3] = fx * fy;
+}
+
+/* The gradient that reaches the resampled image at pixel q of channel ch:
+ * the colour matrix's transpose (cm, `color` on) applied to dy (c, h, w). */
+GF_ADA_FN float gf_ada_colour_t(const float *dy, const float *cm, int color, int c, int ch, size_t hw, size_t q)
+{
+	if (!color)
+		return dy[ch * hw + q];
+	if (c == 1)
+		return cm[0] * dy[q];
+	return cm[ch] * dy[q] + cm[4 + ch] * dy[hw + q] + cm[8 + ch] * dy[2 * hw + q];
+}
+
+/* The first k with base + k period >= lo. */
+GF_ADA_FN int gf_ada_first_k(int base, int lo, int period)
+{
+	int d = lo - base;
+	return d > 0 ? (d + period - 1) / period : -((-d) / period);
+}
+
+/* The backward as a gather (the CUDA kernel's; the CPU scatters): the
+ * gradient of input pixel (qy, qx) of channel ch of one sample, from dy
+ * (c, h, w) under map m with the geometric part on. Its taps' sources are
+ * the output pixels whose sample point lies within one pixel of a
+ * reflected copy of (qx, qy) (x + 2k(w - 1), and -x + 2k(w - 1) for an
+ * interior x; likewise y), found through the inverse of the affine map,
+ * weighted as the forward weights them, summed in a fixed order. */
+GF_ADA_FN float gf_ada_gather(const float *m, const float *dy, int color, int c, int h, int w, int ch, int qy, int qx)
+{
+	const float *cm = m + ADA_M_COLOR;
+	size_t hw = (size_t)h * w;
+	/* the sample points of the output grid span the box of its corners' */
+	float lo_x = 1e30f, hi_x = -1e30f, lo_y = 1e30f, hi_y = -1e30f;
+	for (int k = 0; k < 4; k++) {
+		float sx, sy;
+		gf_ada_src(m, k & 1 ? h - 1 : 0, k & 2 ? w - 1 : 0, h, w, &sx, &sy);
+		lo_x = fminf(lo_x, sx), hi_x = fmaxf(hi_x, sx), lo_y = fminf(lo_y, sy), hi_y = fmaxf(hi_y, sy);
+	}
+	int x_lo = (int)floorf(lo_x) - 1, x_hi = (int)ceilf(hi_x) + 1, y_lo = (int)floorf(lo_y) - 1,
+	    y_hi = (int)ceilf(hi_y) + 1;
+	int px = 2 * (w - 1), py = 2 * (h - 1);
+	/* output offset from the centre = A^-1 (s - t - centre), A = [[m0, m1], [m3, m4]] */
+	double a = m[0], b = m[1], cc = m[3], d = m[4], det = a * d - b * cc;
+	double ia = d / det, ib = -b / det, ic = -cc / det, id = a / det;
+	double cx = 0.5 * (w - 1), cy = 0.5 * (h - 1);
+	float acc = 0.0f;
+	for (int fxm = 0; fxm < 2; fxm++) { /* the copies qx + k px, then -qx + k px */
+		int bx = fxm ? -qx : qx;
+		if (fxm && (qx == 0 || qx == w - 1))
+			continue; /* the same points as the first family */
+		for (int nx = bx + gf_ada_first_k(bx, x_lo, px) * px; nx <= x_hi; nx += px)
+			for (int fym = 0; fym < 2; fym++) {
+				int by = fym ? -qy : qy;
+				if (fym && (qy == 0 || qy == h - 1))
+					continue;
+				for (int ny = by + gf_ada_first_k(by, y_lo, py) * py; ny <= y_hi; ny += py) {
+					/* the output pixels whose sample point is within one pixel of (nx, ny) */
+					double r_lo = 1e30, r_hi = -1e30, c_lo = 1e30, c_hi = -1e30;
+					for (int k = 0; k < 4; k++) {
+						double sx = nx + (k & 1 ? 1.0 : -1.0) - m[2] - cx, sy = ny + (k & 2 ? 1.0 : -1.0) - m[5] - cy;
+						double ox = ia * sx + ib * sy + cx, oy = ic * sx + id * sy + cy;
+						c_lo = fmin(c_lo, ox), c_hi = fmax(c_hi, ox), r_lo = fmin(r_lo, oy), r_hi = fmax(r_hi, oy);
+					}
+					int r0 = (int)floor(r_lo) - 1, r1 = (int)ceil(r_hi) + 1;
+					int c0 = (int)floor(c_lo) - 1, c1 = (int)ceil(c_hi) + 1;
+					r0 = r0 < 0 ? 0 : r0, r1 = r1 > h - 1 ? h - 1 : r1;
+					c0 = c0 < 0 ? 0 : c0, c1 = c1 > w - 1 ? w - 1 : c1;
+					for (int r = r0; r <= r1; r++)
+						for (int col = c0; col <= c1; col++) {
+							float sx, sy;
+							gf_ada_src(m, r, col, h, w, &sx, &sy);
+							float wx = 1.0f - fabsf(sx - (float)nx), wy = 1.0f - fabsf(sy - (float)ny);
+							if (wx > 0.0f && wy > 0.0f)
+								acc += wx * wy * gf_ada_colour_t(dy, cm, color, c, ch, hw, (size_t)r * w + col);
+						}
+				}
+			}
+	}
+	return acc;
 }
 
 #endif

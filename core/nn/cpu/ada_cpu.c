@@ -33,21 +33,6 @@ static int check(const char *op, int n, int c, int h, int w)
 	return 0;
 }
 
-/* The four taps of output pixel (r, col) under map m: indices into a
- * plane and their weights. */
-static void taps(const float *m, int r, int col, int h, int w, size_t at[4], float wt[4])
-{
-	float sx, sy;
-	gf_ada_src(m, r, col, h, w, &sx, &sy);
-	float x0 = floorf(sx), y0 = floorf(sy), fx = sx - x0, fy = sy - y0;
-	int ix0 = gf_ada_reflect((int)x0, w), ix1 = gf_ada_reflect((int)x0 + 1, w);
-	int iy0 = gf_ada_reflect((int)y0, h), iy1 = gf_ada_reflect((int)y0 + 1, h);
-	at[0] = (size_t)iy0 * w + ix0, wt[0] = (1.0f - fx) * (1.0f - fy);
-	at[1] = (size_t)iy0 * w + ix1, wt[1] = fx * (1.0f - fy);
-	at[2] = (size_t)iy1 * w + ix0, wt[2] = (1.0f - fx) * fy;
-	at[3] = (size_t)iy1 * w + ix1, wt[3] = fx * fy;
-}
-
 static void fwd_task(void *arg, size_t begin, size_t end)
 {
 	const struct ada_job *j = arg;
@@ -59,10 +44,11 @@ static void fwd_task(void *arg, size_t begin, size_t end)
 		int geom = m[ADA_M_GEOM_ON] != 0.0f, color = m[ADA_M_COLOR_ON] != 0.0f && (c == 1 || c == 3);
 		for (int r = 0; r < h; r++)
 			for (int col = 0; col < w; col++) {
-				size_t q = (size_t)r * w + col, at[4];
-				float wt[4], v[3];
+				size_t q = (size_t)r * w + col;
+				int at[4] = { 0, 0, 0, 0 };
+				float wt[4] = { 0, 0, 0, 0 }, v[3] = { 0, 0, 0 };
 				if (geom)
-					taps(m, r, col, h, w, at, wt);
+					gf_ada_taps(m, r, col, h, w, at, wt);
 				for (int ch = 0; ch < c; ch++) {
 					const float *xp = x + ch * hw;
 					float s = geom ? wt[0] * xp[at[0]] + wt[1] * xp[at[1]] + wt[2] * xp[at[2]] + wt[3] * xp[at[3]]
@@ -102,7 +88,8 @@ static void bwd_task(void *arg, size_t begin, size_t end)
 			memset(dx, 0, hw * sizeof(float));
 		for (int r = 0; r < h; r++)
 			for (int col = 0; col < w; col++) {
-				size_t q = (size_t)r * w + col, at[4];
+				size_t q = (size_t)r * w + col;
+				int at[4];
 				float g;
 				if (!color)
 					g = dy[ch * hw + q];
@@ -115,7 +102,7 @@ static void bwd_task(void *arg, size_t begin, size_t end)
 					continue;
 				}
 				float wt[4];
-				taps(m, r, col, h, w, at, wt);
+				gf_ada_taps(m, r, col, h, w, at, wt);
 				for (int t = 0; t < 4; t++)
 					dx[at[t]] += wt[t] * g;
 			}

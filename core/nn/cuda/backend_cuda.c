@@ -30,6 +30,7 @@
 #include <ganflow/log.h>
 
 #include "cuda.h"
+#include "ada.h"
 #include "dbwd.h"
 
 /* ---- memory ---- */
@@ -448,6 +449,9 @@ static const gf_backend_ops cuda_ops = {
 	.mbstd_forward = gf_cu_mbstd_forward,
 	.mbstd_backward = gf_cu_mbstd_backward,
 	.mbstd_backward2 = gf_cu_mbstd_backward2,
+	.ada_params = gf_cu_ada_params,
+	.ada_forward = gf_cu_ada_forward,
+	.ada_backward = gf_cu_ada_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -267,7 +267,9 @@ enum {
 	GF_CU_OP_UNSCALE, GF_CU_OP_SN_FWD, GF_CU_OP_SN_BWD, GF_CU_OP_ROW_DOT, GF_CU_OP_ROW_SCALE, GF_CU_OP_CBN_FWD,
 	GF_CU_OP_CBN_BWD, GF_CU_OP_AUG_FWD, GF_CU_OP_AUG_BWD, GF_CU_OP_GEMM_BATCHED,
 	/* double backward, minibatch stddev (dbwd_cuda.c, augment_cuda.c) */
-	GF_CU_OP_ACT_BWD2, GF_CU_OP_BN_BWD2, GF_CU_OP_POOL_GATHER, GF_CU_OP_AUG_LIN, GF_CU_OP_MBSTD
+	GF_CU_OP_ACT_BWD2, GF_CU_OP_BN_BWD2, GF_CU_OP_POOL_GATHER, GF_CU_OP_AUG_LIN, GF_CU_OP_MBSTD,
+	/* StyleGAN2-ADA's augmentation (ada_cuda.c) */
+	GF_CU_OP_ADA_PARAMS, GF_CU_OP_ADA_FWD, GF_CU_OP_ADA_BWD
 };
 
 /* ---- vtable ops by file ---- */
