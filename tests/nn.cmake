@@ -5,6 +5,7 @@ gf_add_test(test_nn_ref2 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref2.c LABELS
 gf_add_test(test_nn_ref3 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref3.c LABELS nn TIMEOUT 120)
 gf_add_test(test_nn_ref4 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref4.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_aug SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_aug.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_ada SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ada.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref5 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref5.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref_incep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_incep.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_winograd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_winograd.c LABELS nn tsan TIMEOUT 120)

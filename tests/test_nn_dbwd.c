@@ -292,6 +292,11 @@ CASE(test_proj_sn, "proj sn",
      " input_shape = {5} }", 4, 0, 3)
 CASE(test_diffaugment, "diffaugment",
      "return { {'diffaugment', 'color,translation,cutout'}, {'conv', 3, 2, 3, 1, 1}, {'tanh'}, input_shape = {3, 6, 6} }", 3, 0, 0)
+/* R1 through StyleGAN2-ADA's augmentation (every transform on): the
+ * gradient is taken at the image before augmentation, as StyleGAN2-ADA's */
+CASE(test_ada, "ada", "return { {'ada', 'bgc', p = 1}, {'conv', 3, 2, 3, 1, 1}, {'tanh'}, {'conv', 2, 1, 3}, input_shape = {3, 6, 5} }",
+     3, 0, 0)
+CASE(test_ada_grey, "ada grey", "return { {'ada', 'bgc', p = 0.8}, {'conv', 1, 2, 3, 1, 1}, {'tanh'}, input_shape = {1, 6, 6} }", 4, 0, 0)
 CASE(test_mbstd, "mbstd", "return { {'conv', 2, 4, 3, 1, 1}, {'mbstd', 2, 1}, {'conv', 5, 2, 3, 1, 1}, {'tanh'}, input_shape = {2, 3, 3} }",
      4, 0, 0)
 CASE(test_mbstd_f2, "mbstd channels 2", "return { {'mbstd', group = 4, channels = 2}, {'tanh'}, input_shape = {4, 2, 3} }", 3, 0,
@@ -595,6 +600,8 @@ int main(void)
 		cmocka_unit_test(test_proj),
 		cmocka_unit_test(test_proj_sn),
 		cmocka_unit_test(test_diffaugment),
+		cmocka_unit_test(test_ada),
+		cmocka_unit_test(test_ada_grey),
 		cmocka_unit_test(test_mbstd),
 		cmocka_unit_test(test_mbstd_f2),
 		cmocka_unit_test(test_eqlr_fir),

@@ -273,6 +273,10 @@ CASE(test_diffaugment, "diffaugment", "return { {'diffaugment', 'color,translati
      3, 0, 0)
 CASE(test_diffaugment_grey, "diffaugment grey", "return { {'augment', 'color,translation'}, {'conv', 1, 2, 3}, input_shape = {1, 7, 5} }",
      2, 0, 0)
+/* ADA with every transform on (p = 1): bilinear resampling with reflection and the colour matrix */
+CASE(test_ada, "ada bgc", "return { {'ada', 'bgc', p = 1}, {'conv', 3, 2, 3, 1, 1}, input_shape = {3, 7, 6} }",
+     3, 0, 0)
+CASE(test_ada_grey, "ada bgc grey", "return { {'ada', pipe = 'bgc', p = 0.7}, input_shape = {1, 6, 8} }", 4, 0, 0)
 CASE(test_bn2d, "bn2d", "return { {'bn', 3, eps = 0.8}, input_shape = {3, 4, 4} }", 4, 0, 0)
 CASE(test_bn1d, "bn1d", "return { {'bn', 6}, input_shape = {6} }", 5, 0, 0)
 CASE(test_bn1d_seq, "bn1d (C, L)", "return { {'bn', 3}, input_shape = {3, 5} }", 3, 0, 0)
@@ -483,6 +487,8 @@ int main(void)
 		cmocka_unit_test(test_upsample3),
 		cmocka_unit_test(test_diffaugment),
 		cmocka_unit_test(test_diffaugment_grey),
+		cmocka_unit_test(test_ada),
+		cmocka_unit_test(test_ada_grey),
 		cmocka_unit_test(test_bn2d),
 		cmocka_unit_test(test_bn1d),
 		cmocka_unit_test(test_bn1d_seq),

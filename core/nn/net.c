@@ -360,6 +360,19 @@ int gf_net_node(const gf_net *net, const char *name, gf_tensor *out)
 	return gf_seterr(GF_ENOTFOUND, "network: no layer named '%s'", name);
 }
 
+int gf_net_count_type(const gf_net *net, const char *type, char *key, size_t size)
+{
+	int n = 0;
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
+		if (strcmp(l->type, type) != 0)
+			continue;
+		if (!n++ && key)
+			snprintf(key, size, "%s", l->key);
+	}
+	return n;
+}
+
 /* ---- backward ---- */
 
 /* Where a layer writes the gradient for node id: the node's own buffer the

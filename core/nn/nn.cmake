@@ -12,7 +12,8 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/augment_cpu.c
   ${GF_NN_DIR}/cpu/gemm_batched_cpu.c
   ${GF_NN_DIR}/cpu/dbwd_cpu.c
-  ${GF_NN_DIR}/cpu/sg2_cpu.c)
+  ${GF_NN_DIR}/cpu/sg2_cpu.c
+  ${GF_NN_DIR}/cpu/ada_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/registry.c
@@ -46,7 +47,8 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/modconv.c
   ${GF_NN_DIR}/layers/norm2.c
   ${GF_NN_DIR}/layers/dot.c
-  ${GF_NN_DIR}/layers/w_avg.c)
+  ${GF_NN_DIR}/layers/w_avg.c
+  ${GF_NN_DIR}/layers/ada.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c

@@ -50,6 +50,14 @@
  *    "<instance>.gp_rng"), in every D step; a conditional D sees the real
  *    batch's labels.
  * Their values go to the metrics as r1 and gp.
+ *
+ * ADA (StyleGAN2-ADA, docs/train.md "ADA"): when D's table holds an `ada`
+ * layer (its augmentation of every image D sees), d_step adjusts that
+ * layer's probability p (its buffer "p", which travels to g_step's
+ * replica with D's weights and is checkpointed with D) from the signs of
+ * D's outputs on the real batches (gf_ada: ada_target, ada_interval,
+ * ada_kimg). ada_p and ada_rt go to the metrics; the controller's partial
+ * interval is checkpointed as "<instance>.ada".
  */
 #include <errno.h>
 #include <math.h>
@@ -98,9 +106,56 @@ typedef struct dstep {
 	float *xhat;            /* gp: (max_batch, D input) host interpolates */
 	float *eps;             /* gp: (max_batch) their weights */
 	size_t nin;             /* D's input values per sample */
+	/* ADA */
+	float *ada_p;           /* the ada layer's buffer "p" (device), NULL: D has no ada layer */
+	float p;                /* its value */
+	gf_ada ada;
 } dstep;
 
 /* ---- setup ---- */
+
+/* ADA: the ada layer of D, its p, the controller's options and state.
+ * The options' ranges are checked by the runtime (the table below). */
+static int ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p)
+{
+	char key[64], view[96];
+	int n = gf_net_count_type(s->d, "ada", key, sizeof(key));
+	if (n == 0) /* ada_* unused, as r1_every without r1 */
+		return 0;
+	if (n > 1)
+		return gf_fail(ctx, "parameter 'net': D has %d ada layers; d_step adjusts the p of one", n);
+	s->ada.target = gf_param_num(p, "ada_target");
+	s->ada.interval = (int)gf_param_int(p, "ada_interval");
+	s->ada.kimg = gf_param_num(p, "ada_kimg");
+	s->ada.rt = NAN;
+	snprintf(view, sizeof(view), "%s.p", key);
+	size_t nv;
+	const gf_view *v = gf_net_views(s->d, GF_BUFFERS, &nv);
+	for (size_t i = 0; i < nv && !s->ada_p; i++)
+		if (!strcmp(v[i].name, view))
+			s->ada_p = gf_net_block(s->d, GF_BUFFERS, NULL) + v[i].offset;
+	if (!s->ada_p)
+		return gf_fail(ctx, "parameter 'net': D's ada layer has no buffer '%s'", view);
+	int64_t st[5];
+	gf_ada_save(&s->ada, st);
+	int rc = gf_train_resume_i64(ctx, "ada", st, 5); /* after gf_trainer_resume: p is D's, restored */
+	if (rc)
+		return rc;
+	gf_ada_load(&s->ada, st);
+	if ((rc = s->be->ops->copy(s->be, &s->p, s->ada_p, sizeof(float), GF_COPY_D2H)))
+		return gf_fail(ctx, "ada: %s", gf_errmsg());
+	return 0;
+}
+
+/* After a D step that used `images` real images: p moves every
+ * ada_interval steps. */
+static int ada_after_step(dstep *s, gf_ctx *ctx, double images)
+{
+	if (!s->ada_p || !gf_ada_step(&s->ada, (int64_t)images, &s->p))
+		return 0;
+	int rc = s->be->ops->copy(s->be, s->ada_p, &s->p, sizeof(float), GF_COPY_H2D);
+	return rc ? gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg()) : 0;
+}
 
 /* r1, r1_every, gp: what they may be combined with. */
 static int penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
@@ -192,6 +247,8 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	int64_t lc[3] = { 0, 0, 0 };
 	if (s->lecam.lambda > 0 && (rc = gf_train_resume_i64(ctx, "lecam", lc, 3)))
 		return rc;
+	if ((rc = ada_setup(s, ctx, p)))
+		return rc;
 	s->lecam.set = (int)lc[0];
 	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
 	return 0;
@@ -262,6 +319,11 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	}
 	if (!rc && s->gp > 0)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
+	if (!rc && s->ada_p) { /* the partial interval; p itself is D's buffer */
+		int64_t a[5];
+		gf_ada_save(&s->ada, a);
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "ada", k, sizeof(k)), a, 5);
+	}
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	/* async: filed under G's step, so it joins G's part of the checkpoint */
@@ -365,6 +427,8 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	for (size_t i = 0; i < n; i++)
 		sum += s->out_host[i];
 	*mean += sum / (double)n / s->acc;
+	if (!fake && s->ada_p)
+		gf_ada_observe(&s->ada, s->out_host, n, s->loss.d == GF_LOSS_BCE);
 	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, fake, n, 0.5f / (float)s->acc, reg)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
 	if (!fake && s->r1 > 0 && s->r1_every == 1) {
@@ -404,6 +468,11 @@ static int push_metrics(dstep *s, gf_ctx *ctx, const sums *t)
 		gf_msg_set_scalar(m, "r1", t->r1 / t->nr1);
 	if (s->gp > 0)
 		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
+	if (s->ada_p) {
+		gf_msg_set_scalar(m, "ada_p", s->p);
+		if (!isnan(s->ada.rt))
+			gf_msg_set_scalar(m, "ada_rt", s->ada.rt);
+	}
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)s->stale_max);
@@ -532,7 +601,7 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		sums t = { 0 };
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			double real0 = t.dreal, fake0 = t.dfake;
+			double real0 = t.dreal, fake0 = t.dfake, images0 = t.images;
 			/* lazy R1 after every r1_every-th D step of the run */
 			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
 			gf_msg *keep = NULL;
@@ -544,6 +613,8 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 				rc = r1_lazy(s, ctx, keep, &t.r1);
 			if (keep)
 				gf_msg_release(keep);
+			if (!rc)
+				rc = ada_after_step(s, ctx, t.images - images0);
 			if (rc)
 				return rc == GF_ESTOP ? 0 : rc;
 			t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
@@ -600,7 +671,8 @@ static const gf_port_desc inputs[] = {
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp, ada_p, "
+	                                           "ada_rt" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
@@ -634,6 +706,11 @@ static const gf_param_desc params[] = {
 	  "1..1000000" },
 	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "
 	                           "(loss = \"wgan\"; 0 = none)", "0.." },
+	{ "ada_target", GF_PARAM_NUM, "0.6", "ADA (D has an ada layer): the target of r_t = E[sign(D(x_real))], the "
+	                                     "overfitting heuristic; p rises while r_t is above it", "0..1" },
+	{ "ada_interval", GF_PARAM_INT, "4", "ADA: D steps between adjustments of p", "1..1000000" },
+	{ "ada_kimg", GF_PARAM_NUM, "500", "ADA: thousands of real images over which p can go from 0 to 1 (0: p stays "
+	                                   "at the layer's p)", "0.." },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

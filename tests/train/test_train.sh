@@ -4,7 +4,7 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
 #                                  sample_folder | stylegan2
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
@@ -299,6 +299,57 @@ penalties)
   run sngan_fashion "$T/cbn" ch_g=8 ch_d=8 n_dis=1 steps=2 samples=1000 log=1 classes=10 pl=2
   check "[ $? -ne 0 ] && grep -q \"parameter 'pl'.*(cbn): has no double backward\" '$T/cbn.log'" \
     "pl with a cBN G should name the layer: $(tail -1 "$T/cbn.log")"
+  ;;
+ada)
+  # StyleGAN2-ADA's augmentation (dcgan_fashion ada=bgc): p moves every 4 D
+  # steps by exactly batch x 4 / (ada_kimg x 1000) in the direction of
+  # sign(r_t - 0.6); ada_p and ada_rt in metrics.jsonl (their latest values); p is
+  # checkpointed (D's buffer d.net.ada.p) with the controller's partial
+  # interval (d.ada): N + resume + N = 2N mid-interval; refusals named
+  ar() { local dir=$1; shift; run dcgan_fashion "$dir" samples=1000 log=1 ada=bgc ada_p=0.5 ada_kimg=1.0 "$@"; }
+  ar "$T/a" steps=12
+  check "[ $? -eq 0 ]" "the ADA run failed: $(tail -3 "$T/a.log")"
+  /usr/bin/python3 - "$T/a/metrics.jsonl" $BATCH >"$T/steps.log" 2>&1 <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if '"loss_d"' in l]
+batch, p = int(sys.argv[2]), 0.5
+step = batch * 4 / 1000.0
+seen = 0
+for m in lines:
+    if m["step"] % 4 == 0:
+        rt = m["ada_rt"]
+        p = min(1.0, max(0.0, p + (1 if rt > 0.6 else -1 if rt < 0.6 else 0) * step))
+        seen += 1
+    assert "ada_p" in m, m
+    assert abs(m["ada_p"] - p) < 1e-6, (m["step"], m["ada_p"], p)
+assert seen == 3, seen
+print("p followed r_t:", [(m["step"], m.get("ada_rt"), m["ada_p"]) for m in lines if m["step"] % 4 == 0])
+PY
+  check "[ $? -eq 0 ]" "ada_p did not move by the rule: $(tail -3 "$T/steps.log")"
+  /usr/bin/python3 - "$(latest "$T/a")" "$T/a/metrics.jsonl" >"$T/ck.log" 2>&1 <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+e = h["d.net.ada.p"]
+p = struct.unpack("<f", raw[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]])[0]
+last = [json.loads(l) for l in open(sys.argv[2]) if '"ada_p"' in l][-1]["ada_p"]
+assert abs(p - last) < 1e-7, (p, last)
+assert h["d.ada"]["shape"] == [5], h["d.ada"]
+PY
+  check "[ $? -eq 0 ]" "the checkpoint's p: $(tail -2 "$T/ck.log")"
+  ar "$T/b" steps=6
+  ar "$T/c" steps=12 resume="$T/b"
+  check "[ $? -eq 0 ]" "the resumed ADA run failed: $(tail -3 "$T/c.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ]" "N + resume + N differs from 2N with ADA: $(head -3 "$T/cmp.log")"
+  # refusals: a bad pipe names the layer, a bad target the option
+  ar "$T/bad" steps=2 ada=bgcx
+  check "[ $? -ne 0 ] && grep -q \"(ada): pipe \\\"bgcx\\\": unknown part 'x'\" '$T/bad.log'" "a bad pipe: $(tail -1 "$T/bad.log")"
+  ar "$T/bad2" steps=2 ada_target=1.5
+  check "[ $? -ne 0 ] && grep -q \"ada_target\" '$T/bad2.log'" "ada_target = 1.5: $(tail -1 "$T/bad2.log")"
+  ar "$T/bad3" steps=2 ada_p=-0.1
+  check "[ $? -ne 0 ] && grep -q \"(ada): p = -0.1 is out of range\" '$T/bad3.log'" "ada_p = -0.1: $(tail -1 "$T/bad3.log")"
   ;;
 ema)
   # g_step's moving average of G: checkpointed, the average of what G was

@@ -524,7 +524,34 @@ struct gf_backend_ops {
 	 * element from its own taps, in a fixed order. */
 	int (*fir_forward)(gf_backend *be, float *y, const float *x, const gf_fir_desc *d);
 	int (*fir_backward)(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d);
+	/* ---- adaptive discriminator augmentation (StyleGAN2-ADA, layer ada) ----
+	 * m (n, GF_ADA_M) = each sample's transform from its GF_ADA_U uniforms
+	 * in [0, 1) (u (n, GF_ADA_U)) and the probability *p (one float in
+	 * device memory, read when the op runs, so a captured graph sees the
+	 * current p): the parts of `what` (GF_ADA_BLIT, _GEOM, _COLOR) with
+	 * StyleGAN2-ADA's distributions, each transform on with probability p
+	 * (the two rotations 1 - sqrt(1 - p) each), composed as
+	 * core/nn/ada_params.h does (a 2x3 inverse geometric map and a 3x4
+	 * colour matrix per sample). c is the image's channels (1 or 3 with
+	 * colour: hue and saturation act on 3 only). */
+	int (*ada_params)(gf_backend *be, float *m, const float *u, const float *p, int n, int c, int h, int w,
+	                  unsigned what);
+	/* y (n, c, h, w) = colour(resample(x)) for the transforms m: output
+	 * pixel (r, col) reads x bilinearly at the point m's geometric map
+	 * gives, the image continued by reflection (x[-1] = x[1]) as far as
+	 * needed; then the colour matrix, its offset only when affine (affine
+	 * 0: the map's linear part, the double backward's Jacobian product). */
+	int (*ada_forward)(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w,
+	                   int affine);
+	/* dx (n, c, h, w) = the transpose of ada_forward's linear part applied
+	 * to dy, overwritten. */
+	int (*ada_backward)(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
 };
+
+/* ada_params: the uniforms drawn and the transform kept per sample. */
+enum { GF_ADA_U = 32, GF_ADA_M = 20 };
+/* The parts of ada_params (StyleGAN2-ADA's pipeline "bgc" = all three). */
+enum { GF_ADA_BLIT = 1u, GF_ADA_GEOM = 2u, GF_ADA_COLOR = 4u };
 
 /* The parts of augment_forward / augment_backward. */
 enum { GF_AUG_COLOR = 1u, GF_AUG_TRANSLATION = 2u, GF_AUG_CUTOUT = 4u };

@@ -120,6 +120,9 @@ static const gf_backend_ops cpu_ops = {
 	.rsqrt_eps = gf_cpu_rsqrt_eps,
 	.fir_forward = gf_cpu_fir_forward,
 	.fir_backward = gf_cpu_fir_backward,
+	.ada_params = gf_cpu_ada_params,
+	.ada_forward = gf_cpu_ada_forward,
+	.ada_backward = gf_cpu_ada_backward,
 };
 
 int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)

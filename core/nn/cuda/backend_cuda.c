@@ -30,6 +30,7 @@
 #include <ganflow/log.h>
 
 #include "cuda.h"
+#include "ada.h"
 #include "dbwd.h"
 #include "sg2.h"
 
@@ -455,6 +456,9 @@ static const gf_backend_ops cuda_ops = {
 	.rsqrt_eps = gf_cu_rsqrt_eps,
 	.fir_forward = gf_cu_fir_forward,
 	.fir_backward = gf_cu_fir_backward,
+	.ada_params = gf_cu_ada_params,
+	.ada_forward = gf_cu_ada_forward,
+	.ada_backward = gf_cu_ada_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -269,7 +269,9 @@ enum {
 	/* double backward, minibatch stddev (dbwd_cuda.c, augment_cuda.c) */
 	GF_CU_OP_ACT_BWD2, GF_CU_OP_BN_BWD2, GF_CU_OP_POOL_GATHER, GF_CU_OP_AUG_LIN, GF_CU_OP_MBSTD,
 	/* StyleGAN2 (sg2_cuda.c) */
-	GF_CU_OP_BIAS_ACT_FWD, GF_CU_OP_BIAS_ACT_BWD, GF_CU_OP_RSQRT_EPS, GF_CU_OP_FIR_FWD, GF_CU_OP_FIR_BWD
+	GF_CU_OP_BIAS_ACT_FWD, GF_CU_OP_BIAS_ACT_BWD, GF_CU_OP_RSQRT_EPS, GF_CU_OP_FIR_FWD, GF_CU_OP_FIR_BWD,
+	/* StyleGAN2-ADA's augmentation (ada_cuda.c) */
+	GF_CU_OP_ADA_PARAMS, GF_CU_OP_ADA_FWD, GF_CU_OP_ADA_BWD
 };
 
 /* ---- vtable ops by file ---- */
