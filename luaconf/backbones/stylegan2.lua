@@ -27,6 +27,8 @@
 -- minibatch stddev, conv 3x3, fc, out. Class-conditional (classes > 0):
 -- the label's mapping cmap (embedding, normalised, `d_mapping` layers of
 -- lr_mul 0.01) and the output <out(x), cmap> / sqrt(cmap_dim) (dot).
+-- ada = "bgc" puts StyleGAN2-ADA's augmentation first (the layer {"ada",
+-- "bgc", p = ada_p, name = "ada"}, whose p d_step adjusts: docs/train.md).
 --
 -- The class embedding is StyleGAN2-ADA's FullyConnectedLayer of the one-hot
 -- label written as an embedding row E[y] plus a bias with lr_mul sqrt(classes)
@@ -39,7 +41,8 @@ local M = {}
 local G_OPTS = { size = true, channels = true, z = true, w = true, mapping = true, ch = true, ch_base = true,
                  classes = true, embed = true, clamp = true, noise = true, w_avg_beta = true, lr_mul = true }
 local D_OPTS = { size = true, channels = true, ch = true, ch_base = true, classes = true, cmap = true,
-                 d_mapping = true, clamp = true, mbstd = true, mbstd_channels = true, lr_mul = true }
+                 d_mapping = true, clamp = true, mbstd = true, mbstd_channels = true, lr_mul = true, ada = true,
+                 ada_p = true }
 
 local function check(o, known, what)
   for k in pairs(o) do
@@ -126,8 +129,12 @@ function M.D(o)
   if clamp == 0 then clamp = nil end
   local nres = log2(size, "stylegan2.D")
   local t = { input_shape = { channels, size, size }, classes = classes > 0 and classes or nil }
-  local res = size
-  local x = L.conv(t, "b" .. res .. "_fromrgb", "x", channels, chans(o, res), { k = 1, clamp = clamp })
+  local res, x = size, "x"
+  if o.ada then   -- StyleGAN2-ADA's augmentation of every image D sees (d_step adjusts p)
+    add(t, { "ada", o.ada, p = o.ada_p or 0, name = "ada" })
+    x = "ada"
+  end
+  x = L.conv(t, "b" .. res .. "_fromrgb", x, channels, chans(o, res), { k = 1, clamp = clamp })
   local g = math.sqrt(0.5)
   for _ = 1, nres do
     local p, c, cout = "b" .. res, chans(o, res), chans(o, res // 2)

@@ -40,6 +40,7 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
                 filter), bias_act, noise (noise_const in eval, a fresh draw in train),
                 const, modconv (modulate, convolve, demodulate), mbstd, norm2, dot, w_avg
                 (w_avg.lerp(w, psi) in eval; `psi` attribute, from the table)
+    ada, diffaugment  the identity (eval mode only: their training-mode draws are not reproduced)
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -69,7 +70,8 @@ ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_
            "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
            "instancenorm2d": "instancenorm", "in2d": "instancenorm", "ccbn": "cbn", "attn": "attention",
            "self_attention": "attention", "upfirdn2d": "fir", "constant": "const", "modulated_conv": "modconv",
-           "minibatch_stddev": "mbstd", "normalize_2nd_moment": "norm2", "truncation": "w_avg"}
+           "minibatch_stddev": "mbstd", "normalize_2nd_moment": "norm2", "truncation": "w_avg",
+           "augment": "diffaugment"}
 
 # kinds that read a second source (`with`)
 WITH = ("concat", "add", "proj", "modconv", "dot")
@@ -416,6 +418,22 @@ class Dot(nn.Module):
         return (x * w).sum(dim=1, keepdim=True) * self.scale
 
 
+class EvalIdentity(nn.Module):
+    """D's augmentation layers (ada: StyleGAN2-ADA's, with its buffer p; diffaugment): the
+    identity in eval mode, as in the engine; their training-mode draws are not reproduced."""
+
+    def __init__(self, kind, p=False):
+        super().__init__()
+        self.kind = kind
+        if p:
+            self.register_buffer("p", torch.zeros(1))
+
+    def forward(self, x):
+        if self.training:
+            raise NotImplementedError(f"the bridge runs {self.kind} only in eval mode (the identity)")
+        return x
+
+
 class WAvg(nn.Module):
     """The tracked mean of w: training moves it (beta), eval gives w_avg.lerp(w, psi)."""
 
@@ -729,6 +747,9 @@ class GanflowNet(nn.Module):
             if s != (c,):
                 raise l.error(f"expects a flat input ({c}), got {s}")
             return WAvg(c, float(l.get(None, "beta", 0.995)), float(l.get(None, "psi", 1.0))), s
+        if k in ("ada", "diffaugment"):
+            image()
+            return EvalIdentity(k, p=k == "ada"), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

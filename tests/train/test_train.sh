@@ -431,25 +431,28 @@ resnets)
   ;;
 stylegan2)
   # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
-  # ramp): N + resume + N equals 2N bit for bit, unconditional and
+  # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional and
   # conditional; the tracked mean of w moves; truncation= in w-space shrinks
   # the spread of the samples and leaves z alone; the conditional grid has a
   # row per class
   n=3
-  for p in "ch=8 z=16 w=16 r1_every=2" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2"; do
+  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada="; do
     tag=$(echo "$p" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
     run stylegan2_fashion "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 $p
     check "[ $? -eq 0 ]" "stylegan2_fashion $p: run failed: $(tail -3 "$T/a$tag.log")"
     check_metrics "$T/a$tag"
     check "grep -q '\"r1\":[0-9]' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: no r1 in the metrics"
+    case "$p" in *ada_kimg*)
+      check "grep -q '\"ada_p\":0.2' '$T/a$tag/metrics.jsonl' && grep -q '\"ada_rt\":' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: ada_p did not move from 0.3 or no ada_rt in the metrics (ADA is on by default)" ;;
+    esac
     run stylegan2_fashion "$T/b$tag" steps=$n samples=1000 log=1 $p
     run stylegan2_fashion "$T/c$tag" steps=$((2 * n)) samples=1000 log=1 resume="$T/b$tag" $p
     check "[ $? -eq 0 ]" "stylegan2_fashion $p: resumed run failed: $(tail -3 "$T/c$tag.log")"
     "$B/tests/st_compare" "$(latest "$T/a$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
     check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "stylegan2_fashion $p: N + resume + N differs from 2N: $(cat "$T/cmp$tag.log")"
   done
-  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
-  ac="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  ac="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada=" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
   check "[ \"$(png_size "$ac/samples/latest.png")\" = '342 342' ]" "conditional StyleGAN2: a 10x10 grid should be 342x342, got $(png_size "$ac/samples/latest.png")"
   "$G" sample "$a" n=16 out="$T/s0.png" npy="$T/s0" >"$T/s0.log" 2>&1
   check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/s0.log'" "stylegan2 sample should use G's average: $(cat "$T/s0.log")"
