@@ -34,7 +34,7 @@ local opt = gf.args {
   r1_every = 16,       -- lazy R1: every this many D steps (1: in every step)
   pl = 0.0,            -- path-length weight (StyleGAN2's FFHQ config: 2; 0: none)
   pl_every = 4,
-  ema_kimg = 20,       -- G's moving average: half-life in thousands of images (StyleGAN2: batch x 10/32)
+  ema_kimg = 20.0,     -- G's moving average: half-life in thousands of images (StyleGAN2: batch x 10/32)
   ema_rampup = 0.05,   -- ... at most this fraction of the images seen (0: none)
   ada = "bgc",         -- StyleGAN2-ADA's adaptive augmentation of D's images (empty: none)
   ada_target = 0.6,    -- ADA: target of r_t = E[sign(D(x_real))]

@@ -477,6 +477,19 @@ for k in ("g.net.w.w_avg", "g.ema.w.w_avg"):
 print("ok", s0, s1)
 PY
   check "[ $? -eq 0 ]" "stylegan2 truncation / w_avg: $(cat "$T/tr.log")"
+  # StyleGAN2's ramp of G's average: after update k (1-based) the decay is
+  # 0.5^(batch / min(1000 ema_kimg, (k - 1) batch ema_rampup)): batch 16,
+  # ema_kimg 0.05, ema_rampup 1 give 0.5^(16/48) at step 4, 0.5^(16/50) at 5
+  run stylegan2_fashion "$T/ramp" ch=8 z=16 w=16 ada= steps=5 checkpoint_every=1 samples=1000 log=10 \
+    ema_kimg=0.05 ema_rampup=1
+  check "[ $? -eq 0 ]" "stylegan2 run with the ramp failed: $(tail -3 "$T/ramp.log")"
+  ck() { printf '%s/checkpoints/ckpt-%08d.safetensors' "$1" "$2"; }
+  for kd in 4:48 5:50; do
+    k=${kd%:*} h=${kd#*:}
+    d=$(/usr/bin/python3 -c "print(0.5 ** (16 / $h))")
+    /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/ramp" $((k - 1)))" "$(ck "$T/ramp" $k)" "$d" 0 >"$T/ramp$k.log" 2>&1
+    check "[ $? -eq 0 ]" "StyleGAN2's ramp at step $k (decay $d): $(cat "$T/ramp$k.log")"
+  done
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5
