@@ -6,6 +6,8 @@
 -- D steps); loss=wgan gp=10 is WGAN-GP (D a critic: no sigmoid, and no batch
 -- norm unless d_bn=true); pl=2 adds StyleGAN2's path length to G.
 --   ./build/ganflow run pipelines/dcgan_fashion.lua loss=wgan gp=10 lr=1e-4 beta1=0 beta2=0.9
+-- ada=bgc puts StyleGAN2-ADA's adaptive augmentation first in D (p adjusted
+-- towards r_t = ada_target, ada_p and ada_rt in metrics.jsonl).
 --
 --   reader -> decode -> batch -> d_step <-> g_step      (fakes, D weights)
 --                                  |          |-> sample_grid (PNG grids), evaluator (eval=N)
@@ -34,6 +36,10 @@ local opt = gf.args {
   gp = 0.0,            -- WGAN-GP lambda (loss = wgan; 0: none)
   pl = 0.0,            -- path-length penalty weight on G (0: none)
   pl_every = 4,        -- path length every this many G steps
+  ada = "",            -- StyleGAN2-ADA's augmentation of D's images, e.g. "bgc" (empty: none)
+  ada_target = 0.6,    -- ADA: target of r_t = E[sign(D(x_real))]
+  ada_kimg = 500.0,    -- ADA: p can go from 0 to 1 in this many thousand images (0: p fixed at ada_p)
+  ada_p = 0.0,         -- ADA: p at the start
   d_bn = "auto",       -- D's batch norms: true, false; auto = true unless gp > 0
   size = 32,           -- image side (the backbone needs a multiple of 16)
   samples = 250,       -- sample grid every this many steps
@@ -51,7 +57,9 @@ local opt = gf.args {
 
 local d_bn = opt.d_bn == "auto" and opt.gp == 0 or opt.d_bn == true or opt.d_bn == "true"
 local G = dcgan.G { z = 100, size = opt.size, channels = 1, init = opt.init }
-local D = dcgan.D { size = opt.size, channels = 1, init = opt.init, sigmoid = opt.loss == "bce", bn = d_bn }
+local ada = opt.ada ~= ""
+local D = dcgan.D { size = opt.size, channels = 1, init = opt.init, sigmoid = opt.loss == "bce", bn = d_bn,
+                    ada = ada and opt.ada or nil, ada_p = ada and opt.ada_p or nil }
 local adam = gf.adam { lr = opt.lr, betas = { opt.beta1, opt.beta2 } }
 
 local real = gan.data { path = opt.data, size = opt.size, batch = opt.batch, decoders = opt.decoders }
@@ -60,7 +68,8 @@ local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, eval = op
                           eval_features = opt.eval_features, eval_weights = opt.eval_weights }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = opt.loss, max_batch = opt.batch,
                               d_steps = opt.n_dis, r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp,
-                              precision = opt.precision }
+                              precision = opt.precision,
+                              ada_target = opt.ada_target, ada_kimg = opt.ada_kimg }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = opt.loss,
                               pl = opt.pl, pl_every = opt.pl_every, publish_every = out.publish,
                               precision = opt.precision }

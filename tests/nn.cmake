@@ -5,12 +5,15 @@ gf_add_test(test_nn_ref2 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref2.c LABELS
 gf_add_test(test_nn_ref3 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref3.c LABELS nn TIMEOUT 120)
 gf_add_test(test_nn_ref4 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref4.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_aug SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_aug.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_ada SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ada.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref5 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref5.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref_incep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_incep.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_winograd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_winograd.c LABELS nn tsan TIMEOUT 120)
 gf_add_test(test_nn_gradcheck SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_gradcheck.c LABELS nn TIMEOUT 300)
 gf_add_test(test_nn_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_dbwd.c LABELS nn TIMEOUT 300)
 gf_add_test(test_nn_ref_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_dbwd.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_ref_sg2 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_sg2.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_ref_sg2net SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_sg2net.c LABELS nn TIMEOUT 60)
 # test_philox and test_nn_api drive the CPU backend's thread team with 1-4
 # threads: the ThreadSanitizer build runs them too.
 gf_add_test(test_philox SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_philox.c LABELS nn tsan TIMEOUT 60)

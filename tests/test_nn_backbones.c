@@ -382,7 +382,7 @@ static void test_resnet_backbones(void **state)
 	static const struct {
 		const char *code;
 		size_t params;   /* torch_backbones.py counts */
-		int c, h;        /* output image, or 0: D (one value) */
+		int c, h;        /* output image, or 0: D (one value); c = -1: counted, not run (GPU-sized) */
 	} cases[] = {
 		{ "return require('backbones.sngan').G{ ch = 32, channels = 1 }", 125441, 1, 32 },
 		{ "return require('backbones.sngan').D{ ch = 32, channels = 1 }", 66209, 0, 0 },
@@ -395,6 +395,18 @@ static void test_resnet_backbones(void **state)
 		{ "return require('backbones.biggan').G{ ch = 8, size = 128, classes = 5 }", 0, 3, 128 },
 		{ "return require('backbones.biggan').D{ ch = 8, size = 128, classes = 5 }", 0, 0, 0 },
 		{ "return require('backbones.biggan').G{ ch = 2, size = 64, classes = 0 }", 0, 3, 64 },
+		/* StyleGAN2 (stylegan2.lua): the CPU width of stylegan2_fashion and the ADA
+		 * paper's CIFAR-10 configuration (the defaults) */
+		{ "return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1 }", 96804, 1, 32 },
+		{ "return require('backbones.stylegan2').D{ ch = 32, channels = 1, mbstd = 4 }", 84609, 0, 0 },
+		{ "return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1, classes = 10 }", 101604, 1,
+		  32 },
+		{ "return require('backbones.stylegan2').D{ ch = 32, channels = 1, classes = 10, mbstd = 2 }", 94432, 0, 0 },
+		{ "return require('backbones.stylegan2').G{}", 19951116, -1, 0 },
+		{ "return require('backbones.stylegan2').D{ mbstd = 2 }", 21507073, -1, 0 },
+		{ "return require('backbones.stylegan2').G{ classes = 10 }", 20218892, -1, 0 },
+		{ "return require('backbones.stylegan2').D{ classes = 10, mbstd = 2 }", 23876096, -1, 0 },
+		{ "return require('backbones.stylegan2').G{ ch = 4, z = 8, w = 8, size = 64 }", 0, 3, 64 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		gf_net *n = build(cases[i].code, 2);
@@ -403,6 +415,10 @@ static void test_resnet_backbones(void **state)
 		if (cases[i].params && np != cases[i].params) {
 			fprintf(stderr, "%s: %zu parameters, PyTorch's network has %zu\n", cases[i].code, np, cases[i].params);
 			fail();
+		}
+		if (cases[i].c < 0) {
+			gf_net_destroy(n);
+			continue;
 		}
 		gf_tensor out = run(n, 2);
 		if (cases[i].c) {

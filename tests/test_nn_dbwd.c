@@ -292,10 +292,44 @@ CASE(test_proj_sn, "proj sn",
      " input_shape = {5} }", 4, 0, 3)
 CASE(test_diffaugment, "diffaugment",
      "return { {'diffaugment', 'color,translation,cutout'}, {'conv', 3, 2, 3, 1, 1}, {'tanh'}, input_shape = {3, 6, 6} }", 3, 0, 0)
+/* R1 through StyleGAN2-ADA's augmentation (every transform on): the
+ * gradient is taken at the image before augmentation, as StyleGAN2-ADA's */
+CASE(test_ada, "ada", "return { {'ada', 'bgc', p = 1}, {'conv', 3, 2, 3, 1, 1}, {'tanh'}, {'conv', 2, 1, 3}, input_shape = {3, 6, 5} }",
+     3, 0, 0)
+CASE(test_ada_grey, "ada grey", "return { {'ada', 'bgc', p = 0.8}, {'conv', 1, 2, 3, 1, 1}, {'tanh'}, input_shape = {1, 6, 6} }", 4, 0, 0)
 CASE(test_mbstd, "mbstd", "return { {'conv', 2, 4, 3, 1, 1}, {'mbstd', 2, 1}, {'conv', 5, 2, 3, 1, 1}, {'tanh'}, input_shape = {2, 3, 3} }",
      4, 0, 0)
 CASE(test_mbstd_f2, "mbstd channels 2", "return { {'mbstd', group = 4, channels = 2}, {'tanh'}, input_shape = {4, 2, 3} }", 3, 0,
      0)
+/* StyleGAN2's D-side kinds (and noise, const): eqlr, fir, bias_act */
+CASE(test_eqlr_fir, "eqlr conv + fir blur + stride-2 conv + fir down + eqlr linear",
+     "return { {'conv', 2, 3, 3, 1, 1, eqlr = true}, {'tanh'}, {'fir', pad = 2}, {'conv', 3, 3, 3, 2, 0, eqlr = true, lr_mul = 0.5},"
+     " {'tanh'}, {'fir', down = 2}, {'flatten'}, {'linear', 3, 1, eqlr = true, lr_mul = 0.2}, {'tanh'}, input_shape = {2, 6, 6} }",
+     2, 0, 0)
+CASE(test_fir_up, "fir up + conv", "return { {'fir', up = 2}, {'conv', 2, 2, 3, 1, 1, eqlr = true}, {'tanh'}, input_shape = {2, 3, 3} }",
+     2, 0, 0)
+KINKY(test_bias_act, "bias_act lrelu gain clamp",
+      "return { {'conv', 2, 3, 3, 1, 1, eqlr = true, bias = false}, {'bias_act', 3, clamp = 0.8}, {'conv', 3, 2, 3, 1, 1},"
+      " {'tanh'}, input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_noise_const, "noise random + const (J t = t)",
+     "return { {'tanh'}, {'noise', 2, mode = 'random'}, {'conv', 2, 2, 3, 1, 1}, {'tanh', name = 'h'}, {'const', 2, 3, 3, input = 'x'},"
+     " {'add', with = 'h'}, {'sigmoid'}, input_shape = {2, 3, 3} }", 2, 0, 0)
+CASE(test_modconv, "modconv 3x3 demod, up 2 + fir, 1x1 toRGB (the path length's G)",
+     "return { {'linear', 4, 6, eqlr = true, name = 'w'}, {'tanh', name = 'wt'}, {'linear', 6, 3, eqlr = true, bias_init = 1,"
+     " name = 's0'}, {'const', 3, 3, 3, input = 'x'}, {'modconv', 3, 4, 3, with = 's0'}, {'noise', 4, mode = 'random'},"
+     " {'tanh', name = 'h'}, {'linear', 6, 4, eqlr = true, bias_init = 1, input = 'wt', name = 's1'},"
+     " {'modconv', 4, 2, 3, with = 's1', up = 2, input = 'h'}, {'fir', pad = 1, gain = 4}, {'tanh', name = 'h2'},"
+     " {'linear', 6, 2, eqlr = true, bias_init = 1, input = 'wt', name = 's2'},"
+     " {'modconv', 2, 3, 1, with = 's2', demod = false, input = 'h2'}, input_shape = {4} }", 3, 0, 0)
+/* dot: both inputs from x (its second-order terms), and StyleGAN2 D's
+ * cmap head (the label's side has no tangent) */
+CASE(test_dot, "dot (bilinear in x)",
+     "return { {'linear', 5, 4, name = 'a'}, {'linear', 5, 4, input = 'x'}, {'tanh', name = 'b'},"
+     " {'dot', input = 'a', with = 'b', scale = 0.5}, {'tanh'}, input_shape = {5} }", 3, 0, 0)
+CASE(test_dot_cmap, "dot with the label's mapping (cmap)",
+     "return { {'conv', 2, 3, 3, 1, 1}, {'tanh'}, {'flatten'}, {'linear', 48, 4, name = 'o'}, {'embedding', 3, 4},"
+     " {'bias_act', 4, act = 'linear', lr_mul = 1.7}, {'norm2'}, {'linear', 4, 4, eqlr = true, lr_mul = 0.01}, {'tanh', name = 'c'},"
+     " {'dot', input = 'o', with = 'c', scale = 0.5}, input_shape = {2, 4, 4} }", 3, 0, 3)
 /* DC-GAN's G (batchnorm on 2x2 planes of 3 samples, sub-pixel
  * convolutions) with tanh for its LeakyReLUs: with them, a difference step
  * of z moves units across the kinks of many of its 512 LeakyReLUs at once,
@@ -566,8 +600,17 @@ int main(void)
 		cmocka_unit_test(test_proj),
 		cmocka_unit_test(test_proj_sn),
 		cmocka_unit_test(test_diffaugment),
+		cmocka_unit_test(test_ada),
+		cmocka_unit_test(test_ada_grey),
 		cmocka_unit_test(test_mbstd),
 		cmocka_unit_test(test_mbstd_f2),
+		cmocka_unit_test(test_eqlr_fir),
+		cmocka_unit_test(test_fir_up),
+		cmocka_unit_test(test_bias_act),
+		cmocka_unit_test(test_noise_const),
+		cmocka_unit_test(test_modconv),
+		cmocka_unit_test(test_dot),
+		cmocka_unit_test(test_dot_cmap),
 		cmocka_unit_test(test_g_smooth),
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_sngan_d_smooth),

@@ -273,6 +273,10 @@ CASE(test_diffaugment, "diffaugment", "return { {'diffaugment', 'color,translati
      3, 0, 0)
 CASE(test_diffaugment_grey, "diffaugment grey", "return { {'augment', 'color,translation'}, {'conv', 1, 2, 3}, input_shape = {1, 7, 5} }",
      2, 0, 0)
+/* ADA with every transform on (p = 1): bilinear resampling with reflection and the colour matrix */
+CASE(test_ada, "ada bgc", "return { {'ada', 'bgc', p = 1}, {'conv', 3, 2, 3, 1, 1}, input_shape = {3, 7, 6} }",
+     3, 0, 0)
+CASE(test_ada_grey, "ada bgc grey", "return { {'ada', pipe = 'bgc', p = 0.7}, input_shape = {1, 6, 8} }", 4, 0, 0)
 CASE(test_bn2d, "bn2d", "return { {'bn', 3, eps = 0.8}, input_shape = {3, 4, 4} }", 4, 0, 0)
 CASE(test_bn1d, "bn1d", "return { {'bn', 6}, input_shape = {6} }", 5, 0, 0)
 CASE(test_bn1d_seq, "bn1d (C, L)", "return { {'bn', 3}, input_shape = {3, 5} }", 3, 0, 0)
@@ -353,6 +357,42 @@ CASE(test_attention_sn, "attention sn",
 CASE(test_mbstd, "mbstd", "return { {'mbstd', 2, 1}, {'conv', 5, 2, 3, 1, 1}, input_shape = {4, 3, 3} }", 4, 0, 0)
 CASE(test_mbstd_f2, "mbstd channels 2", "return { {'mbstd', group = 4, channels = 2}, {'tanh'}, input_shape = {4, 2, 3} }",
      3, 0, 0)
+/* StyleGAN2's kinds (test_nn_ref_sg2 has their PyTorch references) */
+CASE(test_eqlr_linear, "eqlr linear", "return { {'linear', 6, 5, eqlr = true, lr_mul = 0.1, bias_init = 0.5}, input_shape = {6} }", 3,
+     0, 0)
+CASE(test_eqlr_conv, "eqlr conv", "return { {'conv', 3, 4, 3, 2, 1, eqlr = true, lr_mul = 0.5}, input_shape = {3, 5, 5} }", 2, 0, 0)
+CASE(test_fir, "fir up, down, blurs",
+     "return { {'fir', up = 2}, {'fir', down = 2}, {'fir', pad = 2}, {'fir', pad = 1, gain = 4}, input_shape = {2, 4, 5} }", 2, 0,
+     0)
+CASE(test_fir_general, "fir asymmetric pads, up and down together",
+     "return { {'fir', pad = {2, 1}, gain = 1.5}, {'fir', up = 2, down = 2, pad = {1, 2}}, input_shape = {2, 5, 4} }", 2, 0, 0)
+CASE(test_bias_act, "bias_act lrelu clamp", "return { {'bias_act', 12, clamp = 1.2}, input_shape = {12, 1, 2} }", 2, 0, 0)
+CASE(test_bias_act_relu, "bias_act relu lr_mul", "return { {'bias_act', 4, act = 'relu', lr_mul = 0.3}, {'tanh'}, input_shape = {4} }",
+     3, 0, 0)
+CASE(test_noise, "noise (random, the generator replayed)",
+     "return { {'conv', 2, 5, 3, 1, 1}, {'noise', 5, mode = 'random'}, input_shape = {2, 4, 4} }", 2, 0, 0)
+CASE(test_noise_const, "noise const", "return { {'noise', 2, mode = 'const'}, {'tanh'}, input_shape = {2, 3, 3} }", 2, 0, 0)
+CASE(test_const, "const + a branch from x",
+     "return { {'linear', 4, 18}, {'reshape', 2, 3, 3, name = 'b'}, {'const', 2, 3, 3, input = 'x'}, {'add', with = 'b'},"
+     " {'tanh'}, input_shape = {4} }", 2, 0, 0)
+CASE(test_modconv, "modconv 3x3 demod",
+     "return { {'linear', 5, 3, eqlr = true, bias_init = 1, name = 's'}, {'linear', 5, 27, input = 'x'}, {'reshape', 3, 3, 3},"
+     " {'modconv', 3, 4, 3, with = 's'}, input_shape = {5} }", 2, 0, 0)
+CASE(test_modconv_up, "modconv up 2 + fir",
+     "return { {'linear', 5, 3, eqlr = true, bias_init = 1, name = 's'}, {'linear', 5, 12, input = 'x'}, {'reshape', 3, 2, 2},"
+     " {'modconv', 3, 2, 3, with = 's', up = 2}, {'fir', pad = 1, gain = 4}, input_shape = {5} }", 2, 0, 0)
+CASE(test_modconv_rgb, "modconv 1x1 no demod (toRGB)",
+     "return { {'linear', 5, 3, eqlr = true, bias_init = 1, name = 's'}, {'linear', 5, 12, input = 'x'}, {'reshape', 3, 2, 2},"
+     " {'modconv', 3, 3, 1, with = 's', demod = false}, input_shape = {5} }", 3, 0, 0)
+
+/* stylegan2.lua's own kinds: the mapping's normalisation, D's cmap
+ * projection (both inputs downstream of x), w_avg in training (identity) */
+CASE(test_norm2, "norm2", "return { {'norm2'}, {'linear', 6, 3}, {'tanh'}, input_shape = {6} }", 3, 0, 0)
+CASE(test_dot, "dot",
+     "return { {'linear', 5, 4, name = 'a'}, {'linear', 5, 4, input = 'x'}, {'tanh', name = 'b'},"
+     " {'dot', input = 'a', with = 'b', scale = 0.5}, input_shape = {5} }", 3, 0, 0)
+CASE(test_w_avg, "w_avg (training)", "return { {'linear', 4, 3}, {'w_avg', 3, beta = 0.9}, {'tanh'}, input_shape = {4} }", 3, 0,
+     0)
 /* the hand-written networks the CUDA tests compare with the CPU
  * (test_cuda_nets.h), whole, with the backbones' settings: their
  * gradients are right on the CPU */
@@ -418,6 +458,21 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_linear),
 		cmocka_unit_test(test_mbstd),
+		cmocka_unit_test(test_eqlr_linear),
+		cmocka_unit_test(test_eqlr_conv),
+		cmocka_unit_test(test_fir),
+		cmocka_unit_test(test_fir_general),
+		cmocka_unit_test(test_bias_act),
+		cmocka_unit_test(test_bias_act_relu),
+		cmocka_unit_test(test_noise),
+		cmocka_unit_test(test_noise_const),
+		cmocka_unit_test(test_const),
+		cmocka_unit_test(test_modconv),
+		cmocka_unit_test(test_modconv_up),
+		cmocka_unit_test(test_modconv_rgb),
+		cmocka_unit_test(test_norm2),
+		cmocka_unit_test(test_dot),
+		cmocka_unit_test(test_w_avg),
 		cmocka_unit_test(test_mbstd_f2),
 		cmocka_unit_test(test_linear_nobias),
 		cmocka_unit_test(test_conv),
@@ -432,6 +487,8 @@ int main(void)
 		cmocka_unit_test(test_upsample3),
 		cmocka_unit_test(test_diffaugment),
 		cmocka_unit_test(test_diffaugment_grey),
+		cmocka_unit_test(test_ada),
+		cmocka_unit_test(test_ada_grey),
 		cmocka_unit_test(test_bn2d),
 		cmocka_unit_test(test_bn1d),
 		cmocka_unit_test(test_bn1d_seq),

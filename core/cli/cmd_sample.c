@@ -21,7 +21,8 @@
  *
  * A checkpoint of a g_step with `ema` holds G's moving average: it is used
  * unless ema=0 (ema=1 requires it). truncation=T redraws every noise value
- * of magnitude above T (the truncation trick of BigGAN). */
+ * of magnitude above T (the truncation trick of BigGAN); for a StyleGAN2 G
+ * (w_avg layers) it is psi in w-space instead: w -> w_avg + T (w - w_avg). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -43,7 +44,8 @@ static int usage(void)
 	                "  generates n images from the generator(s) of a training checkpoint into a PNG grid,\n"
 	                "  or with out=DIR/ into one PNG per image (DIR/<class>/NNNNNN.png, an image folder)\n"
 	                "  [ema=0|1] [truncation=T]: G's moving average (used by default when the checkpoint has\n"
-	                "  one), and the truncation trick (noise values beyond +-T redrawn)\n");
+	                "  one), and the truncation trick (noise values beyond +-T redrawn; for a StyleGAN2 G,\n"
+	                "  w -> w_avg + T (w - w_avg) with the tracked mean of w)\n");
 	return 2;
 }
 
@@ -106,7 +108,8 @@ static const char *weights_note(const gf_generators *gs, double trunc, char *buf
 {
 	int k = snprintf(buf, size, "%s", gf_generators_ema(gs) ? ", moving-average weights" : "");
 	if (trunc > 0 && k >= 0 && (size_t)k < size)
-		snprintf(buf + k, size - (size_t)k, ", truncation %g", trunc);
+		snprintf(buf + k, size - (size_t)k, ", truncation %g%s", trunc,
+		         gf_generators_wspace(gs) ? " in w-space (psi)" : "");
 	return buf;
 }
 

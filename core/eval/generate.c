@@ -28,7 +28,8 @@ struct gf_generators {
 	int zdim, c, h, w;
 	int max_batch;
 	int ema;          /* running on moving-average weights */
-	float truncation; /* > 0: |z_i| beyond it redrawn */
+	float truncation; /* > 0: |z_i| beyond it redrawn (G without w_avg layers) */
+	int wspace;       /* the truncation is psi on the generators' w_avg layers (StyleGAN2) */
 	float *z, *zk;    /* (max_batch, zdim) noise, and the rows of one class */
 	int32_t *lk;      /* (max_batch) labels of those rows */
 	int *rows;        /* (max_batch) where they go */
@@ -90,6 +91,35 @@ int gf_generators_create(gf_generators **out, const gf_value *table, int count, 
 	return 0;
 }
 
+/* The truncation trick of a StyleGAN2 G: psi on every w_avg layer of its
+ * table (in eval forwards w -> w_avg + psi (w - w_avg)), *found = 1 when
+ * there is one; a G without them keeps its table (z is truncated). */
+static int set_psi(gf_value *table, float psi, int *found)
+{
+	*found = 0;
+	if (table->type != GF_VMAP && table->type != GF_VLIST)
+		return 0;
+	for (size_t i = 0; i < table->u.c.len; i++) {
+		gf_value *l = &table->u.c.items[i];
+		int ok;
+		const char *type = gf_value_as_str(gf_value_arg(l, 0), "", &ok);
+		if (!ok || (strcmp(type, "w_avg") && strcmp(type, "truncation")))
+			continue;
+		if (l->type != GF_VMAP)
+			return gf_seterr(GF_EPARAM, "layer %zu (%s) has no keys (a map is needed to set psi)", i + 1, type);
+		int rc = gf_value_set(l, "psi", gf_value_num(psi));
+		if (rc)
+			return rc;
+		*found = 1;
+	}
+	return 0;
+}
+
+int gf_generators_wspace(const gf_generators *gs)
+{
+	return gs->wspace;
+}
+
 int gf_generators_open(gf_generators **out, const char *given, gf_backend *be, int max_batch)
 {
 	return gf_generators_open_with(out, given, be, max_batch, NULL);
@@ -141,8 +171,22 @@ int gf_generators_open_with(gf_generators **out, const char *given, gf_backend *
 			goto fail;
 		}
 		gs->ema = o.ema != 0 && has;
-		if ((rc = gf_ckpt_net_weights(c, i, gs->ema ? "ema" : "net", be, max_batch, &g->net)))
+		gf_value table;
+		int wspace = 0;
+		if ((rc = gf_ckpt_table(c, i, &table)))
 			goto fail;
+		if (o.truncation > 0 && (rc = set_psi(&table, o.truncation, &wspace)))
+			rc = gf_seterr(rc, "%s: generator '%s': truncation: %s", path, g->name, gf_errmsg());
+		if (!rc)
+			rc = gf_ckpt_net_weights_table(c, i, gs->ema ? "ema" : "net", &table, be, max_batch, &g->net);
+		gf_value_free(&table);
+		if (rc)
+			goto fail;
+		if (gs->n > 1 && wspace != gs->wspace) {
+			rc = gf_seterr(GF_ECORRUPT, "%s: some generators have a w_avg layer and some not", path);
+			goto fail;
+		}
+		gs->wspace = wspace;
 	}
 	if (!gs->n) {
 		rc = gf_seterr(GF_ENOTFOUND, "%s holds no generator (no '<stage>.role = generator' metadata): "
@@ -260,7 +304,7 @@ int gf_generators_sample(gf_generators *gs, gf_rng *r, const int32_t *labels, in
 		return gf_seterr(GF_EPARAM, "sample: the generators are conditional or per-class: labels needed");
 	size_t zd = (size_t)gs->zdim;
 	gf_rng_normal(r, gs->z, (size_t)n * zd, 0.0f, 1.0f);
-	for (size_t i = 0; gs->truncation > 0 && i < (size_t)n * zd; i++)
+	for (size_t i = 0; gs->truncation > 0 && !gs->wspace && i < (size_t)n * zd; i++)
 		while (fabsf(gs->z[i]) > gs->truncation) /* P(|z| <= t) > 0.38 for t >= 0.5: a few draws */
 			gf_rng_normal(r, gs->z + i, 1, 0.0f, 1.0f);
 	for (int k = 0; k < (gs->perclass ? gs->n : 1); k++) {

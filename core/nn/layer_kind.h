@@ -194,7 +194,7 @@ struct gf_layer_kind {
 	 * has already refused the labels as input unless GF_LK_LABELS. */
 	int (*shapes)(gf_layer_net *net, struct layer *l);
 	/* Initialises the parameters from rng (host: scratch as large as the
-	 * largest parameter), drawing in the same order every time: checkpoints
+	 * largest parameter or buffer), drawing in the same order every time: checkpoints
 	 * and references depend on it. Called only when the layer has
 	 * parameters; NULL: none to initialise. */
 	int (*init)(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host);

@@ -222,10 +222,14 @@ void gf_net_destroy(gf_net *net)
 int gf_net_init(gf_net *net, gf_rng *rng)
 {
 	size_t maxn = 1;
-	for (int i = 0; i < net->k.nlayers; i++)
+	for (int i = 0; i < net->k.nlayers; i++) {
 		for (int j = 0; j < net->k.layers[i].nparam; j++)
 			if (net->k.layers[i].param[j].n > maxn)
 				maxn = net->k.layers[i].param[j].n;
+		for (int j = 0; j < net->k.layers[i].nbuf; j++)   /* a kind may draw a buffer (noise's noise_const) */
+			if (net->k.layers[i].buf[j].n > maxn)
+				maxn = net->k.layers[i].buf[j].n;
+	}
 	float *host = malloc(maxn * sizeof(float));
 	if (!host)
 		return gf_seterr(-ENOMEM, "network init: out of memory");
@@ -356,6 +360,19 @@ int gf_net_node(const gf_net *net, const char *name, gf_tensor *out)
 			return node_tensor(net, l->out, net->k.nodes[l->out].data, out);
 	}
 	return gf_seterr(GF_ENOTFOUND, "network: no layer named '%s'", name);
+}
+
+int gf_net_count_type(const gf_net *net, const char *type, char *key, size_t size)
+{
+	int n = 0;
+	for (int i = 0; i < net->k.nlayers; i++) {
+		const struct layer *l = &net->k.layers[i];
+		if (strcmp(l->type, type) != 0)
+			continue;
+		if (!n++ && key)
+			snprintf(key, size, "%s", l->key);
+	}
+	return n;
 }
 
 /* ---- backward ---- */

@@ -12,11 +12,14 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/augment_cpu.c
   ${GF_NN_DIR}/cpu/gemm_batched_cpu.c
   ${GF_NN_DIR}/cpu/dbwd_cpu.c
-  ${GF_NN_DIR}/cpu/graph_cpu.c)
+  ${GF_NN_DIR}/cpu/graph_cpu.c
+  ${GF_NN_DIR}/cpu/sg2_cpu.c
+  ${GF_NN_DIR}/cpu/ada_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/registry.c
   ${GF_NN_DIR}/layers/sn.c
+  ${GF_NN_DIR}/layers/eqlr.c
   ${GF_NN_DIR}/layers/linear.c
   ${GF_NN_DIR}/layers/conv.c
   ${GF_NN_DIR}/layers/tconv.c
@@ -37,7 +40,16 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/proj.c
   ${GF_NN_DIR}/layers/diffaugment.c
   ${GF_NN_DIR}/layers/attention.c
-  ${GF_NN_DIR}/layers/mbstd.c)
+  ${GF_NN_DIR}/layers/mbstd.c
+  ${GF_NN_DIR}/layers/fir.c
+  ${GF_NN_DIR}/layers/bias_act.c
+  ${GF_NN_DIR}/layers/noise.c
+  ${GF_NN_DIR}/layers/const.c
+  ${GF_NN_DIR}/layers/modconv.c
+  ${GF_NN_DIR}/layers/norm2.c
+  ${GF_NN_DIR}/layers/dot.c
+  ${GF_NN_DIR}/layers/w_avg.c
+  ${GF_NN_DIR}/layers/ada.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c
   ${GF_NN_DIR}/safetensors.c

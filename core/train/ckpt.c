@@ -262,9 +262,17 @@ int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *
 	int rc = gf_ckpt_table(c, i, &table);
 	if (rc)
 		return rc;
-	gf_net_opts o = { .max_batch = max_batch };
-	rc = gf_net_create(out, be, &table, &o);
+	rc = gf_ckpt_net_weights_table(c, i, which, &table, be, max_batch, out);
 	gf_value_free(&table);
+	return rc;
+}
+
+int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const gf_value *table, gf_backend *be,
+                              int max_batch, gf_net **out)
+{
+	*out = NULL;
+	gf_net_opts o = { .max_batch = max_batch };
+	int rc = gf_net_create(out, be, table, &o);
 	if (rc)
 		return gf_seterr(rc, "%s: network of '%s': %s", c->path, gf_ckpt_part_name(c, i), gf_errmsg());
 	char prefix[512];

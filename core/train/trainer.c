@@ -39,6 +39,8 @@ struct gf_trainer {
 	gf_net *ema;            /* exponential moving average of the network, NULL = none */
 	float ema_decay;
 	int64_t ema_start;      /* updates before which the average is a copy */
+	double ema_kimg;        /* > 0: StyleGAN2's half-life in thousands of images (decay per update) */
+	double ema_rampup;      /* > 0: the half-life at most this fraction of the images seen */
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
@@ -90,7 +92,9 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 		return gf_fail(ctx, "%s optimiser: %s", conf->what, gf_errmsg());
 	t->ema_decay = (float)gf_value_as_num(gf_value_get(p, "ema"), 0, NULL);
 	t->ema_start = gf_value_as_int(gf_value_get(p, "ema_start"), 0, NULL);
-	if (t->ema_decay > 0) { /* parameters and buffers only: a batch of 1 for its activations */
+	t->ema_kimg = gf_value_as_num(gf_value_get(p, "ema_kimg"), 0, NULL);
+	t->ema_rampup = gf_value_as_num(gf_value_get(p, "ema_rampup"), 0, NULL);
+	if (t->ema_decay > 0 || t->ema_kimg > 0) { /* parameters and buffers only: a batch of 1 for its activations */
 		snprintf(what, sizeof(what), "%s (ema)", conf->what);
 		if ((rc = gf_train_net(ctx, t->be, table, 1, what, run->seed, gf_train_stream(ctx, "init"), &t->ema)))
 			return rc;
@@ -250,10 +254,25 @@ static int ortho(gf_trainer *t, int64_t step)
  * spectral_norm) fell to a tenth of the true norm in BigGAN's G after
  * 2000 steps, saturating the averaged G's images (BigGAN-PyTorch's own
  * SN iterates in eval too, so it never meets this). */
+/* The decay of update `step`: ema, or with ema_kimg StyleGAN2's schedule
+ * 0.5^(batch / h), h = ema_kimg * 1000 images, with ema_rampup at most
+ * ema_rampup * the images seen before this update (h = 0 at the first:
+ * a copy), batch = the stage's batch. */
+static float ema_decay(const gf_trainer *t, int64_t step)
+{
+	if (!(t->ema_kimg > 0))
+		return t->ema_decay;
+	double batch = (double)t->conf.max_batch, h = t->ema_kimg * 1000.0;
+	if (t->ema_rampup > 0)
+		h = fmin(h, (double)step * batch * t->ema_rampup);
+	return (float)pow(0.5, batch / fmax(h, 1e-8));
+}
+
 static int ema_update(gf_trainer *t, int64_t step)
 {
 	const gf_backend_ops *o = t->be->ops;
 	int copy = step + 1 <= t->ema_start;
+	float decay = ema_decay(t, step);
 	static const gf_block blocks[] = { GF_PARAMS, GF_BUFFERS };
 	for (int i = 0; i < 2; i++) {
 		gf_block b = blocks[i];
@@ -262,9 +281,9 @@ static int ema_update(gf_trainer *t, int64_t step)
 		if (!n)
 			continue;
 		int rc = copy ? o->copy(t->be, avg, w, n * sizeof(float), GF_COPY_D2D)
-		              : o->scale(t->be, avg, n, t->ema_decay);
+		              : o->scale(t->be, avg, n, decay);
 		if (!rc && !copy)
-			rc = o->axpy(t->be, avg, w, n, 1.0f - t->ema_decay);
+			rc = o->axpy(t->be, avg, w, n, 1.0f - decay);
 		if (rc)
 			return gf_fail(t->ctx, "%s %lld: %s (ema): %s", t->conf.unit, (long long)step, t->conf.what,
 			               gf_errmsg());

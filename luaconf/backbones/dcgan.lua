@@ -18,7 +18,10 @@
 -- bce_logits or hinge losses, and the critic of loss = "wgan"), dropout (D,
 -- CD: Dropout2d probability, 0.25), bn (D, CD: the batch norms of blocks
 -- 2-4, true; false drops them, as WGAN-GP's critic: its penalty is on each
--- sample's gradient, which batch statistics couple across the batch).
+-- sample's gradient, which batch statistics couple across the batch), ada
+-- (D: StyleGAN2-ADA's augmentation first, e.g. "bgc": the layer
+-- {"ada", "bgc", p = ada_p, name = "ada"}, whose p d_step adjusts;
+-- docs/train.md "ADA"), ada_p (its p at the start, 0).
 --
 -- Conditioning of the discriminator (the paper's table 4 leaves it open):
 -- the label goes through a learned embedding of size*size values, reshaped
@@ -34,7 +37,7 @@ end
 
 local G_OPTS = { z = true, size = true, channels = true, init = true, classes = true, embed = true }
 local D_OPTS = { size = true, channels = true, init = true, classes = true, sigmoid = true,
-                 dropout = true, bn = true }
+                 dropout = true, bn = true, ada = true, ada_p = true }
 
 -- The generator body from the first linear layer on (table 1).
 local function generator(t, nin, size, channels)
@@ -93,7 +96,11 @@ function M.D(o)
   o = o or {}
   check(o, D_OPTS, "dcgan.D")
   local size, c = o.size or 32, o.channels or 1
-  local t = discriminator({}, c, size, o.sigmoid, o.dropout, o.bn)
+  local t = {}
+  if o.ada then
+    t[1] = { "ada", o.ada, p = o.ada_p or 0, name = "ada" }
+  end
+  discriminator(t, c, size, o.sigmoid, o.dropout, o.bn)
   t.input_shape = { c, size, size }
   t.init = o.init
   return t

@@ -4,7 +4,9 @@ torch.onnx.export. `ganflow export` runs this module.
 
 The model's inputs are "z" (generators) or "x" (other parts), (batch, *input_shape)
 float32, and "labels" (batch) int64 when the network is conditional; its output
-is "images" (generators) or "y". The batch dimension is dynamic. Batchnorm
+is "images" (generators) or "y". The batch dimension is dynamic (a network with
+StyleGAN2's minibatch stddev is traced with at least one whole group: its batches
+must then be multiples of the group). Batchnorm
 runs on its running statistics and dropout is off (eval mode), as `ganflow
 sample` generates.
 
@@ -57,6 +59,12 @@ def main(argv):
     except CheckpointError as e:
         return fail(str(e))
     gen = net.role == "generator"
+    # minibatch stddev groups min(group, batch) samples: the traced graph keeps
+    # the group of the export's batch, so trace with a whole group (batches
+    # that are multiples of it then run as in ganflow)
+    groups = [m.group for m in net.modules() if isinstance(m, gt.MbStd)]
+    if groups and batch < max(groups):
+        batch = max(groups)
     x = torch.randn(batch, *net.input_shape)
     names = ["z" if gen else "x"]
     args = (x,)
@@ -76,6 +84,15 @@ def main(argv):
         return fail(f"exporting part '{net.part}' of {ckpt} to {out} failed: {e}")
     if onnx is not None:
         try:
+            # torch 1.13's exporter leaves the image sizes of some graphs symbolic (StyleGAN2's
+            # skip sums); the table fixes every dimension but the batch
+            model = onnx.load(out)
+            dims = model.graph.output[0].type.tensor_type.shape.dim
+            if len(dims) == 1 + len(net.output_shape) and any(d.dim_param for d in dims[1:]):
+                for d, v in zip(dims[1:], net.output_shape):
+                    d.Clear()
+                    d.dim_value = int(v)
+                onnx.save(model, out)
             onnx.checker.check_model(onnx.load(out))
         except Exception as e:
             return fail(f"{out}: the exported model does not pass onnx.checker: {e}")

@@ -35,6 +35,12 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
                 cbn's two projections
     attention   SAGAN/BigGAN self-attention (BigGAN-PyTorch's Attention): theta, phi, g, o
                 1x1 nn.Conv2d without bias, gamma a (1)-tensor; sn = true on all four convs
+    StyleGAN2's (docs/nn.md "StyleGAN2's layers"): linear/conv with eqlr = true (stored weight
+                times lr_mul/sqrt(fan_in), bias times lr_mul), fir (upfirdn2d with the layer's
+                filter), bias_act, noise (noise_const in eval, a fresh draw in train),
+                const, modconv (modulate, convolve, demodulate), mbstd, norm2, dot, w_avg
+                (w_avg.lerp(w, psi) in eval; `psi` attribute, from the table)
+    ada, diffaugment  the identity (eval mode only: their training-mode draws are not reproduced)
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -48,6 +54,7 @@ always falls back to the live weights, silently (module.ema tells which
 were loaded).
 """
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ganflow.checkpoint import Checkpoint, CheckpointError, shape_str
@@ -62,10 +69,12 @@ ALIASES = {"conv2d": "conv", "deconv": "tconv", "convtranspose": "tconv", "conv_
            "batchnorm": "bn", "bn1d": "bn", "bn2d": "bn", "leaky_relu": "lrelu", "leakyrelu": "lrelu",
            "view": "reshape", "embed": "embedding", "cat": "concat", "slice": "split",
            "instancenorm2d": "instancenorm", "in2d": "instancenorm", "ccbn": "cbn", "attn": "attention",
-           "self_attention": "attention"}
+           "self_attention": "attention", "upfirdn2d": "fir", "constant": "const", "modulated_conv": "modconv",
+           "minibatch_stddev": "mbstd", "normalize_2nd_moment": "norm2", "truncation": "w_avg",
+           "augment": "diffaugment"}
 
 # kinds that read a second source (`with`)
-WITH = ("concat", "add", "proj")
+WITH = ("concat", "add", "proj", "modconv", "dot")
 
 
 class TableError(CheckpointError):
@@ -238,6 +247,209 @@ class Attention(nn.Module):
         return f"channels={self.ch}"
 
 
+# ---- StyleGAN2's kinds ----
+
+class EqLinear(nn.Module):
+    """linear with eqlr: F.linear(x, weight * lr_mul / sqrt(in), bias * lr_mul)."""
+
+    def __init__(self, fin, fout, bias, lr_mul):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(fout, fin))
+        self.bias = nn.Parameter(torch.zeros(fout)) if bias else None
+        self.wg, self.lr_mul = lr_mul / fin ** 0.5, lr_mul
+
+    def forward(self, x):
+        return F.linear(x, self.weight * self.wg, None if self.bias is None else self.bias * self.lr_mul)
+
+
+class EqConv(nn.Module):
+    """conv with eqlr: F.conv2d(x, weight * lr_mul / sqrt(in kh kw), bias * lr_mul, stride, padding)."""
+
+    def __init__(self, cin, cout, kh, kw, stride, ph, pw, bias, lr_mul):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(cout, cin, kh, kw))
+        self.bias = nn.Parameter(torch.zeros(cout)) if bias else None
+        self.wg, self.lr_mul, self.stride, self.pad = lr_mul / (cin * kh * kw) ** 0.5, lr_mul, stride, (ph, pw)
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.wg, None if self.bias is None else self.bias * self.lr_mul,
+                        self.stride, self.pad)
+
+
+class Fir(nn.Module):
+    """upfirdn2d: zeros inserted (up), padded (p0 before, p1 after), the 4x4 filter (gain
+    included), every down-th pixel. Written with static shapes for ONNX: zero insertion by
+    stacking, padding through the convolution's own (symmetric) padding and a slice."""
+
+    def __init__(self, shape, up, down, p0, p1, gain):
+        super().__init__()
+        f = torch.tensor([1.0, 3.0, 3.0, 1.0])
+        # not in the state: the engine's fir has no buffer (its ops build the filter)
+        self.register_buffer("filter", ((f[:, None] * f[None, :]) / 64.0 * gain).reshape(16), persistent=False)
+        self.c, self.h, self.w = shape
+        self.up, self.down, self.p0, self.p1 = up, down, p0, p1
+
+    def forward(self, x):
+        c, h, w = self.c, self.h, self.w
+        if self.up == 2:
+            x = torch.stack([x, x * 0], dim=4).reshape(-1, c, h, 2 * w)
+            x = torch.stack([x, x * 0], dim=3).reshape(-1, c, 2 * h, 2 * w)
+            h, w = 2 * h, 2 * w
+        f = self.filter.reshape(4, 4).flip([0, 1])[None, None].repeat(c, 1, 1, 1)
+        q = max(self.p0, self.p1)
+        y = F.conv2d(x, f, groups=c, stride=self.down, padding=q)
+        if self.p0 != self.p1:   # (up = 2, down = 1)
+            o = q - self.p0
+            y = y[:, :, o:o + h + self.p0 + self.p1 - 3, o:o + w + self.p0 + self.p1 - 3]
+        return y
+
+
+class BiasAct(nn.Module):
+    """clamp(act(x + lr_mul b) * gain, -clamp, clamp), the bias per channel."""
+
+    def __init__(self, c, act, slope, gain, clamp, bias, lr_mul):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(c)) if bias else None
+        self.act, self.slope, self.gain, self.clamp, self.lr_mul = act, slope, gain, clamp, lr_mul
+
+    def forward(self, x):
+        if self.bias is not None:
+            x = x + (self.bias * self.lr_mul).reshape([1, -1] + [1] * (x.dim() - 2))
+        if self.act == "relu":
+            x = F.relu(x)
+        elif self.act == "lrelu":
+            x = F.leaky_relu(x, self.slope)
+        x = x * self.gain
+        return x.clamp(-self.clamp, self.clamp) if self.clamp > 0 else x
+
+
+class Noise(nn.Module):
+    """x + strength[c] noise[n, h, w]: noise_const in eval (mode auto), a fresh draw in training."""
+
+    def __init__(self, c, h, w, mode):
+        super().__init__()
+        self.noise_strength = nn.Parameter(torch.zeros(c))
+        self.register_buffer("noise_const", torch.zeros(h * w))
+        self.mode, self.hw = mode, (h, w)
+
+    def forward(self, x):
+        mode = self.mode if self.mode != "auto" else ("random" if self.training else "const")
+        if mode == "none":
+            return x
+        if mode == "random":
+            noise = torch.randn(x.shape[0], 1, *self.hw, dtype=x.dtype, device=x.device)
+        else:
+            noise = self.noise_const.reshape(1, 1, *self.hw)
+        return x + noise * self.noise_strength.reshape(1, -1, 1, 1)
+
+
+class Const(nn.Module):
+    """The learned constant input, repeated for the batch of x."""
+
+    def __init__(self, c, h, w):
+        super().__init__()
+        self.const = nn.Parameter(torch.zeros(c, h, w))
+
+    def forward(self, x):
+        return self.const.unsqueeze(0).expand(x.shape[0], -1, -1, -1)
+
+
+class ModConv(nn.Module):
+    """Modulate x by the styles s, convolve (a stride-2 transposed conv with up = 2), demodulate."""
+
+    def __init__(self, cin, cout, k, demod, up, pad):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(cin, cout, k, k) if up == 2 else torch.zeros(cout, cin, k, k))
+        self.demod, self.up, self.pad, self.gain = demod, up, pad, 1.0 / (cin * k * k) ** 0.5
+
+    def forward(self, x, s):
+        if not self.demod:
+            s = s * self.gain
+        x = x * s[:, :, None, None]
+        if self.up == 2:
+            y = F.conv_transpose2d(x, self.weight, stride=2, padding=self.pad)
+            w = self.weight.transpose(0, 1)
+        else:
+            y = F.conv2d(x, self.weight, padding=self.pad)
+            w = self.weight
+        if self.demod:
+            d = ((w[None] * s[:, None, :, None, None]).square().sum(dim=[2, 3, 4]) + 1e-8).rsqrt()
+            y = y * d[:, :, None, None]
+        return y
+
+
+class MbStd(nn.Module):
+    """StyleGAN2's minibatch standard deviation (MinibatchStdLayer)."""
+
+    def __init__(self, group, channels):
+        super().__init__()
+        self.group, self.channels = group, channels
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        g = min(self.group, n)   # a traced model (ONNX) keeps the group of the export's batch
+        f = self.channels
+        y = x.reshape(g, -1, f, c // f, h, w)
+        y = y - y.mean(dim=0)
+        y = (y.square().mean(dim=0) + 1e-8).sqrt()
+        y = y.mean(dim=[2, 3, 4]).reshape(-1, f, 1, 1).repeat(g, 1, h, w)
+        return torch.cat([x, y], dim=1)
+
+
+class Norm2(nn.Module):
+    """normalize_2nd_moment: x / sqrt(mean(x^2) + eps) per sample."""
+
+    def __init__(self, eps):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        return x * (x.square().mean(dim=1, keepdim=True) + self.eps).rsqrt()
+
+
+class Dot(nn.Module):
+    """scale * <x, with> per sample, (batch, 1)."""
+
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, w):
+        return (x * w).sum(dim=1, keepdim=True) * self.scale
+
+
+class EvalIdentity(nn.Module):
+    """D's augmentation layers (ada: StyleGAN2-ADA's, with its buffer p; diffaugment): the
+    identity in eval mode, as in the engine; their training-mode draws are not reproduced."""
+
+    def __init__(self, kind, p=False):
+        super().__init__()
+        self.kind = kind
+        if p:
+            self.register_buffer("p", torch.zeros(1))
+
+    def forward(self, x):
+        if self.training:
+            raise NotImplementedError(f"the bridge runs {self.kind} only in eval mode (the identity)")
+        return x
+
+
+class WAvg(nn.Module):
+    """The tracked mean of w: training moves it (beta), eval gives w_avg.lerp(w, psi)."""
+
+    def __init__(self, c, beta, psi):
+        super().__init__()
+        self.register_buffer("w_avg", torch.zeros(c))
+        self.beta, self.psi = beta, psi
+
+    def forward(self, w):
+        if self.training:
+            with torch.no_grad():
+                self.w_avg.copy_(w.detach().mean(dim=0).lerp(self.w_avg, self.beta))
+            return w
+        return w if self.psi == 1 else self.w_avg.lerp(w, self.psi)
+
+
 # ---- the network ----
 
 class GanflowNet(nn.Module):
@@ -352,6 +564,8 @@ class GanflowNet(nn.Module):
             fin, fout = l.int(0, None), l.int(1, None)
             if s != (fin,):
                 raise l.error(f"expects a flat input of {fin} features, got {s}")
+            if l.get(None, "eqlr", False):
+                return EqLinear(fin, fout, bool(l.get(None, "bias", True)), float(l.get(None, "lr_mul", 1))), (fout,)
             return nn.Linear(fin, fout, bias=bool(l.get(None, "bias", True))), (fout,)
         if k in ("conv", "tconv"):
             cin, cout, ks = l.int(0, None), l.int(1, None), l.int(2, None)
@@ -359,8 +573,12 @@ class GanflowNet(nn.Module):
             bias = bool(l.get(None, "bias", True))
             image(cin)
             if k == "conv":
-                h, w = [(d + 2 * pad - ks) // stride + 1 for d in s[1:]]
-                return nn.Conv2d(cin, cout, ks, stride, pad, bias=bias), (cout, h, w)
+                kh, kw = l.int(None, "kh", ks), l.int(None, "kw", ks)
+                ph, pw = l.int(None, "ph", pad), l.int(None, "pw", pad)
+                h, w = (s[1] + 2 * ph - kh) // stride + 1, (s[2] + 2 * pw - kw) // stride + 1
+                if l.get(None, "eqlr", False):
+                    return EqConv(cin, cout, kh, kw, stride, ph, pw, bias, float(l.get(None, "lr_mul", 1))), (cout, h, w)
+                return nn.Conv2d(cin, cout, (kh, kw), stride, (ph, pw), bias=bias), (cout, h, w)
             opad = l.int(5, "output_padding", 0)
             h, w = [(d - 1) * stride - 2 * pad + ks + opad for d in s[1:]]
             return nn.ConvTranspose2d(cin, cout, ks, stride, pad, output_padding=opad, bias=bias), (cout, h, w)
@@ -467,6 +685,71 @@ class GanflowNet(nn.Module):
             if s[1] % 2 or s[2] % 2:
                 raise l.error(f"input {s}: height and width must be even (2x2 max-pool)")
             return Attention(c, bool(l.get(None, "sn", False))), s
+        if k == "fir":
+            up, down = l.int(None, "up", 1), l.int(None, "down", 1)
+            pad = l.get(None, "pad", None)
+            if pad is None:
+                if up == 2:
+                    pad = [2, 1]
+                elif down == 2:
+                    pad = [1, 1]
+                else:
+                    raise l.error("needs pad (or up = 2 / down = 2)")
+            if isinstance(pad, dict):
+                pad = [pad.get("1"), pad.get("2")]
+            p0, p1 = (int(pad[0]), int(pad[1])) if isinstance(pad, (list, tuple)) else (int(pad), int(pad))
+            gain = float(l.get(None, "gain", up * up))
+            image()
+            h, w = [(d * up + p0 + p1 - 4) // down + 1 for d in s[1:]]
+            return Fir(tuple(s), up, down, p0, p1, gain), (s[0], h, w)
+        if k == "bias_act":
+            c = l.int(0, "channels")
+            act = l.get(None, "act", "lrelu")
+            act = "linear" if act == "none" else act
+            if s is None or s[0] != c:
+                raise l.error(f"expects {c} channels, got {s}")
+            gain = float(l.get(None, "gain", 1.0 if act == "linear" else 2 ** 0.5))
+            return BiasAct(c, act, float(l.get(None, "slope", 0.2)), gain, float(l.get(None, "clamp", 0)),
+                           bool(l.get(None, "bias", True)), float(l.get(None, "lr_mul", 1))), s
+        if k == "noise":
+            c = l.int(0, "channels")
+            image(c)
+            return Noise(c, s[1], s[2], l.get(None, "mode", "auto")), s
+        if k == "const":
+            c, h, w = l.int(0, "channels"), l.int(1, "height"), l.int(2, "width")
+            return Const(c, h, w), (c, h, w)
+        if k == "modconv":
+            cin, cout, ks = l.int(0, "cin"), l.int(1, "cout"), l.int(2, "k")
+            up = l.int(None, "up", 1)
+            pad = l.int(None, "pad", 0 if up == 2 else ks // 2)
+            image(cin)
+            if ws != (cin,):
+                raise l.error(f"expects with = styles ({cin}), got {ws}")
+            if up == 2:
+                h, w = [(d - 1) * 2 - 2 * pad + ks for d in s[1:]]
+            else:
+                h, w = [d + 2 * pad - ks + 1 for d in s[1:]]
+            return ModConv(cin, cout, ks, bool(l.get(None, "demod", True)), up, pad), (cout, h, w)
+        if k == "mbstd":
+            group, ch = l.int(0, "group", 4), l.int(1, "channels", 1)
+            image()
+            return MbStd(group, ch), (s[0] + ch, s[1], s[2])
+        if k == "norm2":
+            if s is None or len(s) != 1:
+                raise l.error(f"expects a flat input, got {s}")
+            return Norm2(float(l.get(None, "eps", 1e-8))), s
+        if k == "dot":
+            if s is None or len(s) != 1 or ws != s:
+                raise l.error(f"expects two flat inputs of the same size, got {s} and {ws}")
+            return Dot(float(l.get(None, "scale", 1.0))), (1,)
+        if k == "w_avg":
+            c = l.int(0, "channels")
+            if s != (c,):
+                raise l.error(f"expects a flat input ({c}), got {s}")
+            return WAvg(c, float(l.get(None, "beta", 0.995)), float(l.get(None, "psi", 1.0))), s
+        if k in ("ada", "diffaugment"):
+            image()
+            return EvalIdentity(k, p=k == "ada"), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

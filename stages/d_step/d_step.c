@@ -65,6 +65,16 @@
  * lengths come to the host): R1 in the step (r1_every = 1) and WGAN-GP
  * make every step eager; the lazy R1 step runs eagerly after the graph of
  * every r1_every-th D step, and the D steps themselves stay captured.
+ *
+ * ADA (StyleGAN2-ADA, docs/train.md "ADA"): when D's table holds an `ada`
+ * layer (its augmentation of every image D sees), d_step adjusts that
+ * layer's probability p (its buffer "p", which travels to g_step's
+ * replica with D's weights and is checkpointed with D) from the signs of
+ * D's outputs on the real batches (gf_ada: ada_target, ada_interval,
+ * ada_kimg). ada_p and ada_rt go to the metrics; the controller's partial
+ * interval is checkpointed as "<instance>.ada". The signs are read on the
+ * host as each real half-step ends, so a D with an ada layer steps eagerly
+ * (as with LeCam).
 
  */
 #include <errno.h>
@@ -99,6 +109,51 @@ static int dev_buffers(dstep *s, gf_ctx *ctx)
 			return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
 	}
 	return 0;
+}
+
+/* ADA: the ada layer of D, its p, the controller's options and state.
+ * The options' ranges are checked by the runtime (the table below). */
+static int ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p, size_t nout)
+{
+	char key[64], view[96];
+	int n = gf_net_count_type(s->d, "ada", key, sizeof(key));
+	if (n == 0) /* ada_* unused, as r1_every without r1 */
+		return 0;
+	if (n > 1)
+		return gf_fail(ctx, "parameter 'net': D has %d ada layers; d_step adjusts the p of one", n);
+	s->ada.target = gf_param_num(p, "ada_target");
+	s->ada.interval = (int)gf_param_int(p, "ada_interval");
+	s->ada.kimg = gf_param_num(p, "ada_kimg");
+	s->ada.rt = NAN;
+	snprintf(view, sizeof(view), "%s.p", key);
+	size_t nv;
+	const gf_view *v = gf_net_views(s->d, GF_BUFFERS, &nv);
+	for (size_t i = 0; i < nv && !s->ada_p; i++)
+		if (!strcmp(v[i].name, view))
+			s->ada_p = gf_net_block(s->d, GF_BUFFERS, NULL) + v[i].offset;
+	if (!s->ada_p)
+		return gf_fail(ctx, "parameter 'net': D's ada layer has no buffer '%s'", view);
+	if (!s->out_host && !(s->out_host = malloc(nout * sizeof(float))))
+		return gf_fail(ctx, "out of memory");
+	int64_t st[5];
+	gf_ada_save(&s->ada, st);
+	int rc = gf_train_resume_i64(ctx, "ada", st, 5); /* after gf_trainer_resume: p is D's, restored */
+	if (rc)
+		return rc;
+	gf_ada_load(&s->ada, st);
+	if ((rc = s->be->ops->copy(s->be, &s->p, s->ada_p, sizeof(float), GF_COPY_D2H)))
+		return gf_fail(ctx, "ada: %s", gf_errmsg());
+	return 0;
+}
+
+/* After a D step that used `images` real images: p moves every
+ * ada_interval steps. */
+static int ada_after_step(dstep *s, gf_ctx *ctx, double images)
+{
+	if (!s->ada_p || !gf_ada_step(&s->ada, (int64_t)images, &s->p))
+		return 0;
+	int rc = s->be->ops->copy(s->be, s->ada_p, &s->p, sizeof(float), GF_COPY_H2D);
+	return rc ? gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg()) : 0;
 }
 
 /* r1, r1_every, gp: what they may be combined with. */
@@ -214,7 +269,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->lecam.set = (int)lc[0];
 	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
-	return 0;
+	return ada_setup(s, ctx, p, nout);
 }
 
 /* ---- the loop ---- */
@@ -331,6 +386,11 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	*nout = n;
 	if ((rc = s->be->ops->reduce_dev(s->be, sum, out.data, n, 0)))
 		return gf_fail(ctx, "iteration %lld: D's mean output: %s", (long long)s->v, gf_errmsg());
+	if (!fake && s->ada_p) { /* ADA's signs: eager, as LeCam */
+		if ((rc = s->be->ops->copy(s->be, s->out_host, out.data, n * sizeof(float), GF_COPY_D2H)))
+			return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
+		gf_ada_observe(&s->ada, s->out_host, n, s->loss.d == GF_LOSS_BCE);
+	}
 	if (s->lecam.lambda > 0 && s->lecam.set && (rc = lecam_add(s, &out, fake, n, 0.5f / (float)s->acc, reg)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
 	if (!fake && s->r1 > 0 && s->r1_every == 1) {
@@ -422,6 +482,11 @@ static int finish(dstep *s, gf_ctx *ctx, rec *r)
 		gf_msg_set_scalar(m, "r1", t->r1 / t->nr1);
 	if (s->gp > 0)
 		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
+	if (s->ada_p) {
+		gf_msg_set_scalar(m, "ada_p", s->p);
+		if (!isnan(s->ada.rt))
+			gf_msg_set_scalar(m, "ada_rt", s->ada.rt);
+	}
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
 		gf_msg_set_scalar(m, "staleness_max", (double)r->stale_max);
@@ -551,6 +616,11 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	}
 	if (!rc && s->gp > 0)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
+	if (!rc && s->ada_p) { /* the partial interval; p itself is D's buffer */
+		int64_t a[5];
+		gf_ada_save(&s->ada, a);
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "ada", k, sizeof(k)), a, 5);
+	}
 	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
 		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
 	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
@@ -583,7 +653,7 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
 static void plan(dstep *s, gf_ctx *ctx)
 {
 	s->eager = s->lecam.lambda > 0 || gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) ||
-	           s->gp > 0 || (s->r1 > 0 && s->r1_every == 1);
+	           s->gp > 0 || (s->r1 > 0 && s->r1_every == 1) || s->ada_p;
 	int e = s->d_steps * s->acc;
 	s->lag = gf_readback_deferred(s->rb) && !s->eager ? (e > MAX_LAG ? MAX_LAG : e) : 0;
 	gf_allocator dev;
@@ -638,13 +708,13 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		r->v = s->v;
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			double real0 = r->t.dreal, fake0 = r->t.dfake;
+			double real0 = r->t.dreal, fake0 = r->t.dfake, images0 = r->t.images;
 			for (int micro = 0; micro < s->acc; micro++)
 				if ((rc = micro_step(s, ctx, micro, r, pos)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			/* lazy R1 after every r1_every-th D step of the run */
 			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
-			if (lazy && (rc = r1_lazy(s, ctx, &r->t.r1)))
+			if ((lazy && (rc = r1_lazy(s, ctx, &r->t.r1))) || (rc = ada_after_step(s, ctx, r->t.images - images0)))
 				return rc == GF_ESTOP ? 0 : rc;
 			r->t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
 			/* LeCam runs eagerly, its results read at once: the means are in */
@@ -728,7 +798,8 @@ static const gf_port_desc inputs[] = {
 
 static const gf_port_desc outputs[] = {
 	{ "weights", "d_weights", 0, "D's weights for g_step's replica" },
-	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp" },
+	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp, ada_p, "
+	                                           "ada_rt" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
 	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
 };
@@ -764,6 +835,11 @@ static const gf_param_desc params[] = {
 	                           "(loss = \"wgan\"; 0 = none)", "0.." },
 	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of D step as a graph and replay it where the backend has "
 	                                  "graphs (CUDA); false: every step eager", NULL },
+	{ "ada_target", GF_PARAM_NUM, "0.6", "ADA (D has an ada layer): the target of r_t = E[sign(D(x_real))], the "
+	                                     "overfitting heuristic; p rises while r_t is above it", "0..1" },
+	{ "ada_interval", GF_PARAM_INT, "4", "ADA: D steps between adjustments of p", "1..1000000" },
+	{ "ada_kimg", GF_PARAM_NUM, "500", "ADA: thousands of real images over which p can go from 0 to 1 (0: p stays "
+	                                   "at the layer's p)", "0.." },
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };

@@ -65,7 +65,7 @@ typedef struct dstep {
 	int64_t gseen;          /* async: G updates behind the newest fakes used */
 	int64_t ckpt_basis;     /* async: gseen at the last state pushed */
 	float *dpred;           /* (max_batch, D outputs) device */
-	float *out_host;        /* LeCam: (max_batch, D outputs) */
+	float *out_host;        /* LeCam, ADA: (max_batch, D outputs) */
 	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
 	char data_classes[1024]; /* the classes that data holds, as ranges ("" = unknown or unconditional) */
@@ -102,6 +102,11 @@ typedef struct dstep {
 	float *eps_dev;         /* and device */
 	float *xhat_dev;        /* gp: (max_batch, D input) the interpolates, device */
 	int64_t r1_n;           /* lazy R1: the size of the D step's last real batch, still in real_dev */
+	/* ADA (d_step.c): p moves from the signs of D's outputs on the reals,
+	 * read on the host, so a D with an ada layer steps eagerly */
+	float *ada_p;           /* the ada layer's buffer "p" (device), NULL: D has no ada layer */
+	float p;                /* its value */
+	gf_ada ada;
 } dstep;
 
 /* ---- d_inputs.c ---- */

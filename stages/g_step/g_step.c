@@ -758,6 +758,10 @@ static const gf_param_desc params[] = {
 	{ "ema", GF_PARAM_NUM, "0", "decay of an exponential moving average of G's weights (BigGAN: 0.9999; 0 = none): "
 	                            "checkpointed, and what sample grids, the evaluator and ganflow sample use", "0..1" },
 	{ "ema_start", GF_PARAM_INT, "0", "G steps before which the average is a plain copy of G", "0.." },
+	{ "ema_kimg", GF_PARAM_NUM, "0", "StyleGAN2's average instead of ema: half-life in thousands of images, decay "
+	                                 "0.5^(batch / (1000 ema_kimg)) per step (StyleGAN2-ADA: batch x 10/32, CIFAR 500; 0 = ema)", "0.." },
+	{ "ema_rampup", GF_PARAM_NUM, "0", "with ema_kimg: the half-life at most this fraction of the images seen so far "
+	                                   "(StyleGAN2: 0.05; 0 = none)", "0..1" },
 	{ "pl", GF_PARAM_NUM, "0", "path-length penalty weight (StyleGAN2: 2): w E(|J_z^T y| - a)^2, y ~ N(0, I)/sqrt(HW), "
 	                           "a the lengths' moving mean (0 = none)", "0.." },
 	{ "pl_every", GF_PARAM_INT, "4", "path length: 1 = in every G step; k > 1 = a step of its own every k G steps "

@@ -3,7 +3,8 @@
  * Training stages (g_step, d_step, the evaluator) push "metrics" messages:
  * a step and named scalars (loss_d, loss_g, d_real, d_fake, images, fid...).
  * This stage averages each scalar over the interval (`every` steps; the
- * evaluation figures and counters keep their latest value), adds wall time,
+ * evaluation figures, counters and ADA's p and r_t keep their latest
+ * value), adds wall time,
  * images/s, how far every producing stage got ("sources": its latest step
  * and when that arrived, so a lagging stage or rank shows), the state of
  * every graph edge (active depth, stalls) and the worker count of every
@@ -76,7 +77,7 @@ typedef struct metrics {
 static int is_latest_only(const char *name)
 {
 	static const char *const names[] = { "fid", "is", "is_std", "kid", "kid_std", "precision", "recall",
-	                                     "staleness_max", "skipped", "eval_n", "test_acc", NULL };
+	                                     "staleness_max", "skipped", "eval_n", "test_acc", "ada_p", "ada_rt", NULL };
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(name, names[i]) || !strncmp(name, "fid_class", 9))
 			return 1;

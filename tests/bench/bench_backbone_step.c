@@ -7,6 +7,9 @@
  *   sngan        SNGAN 32x32x1, G ch 32 / D ch 32, n_dis 5 (sngan_fashion's CPU config)
  *   sngan_cond   the same with cBN in G and the projection D (classes = 10)
  *   biggan       BigGAN 32x32x1, ch 8, classes 10, n_dis 4 (biggan_fashion's CPU config)
+ *   stylegan2    StyleGAN2 32x32x1 (stylegan2_fashion's CPU width: ch 32, z = w = 64, mapping 2, mbstd 4),
+ *                n_dis 1 (the networks of StyleGAN2-ADA's training loop, not its losses: hinge here too)
+ *   stylegan2_cond  the same with classes = 10 (label embedding in the mapping, cmap in D)
  *   pix2pix      U-Net G (ngf 32) and PatchGAN D (ndf 32) at 32x32x1 (pix2pix_edges's config),
  *                batch 16: D on (A, B) and (A, G(A)), G's loss BCE + 100 L1
  *
@@ -16,7 +19,7 @@
  * GFLOP/s and OpenBLAS's SGEMM GFLOP/s (1024^3, same threads) measured in
  * the same run; last line "backbone_step: worst_ratio=X target=1.3".
  *
- * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan,pix2pix] [peer=1]
+ * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix] [peer=1]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,12 @@ static const struct row rows[] = {
 	{ "biggan", "BigGAN 32x32x1 ch 8, n_dis 4",
 	  "return require('backbones.biggan').G{ ch = 8, channels = 1, classes = 10 }",
 	  "return require('backbones.biggan').D{ ch = 8, channels = 1, classes = 10 }", 128, 10, 4 },
+	{ "stylegan2", "StyleGAN2 32x32x1 ch 32, z = w = 64, n_dis 1",
+	  "return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1 }",
+	  "return require('backbones.stylegan2').D{ ch = 32, channels = 1, mbstd = 4 }", 64, 0, 1 },
+	{ "stylegan2_cond", "StyleGAN2 + label mapping/cmap, 10 classes",
+	  "return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1, classes = 10 }",
+	  "return require('backbones.stylegan2').D{ ch = 32, channels = 1, classes = 10, mbstd = 4 }", 64, 10, 1 },
 	{ "pix2pix", "pix2pix 32x32x1 ngf/ndf 32, batch 16",
 	  "return require('backbones.pix2pix').G{ size = 32, channels = 1, ngf = 32 }",
 	  "return require('backbones.pix2pix').D{ size = 32, channels = 1, ndf = 32 }", 0, 0, 1 },
@@ -260,7 +269,7 @@ static double peer(const struct row *r, int batch, int iters, int repeat, int th
 int main(int argc, char **argv)
 {
 	int batch = 64, iters = 3, repeat = 2, threads = 2, use_peer = 1;
-	const char *want = "sngan,sngan_cond,biggan,pix2pix";
+	const char *want = "sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
 		if (bench_arg(argv[i], "batch", &v)) batch = atoi(v);
@@ -271,7 +280,7 @@ int main(int argc, char **argv)
 		else if (bench_arg(argv[i], "peer", &v)) use_peer = atoi(v);
 		else {
 			fprintf(stderr, "usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] "
-			                "[rows=sngan,sngan_cond,biggan,pix2pix] [peer=1]\n");
+			                "[rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix] [peer=1]\n");
 			return 2;
 		}
 	}
@@ -284,7 +293,7 @@ int main(int argc, char **argv)
 	CHECK("cpu backend", gf_backend_open("cpu", &bo, &be));
 	printf("full GAN iterations (n_dis D steps + 1 G step), batch %d, %d threads, best of %d x %d iterations\n", batch,
 	       threads, repeat, iters);
-	printf("%-11s %-36s %10s %10s %7s %12s %8s\n", "row", "networks", "ganflow", "torch", "ratio", "GFLOP/iter",
+	printf("%-14s %-44s %10s %10s %7s %12s %8s\n", "row", "networks", "ganflow", "torch", "ratio", "GFLOP/iter",
 	       "GFLOP/s");
 	double worst = 1e30;
 	int measured = 0;
@@ -301,12 +310,12 @@ int main(int argc, char **argv)
 			theirs = peer(r, rb, iters, repeat, threads, why, sizeof(why));
 		double gflops = flops * ours / rb * 1e-9;
 		if (theirs <= 0) {
-			printf("%-11s %-36s %8.1f/s %10s %7s %12.2f %8.1f  (%s)\n", r->name, r->what, ours, "-", "-", flops * 1e-9,
+			printf("%-14s %-44s %8.1f/s %10s %7s %12.2f %8.1f  (%s)\n", r->name, r->what, ours, "-", "-", flops * 1e-9,
 			       gflops, why);
 			continue;
 		}
 		double ratio = ours / theirs;
-		printf("%-11s %-36s %8.1f/s %8.1f/s %6.2fx %12.2f %8.1f\n", r->name, r->what, ours, theirs, ratio,
+		printf("%-14s %-44s %8.1f/s %8.1f/s %6.2fx %12.2f %8.1f\n", r->name, r->what, ours, theirs, ratio,
 		       flops * 1e-9, gflops);
 		if (ratio < worst)
 			worst = ratio;

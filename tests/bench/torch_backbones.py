@@ -198,6 +198,217 @@ class BigGAN_D(nn.Module):
         return self.head(self.blocks(x), y)
 
 
+
+# ---- StyleGAN2 (StyleGAN2-ADA's training/networks.py: G with output skips,
+# D residual), written with torch.nn.functional from the paper's code
+# description; the per-channel noise strength of ganflow's noise layer (its
+# scalar is the case of equal values); the class embedding as ganflow's
+# (an nn.Embedding row plus a bias, scaled: the same count as
+# FullyConnectedLayer(classes, dim)) ----
+
+SQRT2 = 2 ** 0.5
+FIR = torch.tensor([1.0, 3.0, 3.0, 1.0])
+FIR2 = (FIR[:, None] * FIR[None, :]) / FIR.sum() ** 2
+
+
+def fir(x, up=1, down=1, pad=(0, 0), gain=1.0):
+    """upfirdn2d with [1, 3, 3, 1]: zero insertion, pad, 4x4 filter, stride."""
+    n, c, h, w = x.shape
+    if up == 2:
+        x = x.reshape(n, c, h, 1, w, 1)
+        x = F.pad(x, [0, 1, 0, 0, 0, 1])
+        x = x.reshape(n, c, h * 2, w * 2)
+    x = F.pad(x, [pad[0], pad[1], pad[0], pad[1]])
+    f = (FIR2 * gain).to(x.dtype)[None, None].repeat(c, 1, 1, 1)
+    return F.conv2d(x, f, groups=c, stride=down)
+
+
+def bias_act(x, b, act, gain, clamp, lr_mul=1.0):
+    if b is not None:
+        x = x + (b * lr_mul).reshape([1, -1] + [1] * (x.ndim - 2))
+    if act == "lrelu":
+        x = F.leaky_relu(x, 0.2)
+    x = x * gain
+    return x.clamp(-clamp, clamp) if clamp else x
+
+
+def norm2(x, eps=1e-8):
+    return x * (x.square().mean(dim=1, keepdim=True) + eps).rsqrt()
+
+
+class FC(nn.Module):
+    def __init__(self, fin, fout, act="linear", lr_mul=1.0, bias_init=0.0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(fout, fin) / lr_mul)
+        self.bias = nn.Parameter(torch.full([fout], float(bias_init)))
+        self.act, self.wg, self.lr_mul = act, lr_mul / fin ** 0.5, lr_mul
+
+    def forward(self, x):
+        x = x.matmul((self.weight * self.wg).t())
+        return bias_act(x, self.bias, self.act, SQRT2 if self.act == "lrelu" else 1.0, None, self.lr_mul)
+
+
+class Conv(nn.Module):
+    """Conv2dLayer: [blur + stride 2 | downsample2d] conv, bias_act (gain, clamp scaled by the call's gain)."""
+
+    def __init__(self, cin, cout, k, bias=True, act="lrelu", down=1, clamp=None, gain=1.0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(cout, cin, k, k))
+        self.bias = nn.Parameter(torch.zeros(cout)) if bias else None
+        self.k, self.down, self.act, self.wg = k, down, act, 1 / (cin * k * k) ** 0.5
+        self.gain = (SQRT2 if act == "lrelu" else 1.0) * gain
+        self.clamp = clamp * gain if clamp else None
+
+    def forward(self, x):
+        w = self.weight * self.wg
+        if self.down == 2 and self.k == 1:
+            x = F.conv2d(fir(x, down=2, pad=(1, 1)), w)
+        elif self.down == 2:
+            x = F.conv2d(fir(x, pad=(self.k // 2 + 1, self.k // 2 + 1)), w, stride=2)
+        else:
+            x = F.conv2d(x, w, padding=self.k // 2)
+        return bias_act(x, self.bias, self.act, self.gain, self.clamp)
+
+
+def modconv(x, w, s, demod, up, gain=1.0):
+    """StyleGAN2-ADA's modulated_conv2d, not fused (its training path)."""
+    s = s * gain
+    x = x * s[:, :, None, None]
+    if up == 2:   # w (in, out, k, k)
+        y = F.conv_transpose2d(x, w, stride=2)
+        y = fir(y, pad=(1, 1), gain=4.0)
+        wo = w.transpose(0, 1)
+    else:
+        y = F.conv2d(x, w, padding=w.shape[-1] // 2)
+        wo = w
+    if demod:
+        d = ((wo[None] * s[:, None, :, None, None]).square().sum(dim=[2, 3, 4]) + 1e-8).rsqrt()
+        y = y * d[:, :, None, None]
+    return y
+
+
+class SynthLayer(nn.Module):
+    def __init__(self, cin, cout, wd, res, up=1, clamp=None):
+        super().__init__()
+        self.affine = FC(wd, cin, bias_init=1)
+        self.weight = nn.Parameter(torch.randn(cin, cout, 3, 3) if up == 2 else torch.randn(cout, cin, 3, 3))
+        self.noise_strength = nn.Parameter(torch.zeros(cout))
+        self.bias = nn.Parameter(torch.zeros(cout))
+        self.register_buffer("noise_const", torch.randn(res, res))
+        self.up, self.clamp, self.res = up, clamp, res
+
+    def forward(self, x, w):
+        x = modconv(x, self.weight, self.affine(w), True, self.up)
+        const = not self.training or getattr(self, "const_noise", False)   # const_noise: the reference tests
+        noise = self.noise_const if const else torch.randn(x.shape[0], 1, self.res, self.res)
+        x = x + noise * self.noise_strength[None, :, None, None]
+        return bias_act(x, self.bias, "lrelu", SQRT2, self.clamp)
+
+
+class ToRGB(nn.Module):
+    def __init__(self, cin, cout, wd, clamp=None):
+        super().__init__()
+        self.affine = FC(wd, cin, bias_init=1)
+        self.weight = nn.Parameter(torch.randn(cout, cin, 1, 1))
+        self.bias = nn.Parameter(torch.zeros(cout))
+        self.clamp, self.wg = clamp, 1 / cin ** 0.5
+
+    def forward(self, x, w):
+        x = modconv(x, self.weight, self.affine(w), False, 1, self.wg)
+        return bias_act(x, self.bias, "linear", 1.0, self.clamp)
+
+
+class Embed(nn.Module):
+    """FullyConnectedLayer(classes, dim) of the one-hot label as ganflow writes it."""
+
+    def __init__(self, classes, dim):
+        super().__init__()
+        self.table, self.bias = nn.Embedding(classes, dim), nn.Parameter(torch.zeros(dim))
+        self.lr_mul = classes ** 0.5
+
+    def forward(self, y):
+        return norm2(self.table(y) + self.bias * self.lr_mul)
+
+
+class SG2_G(nn.Module):
+    def __init__(self, size=32, ch=512, z=512, wd=512, mapping=2, channels=3, classes=0, clamp=256):
+        super().__init__()
+        self.embed = Embed(classes, wd) if classes else None
+        fin = z + (wd if classes else 0)
+        self.mapping = nn.ModuleList([FC(fin if i == 0 else wd, wd, "lrelu", 0.01) for i in range(mapping)])
+        self.register_buffer("w_avg", torch.zeros(wd))
+        self.const = nn.Parameter(torch.randn(ch, 4, 4))
+        self.layers, self.rgbs = nn.ModuleList(), nn.ModuleList()
+        res = 4
+        self.layers.append(SynthLayer(ch, ch, wd, 4, clamp=clamp))
+        self.rgbs.append(ToRGB(ch, channels, wd, clamp))
+        while res < size:
+            res *= 2
+            self.layers.append(SynthLayer(ch, ch, wd, res, up=2, clamp=clamp))
+            self.layers.append(SynthLayer(ch, ch, wd, res, clamp=clamp))
+            self.rgbs.append(ToRGB(ch, channels, wd, clamp))
+
+    def forward(self, z, y=None):
+        x = norm2(z)
+        if self.embed is not None:
+            x = torch.cat([x, self.embed(y)], 1)
+        for m in self.mapping:
+            x = m(x)
+        w = x
+        if self.training:
+            self.w_avg.copy_(w.detach().mean(0).lerp(self.w_avg, 0.995))
+        x = self.const[None].repeat(z.shape[0], 1, 1, 1)
+        x = self.layers[0](x, w)
+        img = self.rgbs[0](x, w)
+        for i in range(1, len(self.rgbs)):
+            x = self.layers[2 * i](self.layers[2 * i - 1](x, w), w)
+            img = fir(img, up=2, pad=(2, 1), gain=4.0) + self.rgbs[i](x, w)
+        return img
+
+
+def mbstd(x, group=4):
+    n, c, h, w = x.shape
+    g = min(group, n)
+    y = x.reshape(g, -1, 1, c, h, w)
+    y = y - y.mean(dim=0)
+    y = (y.square().mean(dim=0) + 1e-8).sqrt()
+    y = y.mean(dim=[2, 3, 4]).reshape(-1, 1, 1, 1).repeat(g, 1, h, w)
+    return torch.cat([x, y], 1)
+
+
+class SG2_D(nn.Module):
+    def __init__(self, size=32, ch=512, channels=3, classes=0, group=32, clamp=256, d_mapping=8):
+        super().__init__()
+        g = 0.5 ** 0.5
+        self.fromrgb = Conv(channels, ch, 1, clamp=clamp)
+        self.blocks = nn.ModuleList()
+        res = size
+        while res > 4:
+            self.blocks.append(nn.ModuleList([Conv(ch, ch, 3, clamp=clamp), Conv(ch, ch, 3, down=2, clamp=clamp, gain=g),
+                                              Conv(ch, ch, 1, bias=False, act="linear", down=2, gain=g)]))
+            res //= 2
+        self.group = group
+        self.conv = Conv(ch + 1, ch, 3, clamp=clamp)
+        self.fc = FC(ch * 16, ch, "lrelu")
+        self.out = FC(ch, ch if classes else 1)
+        if classes:
+            self.embed = Embed(classes, ch)
+            self.cmap = nn.ModuleList([FC(ch, ch, "lrelu", 0.01) for _ in range(d_mapping)])
+        self.classes, self.ch = classes, ch
+
+    def forward(self, x, y=None):
+        x = self.fromrgb(x)
+        for c0, c1, sk in self.blocks:
+            x = sk(x) + c1(c0(x))
+        x = self.conv(mbstd(x, self.group))
+        x = self.out(self.fc(x.flatten(1)))
+        if self.classes:
+            c = self.embed(y)
+            for m in self.cmap:
+                c = m(c)
+            x = (x * c).sum(dim=1, keepdim=True) / self.ch ** 0.5
+        return x
+
 # name -> (G, D, z, classes, n_dis): the configurations of the quality
 # table and of backbone_step (CPU widths, 32x32x1 Fashion-MNIST)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
@@ -207,6 +418,10 @@ CONFIGS = {
     "sngan": (lambda: SNGAN_G(32, 128, 1), lambda: SNGAN_D(32, 1), 128, 0, 5),
     "sngan_cond": (lambda: SNGAN_G(32, 128, 1, 10), lambda: SNGAN_D(32, 1, 10), 128, 10, 5),
     "biggan": (lambda: BigGAN_G(8, 128, 128, 1, 10), lambda: BigGAN_D(8, 1, 10), 128, 10, 4),
+    "stylegan2": (lambda: SG2_G(32, 32, 64, 64, 2, 1), lambda: SG2_D(32, 32, 1, group=4), 64, 0, 1),
+    "stylegan2_cond": (lambda: SG2_G(32, 32, 64, 64, 2, 1, 10), lambda: SG2_D(32, 32, 1, 10, group=4), 64, 10, 1),
+    "stylegan2_cifar": (lambda: SG2_G(), lambda: SG2_D(), 512, 0, 1),
+    "stylegan2_cifar_cond": (lambda: SG2_G(classes=10), lambda: SG2_D(classes=10), 512, 10, 1),
     "pix2pix": (lambda: pix2pix_counts.unet(1, 1, 5, ngf=32), lambda: pix2pix_counts.patch_d(2, ndf=32), 0, 0, 1),
 }
 

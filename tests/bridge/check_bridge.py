@@ -173,9 +173,13 @@ def run_numpy(model, feeds):
             for ax, f in enumerate(s):
                 out = np.repeat(out, f, axis=ax) if f != 1 else out
         elif op == "Conv":
-            if a.get("group", 1) != 1 or any(d != 1 for d in a.get("dilations", [1, 1])):
+            if any(d != 1 for d in a.get("dilations", [1, 1])):
                 raise NotImplementedError(f"Conv {a}")
-            out = _conv(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0] * 4))
+            g, b = a.get("group", 1), i[2] if len(i) > 2 else None
+            ci, co = i[0].shape[1] // g, i[1].shape[0] // g   # groups: StyleGAN2's depthwise FIR filter
+            out = np.concatenate([_conv(i[0][:, k * ci:(k + 1) * ci], i[1][k * co:(k + 1) * co],
+                                        None if b is None else b[k * co:(k + 1) * co], a.get("strides", [1, 1]),
+                                        a.get("pads", [0] * 4)) for k in range(g)], axis=1)
         elif op == "Pad":
             if a.get("mode", b"constant") != b"constant":
                 raise NotImplementedError(f"Pad {a}")
@@ -204,6 +208,35 @@ def run_numpy(model, feeds):
         elif op == "Softmax":
             e = np.exp(i[0] - i[0].max(axis=a.get("axis", -1), keepdims=True))
             out = e / e.sum(axis=a.get("axis", -1), keepdims=True)
+        elif op == "Sub":
+            out = i[0] - i[1]
+        elif op == "Sqrt":
+            out = np.sqrt(i[0])
+        elif op == "ReduceMean":
+            out = np.mean(i[0], axis=tuple(a["axes"]) if "axes" in a else None, keepdims=bool(a.get("keepdims", 1)))
+        elif op == "Clip":
+            lo = i[1] if len(i) > 1 and i[1] is not None else -np.inf
+            hi = i[2] if len(i) > 2 and i[2] is not None else np.inf
+            out = np.clip(i[0], lo, hi)
+        elif op == "Expand":
+            out = i[0] * np.ones([int(d) for d in i[1]], dtype=i[0].dtype)
+        elif op == "Tile":
+            out = np.tile(i[0], [int(d) for d in i[1]])
+        elif op == "ConstantOfShape":
+            v = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+            out = np.full([int(d) for d in i[0]], v.reshape(-1)[0], dtype=np.float64 if v.dtype == np.float32 else v.dtype)
+        elif op == "Equal":
+            out = i[0] == i[1]
+        elif op == "Where":
+            out = np.where(i[0], i[1], i[2])
+        elif op == "Slice":
+            starts, ends = [int(d) for d in i[1]], [int(d) for d in i[2]]
+            axes = [int(d) for d in i[3]] if len(i) > 3 and i[3] is not None else list(range(len(starts)))
+            steps = [int(d) for d in i[4]] if len(i) > 4 and i[4] is not None else [1] * len(starts)
+            sl = [slice(None)] * i[0].ndim
+            for st, en, ax, sp in zip(starts, ends, axes, steps):
+                sl[ax] = slice(st, en, sp)
+            out = i[0][tuple(sl)]
         elif op in ("Identity", "Dropout"):
             out = i[0]
         else:

@@ -3,7 +3,9 @@
  * net_forward --make TABLE.json CHECKPOINT: a checkpoint of one part "t"
  * (role "test") holding the network of a JSON layer table, initialised
  * and run 3 times in training mode (running statistics that are not
- * 0 and 1), for the layer kinds no backbone uses.
+ * 0 and 1), for the layer kinds no backbone uses. --make-perturbed: the
+ * same with 0.3 N(0, 1) added to every parameter first (StyleGAN2's
+ * kinds start with zero biases and noise strengths).
  *
  * Rebuilds part PART (an instance name) of a training checkpoint with
  * gf_ckpt_net, feeds it n inputs drawn U(-1, 1) from Philox(seed) (and
@@ -56,7 +58,7 @@ static int inputs(gf_net *net, int n, uint64_t seed, float **x, int32_t **labels
 	return 0;
 }
 
-static int make(const char *table_path, const char *out)
+static int make(const char *table_path, const char *out, int perturb)
 {
 	FILE *f = fopen(table_path, "rb");
 	char text[1 << 16];
@@ -81,6 +83,22 @@ static int make(const char *table_path, const char *out)
 	gf_rng init = { 7, 0, 0 };
 	if (gf_net_init(net, &init))
 		goto fail;
+	if (perturb) {
+		size_t np;
+		gf_net_block(net, GF_PARAMS, &np);
+		float *p = malloc(np * sizeof(float)), *e = malloc(np * sizeof(float));
+		int bad = !p || !e || gf_net_read(net, GF_PARAMS, p);
+		if (!bad) {
+			gf_rng_normal(&init, e, np, 0.0f, 0.3f);
+			for (size_t i = 0; i < np; i++)
+				p[i] += e[i];
+			bad = gf_net_write(net, GF_PARAMS, p);
+		}
+		free(p);
+		free(e);
+		if (bad)
+			goto fail;
+	}
 	for (int step = 0; step < 3; step++) {
 		gf_tensor xt, lt;
 		int64_t ls[1];
@@ -109,8 +127,8 @@ out:
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "--make"))
-		return make(argv[2], argv[3]);
+	if (argc == 4 && (!strcmp(argv[1], "--make") || !strcmp(argv[1], "--make-perturbed")))
+		return make(argv[2], argv[3], !strcmp(argv[1], "--make-perturbed"));
 	if (argc < 4) {
 		fprintf(stderr, "usage: net_forward CHECKPOINT PART OUT.safetensors [n=8] [seed=1]\n");
 		return 2;

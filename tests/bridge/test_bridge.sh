@@ -2,7 +2,7 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | export | errors | damaged
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | stylegan2 | export | errors | damaged
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
 # checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
@@ -107,6 +107,17 @@ kinds)
   "$G" export "$T/k4.safetensors" "$T/k4.onnx" part=t >"$T/e.log" 2>&1
   check "[ $? -eq 0 ]" "ganflow export of attention failed: $(cat "$T/e.log")"
   compare "attention: ONNX vs ganflow" onnx "$T/k4.onnx" "$T/t.st"
+  # StyleGAN2's kinds (eqlr linear/conv, norm2, w_avg with psi, const,
+  # modconv 3x3 / up 2 / 1x1 toRGB, noise auto/const, fir up/down/blurs,
+  # bias_act with clamp and lr_mul, mbstd, dot), parameters perturbed away
+  # from their zero starts (tests/bridge/kinds5.json), bridge and ONNX
+  "$B/tests/net_forward" --make-perturbed "$S/tests/bridge/kinds5.json" "$T/k5.safetensors" >"$T/f.log" 2>&1
+  check "[ $? -eq 0 ]" "net_forward --make-perturbed (kinds5) failed: $(cat "$T/f.log")"
+  forward "$T/k5.safetensors" t 8
+  compare "StyleGAN2 kinds: bridge vs ganflow" net "$T/k5.safetensors" t "$T/t.st"
+  "$G" export "$T/k5.safetensors" "$T/k5.onnx" part=t >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export of StyleGAN2's kinds failed: $(cat "$T/e.log")"
+  compare "StyleGAN2 kinds: ONNX vs ganflow" onnx "$T/k5.onnx" "$T/t.st"
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1
@@ -142,6 +153,22 @@ classifier)
   compare "classifier (logits, features): bridge vs ganflow" net "$ck" clf "$T/clf.st"
   # the file classifier_step exports for the evaluator loads the same way
   compare "exported classifier: bridge vs ganflow" net "$T/clf.safetensors" classifier "$T/clf.st"
+  ;;
+stylegan2)
+  # the conditional StyleGAN2 at a tiny width: G (its moving average, the
+  # constant noise, w_avg) against ganflow sample, D (mbstd, cmap) against
+  # net_forward, both through the bridge and exported to ONNX
+  ck=$(train stylegan2_fashion samples=1000 ch=8 z=16 w=16 classes=10 mbstd=2 r1_every=2) || exit 1
+  sample "$ck" 20
+  compare "StyleGAN2 G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  forward "$ck" d 16
+  compare "StyleGAN2 D: bridge vs ganflow" net "$ck" d "$T/d.st"
+  "$G" export "$ck" "$T/g.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'labels' '$T/e.log'" "ganflow export (StyleGAN2 G) failed: $(cat "$T/e.log")"
+  compare "ONNX StyleGAN2 G vs ganflow sample" onnx "$T/g.onnx" "$T/s"
+  "$G" export "$ck" "$T/d.onnx" part=discriminator >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ]" "ganflow export (StyleGAN2 D) failed: $(cat "$T/e.log")"
+  compare "ONNX StyleGAN2 D vs ganflow" onnx "$T/d.onnx" "$T/d.st"
   ;;
 export)
   ck=$(train cgan_fashion samples=1000 labels=data) || exit 1

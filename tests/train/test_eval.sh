@@ -336,6 +336,12 @@ ema)
   check "[ $? -eq 2 ] && grep -q 'not a checkpoint' '$T/e.log'" "ema= on a dataset should be refused: $(tail -2 "$T/e.log")"
   ev "$bck" ema=2 >"$T/e.log" 2>&1
   check "[ $? -eq 2 ] && grep -q 'bad value ema=2' '$T/e.log'" "ema=2 should be refused: $(tail -2 "$T/e.log")"
+  # a StyleGAN2 checkpoint (its average with the ramp, the w_avg layer, ADA's layer in D)
+  "$G" run "$S/pipelines/stylegan2_fashion.lua" data="$F/fm/train" ch=8 z=16 w=16 batch=8 steps=4 r1_every=2 \
+    dir="$T/sg" quiet=true >"$T/sg.log" 2>&1
+  check "[ $? -eq 0 ]" "stylegan2 run failed: $(tail -3 "$T/sg.log")"
+  ev "$T/sg" >"$T/sg_e.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/sg_e.log' && [ -n \"$(fid "$T/sg_e.log")\" ]" "eval of a StyleGAN2 checkpoint failed: $(tail -3 "$T/sg_e.log")"
   ;;
 *)
   echo "unknown case $case_name"

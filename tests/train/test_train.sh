@@ -4,8 +4,8 @@
 #
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
-#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ema | pix2pix | resnets |
-#                                  sample_folder | graphs
+#                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
+#                                  sample_folder | graphs | stylegan2
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -270,8 +270,32 @@ penalties)
     check "! grep -q '\"$m\":null' '$T/$k/metrics.jsonl'" "$k: a non-finite $m metric"
   done
   check "grep -q '\"pl_mean\":[0-9.e-]*[1-9]' '$T/pl/metrics.jsonl'" "no pl_mean metric"
-  check "[ \$(grep -c '\"r1\"' '$T/r1lazy/metrics.jsonl') -eq 2 ]" "lazy R1 every 3 steps of 4 should report twice: $(grep -c '"r1"' "$T/r1lazy/metrics.jsonl")"
-  check "[ \$(grep -c '\"r1\"' '$T/r1/metrics.jsonl') -eq 4 ]" "R1 every step should report 4 times"
+  # which lines carry r1: a line holds the D iterations after the previous
+  # line's up to its own ("sources" d), however the messages of g and d
+  # interleaved (log=1 groups them by arrival); it must carry r1 exactly
+  # when one of them ran R1 (every iteration; lazy every 3: iterations 1, 4)
+  r1_lines() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+ran = set(int(v) for v in sys.argv[2].split(","))
+prev, seen = 0, set()
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    d = m.get("sources", {}).get("d")
+    if not d:
+        continue
+    last = int(d[0])
+    covered = set(range(prev + 1, last + 1))
+    assert ("r1" in m) == bool(covered & ran), (sorted(covered), "r1" in m)
+    seen |= covered
+    prev = last
+assert seen >= ran, (sorted(seen), sorted(ran))
+PY
+  }
+  r1_lines "$T/r1lazy/metrics.jsonl" 1,4 >"$T/r1lazy_lines.log" 2>&1
+  check "[ $? -eq 0 ]" "lazy R1 every 3 steps of 4 should report at iterations 1 and 4: $(tail -2 "$T/r1lazy_lines.log")"
+  r1_lines "$T/r1/metrics.jsonl" 1,2,3,4 >"$T/r1_lines.log" 2>&1
+  check "[ $? -eq 0 ]" "R1 every step should report at every iteration: $(tail -2 "$T/r1_lines.log")"
   "$B/tests/st_compare" "$(latest "$T/plain")" "$(latest "$T/r1")" >"$T/cmp_r1.log" 2>&1
   check "[ $? -ne 0 ]" "r1 did not change the networks"
   # TensorBoard gets them too: every figure of metrics.jsonl is a scalar
@@ -319,10 +343,11 @@ local gan = require "gan"
 local dcgan = require "backbones.dcgan"
 local opt = gf.args { acc = 1, dsteps = 1, warmup = 0, ema = 0.0, ema_start = 0, classes = 0, graphs = true,
                       loss = "bce", nan_at = 0, ckpt = 0, precision = "fp32",
-                      r1 = 0.0, r1_every = 16, gp = 0.0, pl = 0.0, pl_every = 4 }
+                      r1 = 0.0, r1_every = 16, gp = 0.0, pl = 0.0, pl_every = 4, ada = "" }
 local cl = opt.classes > 0 and opt.classes or nil
 local G = dcgan.G { z = 100, size = 32, channels = 1, classes = cl }
-local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce", bn = opt.gp == 0 }
+local D = dcgan.D { size = 32, channels = 1, classes = cl, sigmoid = opt.loss == "bce", bn = opt.gp == 0,
+                   ada = opt.ada ~= "" and opt.ada or nil, ada_p = opt.ada ~= "" and 0.5 or nil }
 local real = gan.data { path = "$DATA", size = 32, batch = $BATCH }
 local d = gf.stage "d_step" { name = "d", net = D, max_batch = $BATCH, accumulate = opt.acc, d_steps = opt.dsteps,
                               lr_warmup = opt.warmup, graphs = opt.graphs, loss = opt.loss, precision = opt.precision,
@@ -381,7 +406,9 @@ PY
   # step, WGAN-GP and pl_every = 1 make their stage's steps eager, while the
   # lazy R1 and path-length steps run eagerly between captured steps; either
   # way the rules hold and the results are the eager path's
-  for cfg in "r1=10 r1_every=2 pl=2 pl_every=2" "loss=wgan gp=10 pl=2 pl_every=1" "r1=10 r1_every=1"; do
+  # ADA's signs are read on the host after each real half-step (D eager);
+  # G's step runs the augmentation in its captured replica of D
+  for cfg in "r1=10 r1_every=2 pl=2 pl_every=2" "loss=wgan gp=10 pl=2 pl_every=1" "r1=10 r1_every=1" "ada=bgc r1=1 r1_every=2"; do
     tag=$(echo "p $cfg" | tr -c 'a-z0-9\n' '_')
     gr "$T/e$tag" steps=$n $cfg
     check "[ $? -eq 0 ]" "eager run ($cfg) failed: $(tail -3 "$T/e$tag.log")"
@@ -394,6 +421,7 @@ PY
   done
   check "grep -q '\"r1\":[0-9.e-]*[1-9]' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/md.jsonl' && grep -q '\"pl\":' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/mg.jsonl'" "lazy r1/pl: no r1 or pl metric"
   check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log'" "lazy r1/pl: the steps should stay captured: $(grep -h 'steps:' "$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log")"
+  check "grep -q 'D steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_ada_bgc_r1_1_r1_every_2.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_ada_bgc_r1_1_r1_every_2.log' && grep -q '\"ada_p\":' '$T/cp_ada_bgc_r1_1_r1_every_2/md.jsonl'" "ada: D eager, G captured, ada_p reported: $(grep -h 'steps:' "$T/cp_ada_bgc_r1_1_r1_every_2.log")"
   check "grep -q 'D steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log' && grep -q 'G steps: [1-9][0-9]* eager, 0 captured, 0 replayed' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log'" "gp, pl_every = 1: every step eager: $(grep -h 'steps:' "$T/cp_loss_wgan_gp_10_pl_2_pl_every_1.log")"
   # precision = "tf32" on the CPU: plain fp32, the same bits
   gr "$T/tf32" steps=$n precision=tf32
@@ -417,6 +445,57 @@ PY
     check "grep -q \"stage 'd' failed\" '$T/nan$mode.log' && grep -q 'iteration 6: the D loss is nan (non-finite) in network D' '$T/nan$mode.log'" "($mode) the error should name iteration 6: $(tail -3 "$T/nan$mode.log")"
     check "[ \"$(cat "$T/nan$mode/checkpoints/latest")\" = ckpt-00000004.safetensors ]" "($mode) the last good checkpoint (step 4) should be kept: $(cat "$T/nan$mode/checkpoints/latest")"
   done
+  ;;
+ada)
+  # StyleGAN2-ADA's augmentation (dcgan_fashion ada=bgc): p moves every 4 D
+  # steps by exactly batch x 4 / (ada_kimg x 1000) in the direction of
+  # sign(r_t - 0.6); ada_p and ada_rt in metrics.jsonl (their latest values); p is
+  # checkpointed (D's buffer d.net.ada.p) with the controller's partial
+  # interval (d.ada): N + resume + N = 2N mid-interval; refusals named
+  ar() { local dir=$1; shift; run dcgan_fashion "$dir" samples=1000 log=1 ada=bgc ada_p=0.5 ada_kimg=1.0 "$@"; }
+  ar "$T/a" steps=12
+  check "[ $? -eq 0 ]" "the ADA run failed: $(tail -3 "$T/a.log")"
+  /usr/bin/python3 - "$T/a/metrics.jsonl" $BATCH >"$T/steps.log" 2>&1 <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if '"loss_d"' in l]
+batch, p = int(sys.argv[2]), 0.5
+step = batch * 4 / 1000.0
+seen = 0
+for m in lines:
+    if m["step"] % 4 == 0:
+        rt = m["ada_rt"]
+        p = min(1.0, max(0.0, p + (1 if rt > 0.6 else -1 if rt < 0.6 else 0) * step))
+        seen += 1
+    assert "ada_p" in m, m
+    assert abs(m["ada_p"] - p) < 1e-6, (m["step"], m["ada_p"], p)
+assert seen == 3, seen
+print("p followed r_t:", [(m["step"], m.get("ada_rt"), m["ada_p"]) for m in lines if m["step"] % 4 == 0])
+PY
+  check "[ $? -eq 0 ]" "ada_p did not move by the rule: $(tail -3 "$T/steps.log")"
+  /usr/bin/python3 - "$(latest "$T/a")" "$T/a/metrics.jsonl" >"$T/ck.log" 2>&1 <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+e = h["d.net.ada.p"]
+p = struct.unpack("<f", raw[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]])[0]
+last = [json.loads(l) for l in open(sys.argv[2]) if '"ada_p"' in l][-1]["ada_p"]
+assert abs(p - last) < 1e-7, (p, last)
+assert h["d.ada"]["shape"] == [5], h["d.ada"]
+PY
+  check "[ $? -eq 0 ]" "the checkpoint's p: $(tail -2 "$T/ck.log")"
+  ar "$T/b" steps=6
+  ar "$T/c" steps=12 resume="$T/b"
+  check "[ $? -eq 0 ]" "the resumed ADA run failed: $(tail -3 "$T/c.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/c")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ]" "N + resume + N differs from 2N with ADA: $(head -3 "$T/cmp.log")"
+  # refusals: a bad pipe names the layer, a bad target the option
+  ar "$T/bad" steps=2 ada=bgcx
+  check "[ $? -ne 0 ] && grep -q \"(ada): pipe \\\"bgcx\\\": unknown part 'x'\" '$T/bad.log'" "a bad pipe: $(tail -1 "$T/bad.log")"
+  ar "$T/bad2" steps=2 ada_target=1.5
+  check "[ $? -ne 0 ] && grep -q \"ada_target\" '$T/bad2.log'" "ada_target = 1.5: $(tail -1 "$T/bad2.log")"
+  ar "$T/bad3" steps=2 ada_p=-0.1
+  check "[ $? -ne 0 ] && grep -q \"(ada): p = -0.1 is out of range\" '$T/bad3.log'" "ada_p = -0.1: $(tail -1 "$T/bad3.log")"
   ;;
 ema)
   # g_step's moving average of G: checkpointed, the average of what G was
@@ -495,6 +574,68 @@ resnets)
   "$G" run "$S/pipelines/biggan_imagenet.lua" data="$T/synth" ch=8 batch=2 steps=2 dir="$T/bi" quiet=true >"$T/bi.log" 2>&1
   check "[ $? -eq 0 ] && [ -f '$T/bi/checkpoints/ckpt-00000002.safetensors' ]" "biggan_imagenet on synth data failed: $(tail -3 "$T/bi.log")"
   check "[ \"\$(png_size '$T/bi/samples/latest.png' | cut -d' ' -f2)\" -gt 128 ]" "biggan_imagenet grid should hold 128x128 images"
+  ;;
+stylegan2)
+  # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
+  # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional and
+  # conditional; the tracked mean of w moves; truncation= in w-space shrinks
+  # the spread of the samples and leaves z alone; the conditional grid has a
+  # row per class
+  n=3
+  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada="; do
+    tag=$(echo "$p" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
+    run stylegan2_fashion "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 $p
+    check "[ $? -eq 0 ]" "stylegan2_fashion $p: run failed: $(tail -3 "$T/a$tag.log")"
+    check_metrics "$T/a$tag"
+    check "grep -q '\"r1\":[0-9]' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: no r1 in the metrics"
+    case "$p" in *ada_kimg*)
+      check "grep -q '\"ada_p\":0.2' '$T/a$tag/metrics.jsonl' && grep -q '\"ada_rt\":' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: ada_p did not move from 0.3 or no ada_rt in the metrics (ADA is on by default)" ;;
+    esac
+    run stylegan2_fashion "$T/b$tag" steps=$n samples=1000 log=1 $p
+    run stylegan2_fashion "$T/c$tag" steps=$((2 * n)) samples=1000 log=1 resume="$T/b$tag" $p
+    check "[ $? -eq 0 ]" "stylegan2_fashion $p: resumed run failed: $(tail -3 "$T/c$tag.log")"
+    "$B/tests/st_compare" "$(latest "$T/a$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
+    check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "stylegan2_fashion $p: N + resume + N differs from 2N: $(cat "$T/cmp$tag.log")"
+  done
+  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  ac="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada=" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  check "[ \"$(png_size "$ac/samples/latest.png")\" = '342 342' ]" "conditional StyleGAN2: a 10x10 grid should be 342x342, got $(png_size "$ac/samples/latest.png")"
+  "$G" sample "$a" n=16 out="$T/s0.png" npy="$T/s0" >"$T/s0.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'moving-average weights' '$T/s0.log'" "stylegan2 sample should use G's average: $(cat "$T/s0.log")"
+  "$G" sample "$a" n=16 out="$T/s1.png" npy="$T/s1" truncation=0.3 >"$T/s1.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'truncation 0.3 in w-space' '$T/s1.log'" "stylegan2 sample truncation=0.3 should be in w-space: $(cat "$T/s1.log")"
+  /usr/bin/python3 - "$T" "$(latest "$a")" >"$T/tr.log" 2>&1 <<'PY'
+import json, struct, sys
+import numpy as np
+t, ck = sys.argv[1], sys.argv[2]
+z0, z1 = np.load(t + "/s0.z.npy"), np.load(t + "/s1.z.npy")
+i0, i1 = np.load(t + "/s0.images.npy"), np.load(t + "/s1.images.npy")
+assert np.array_equal(z0, z1), "w-space truncation changed z"
+s0, s1 = i0.std(0).mean(), i1.std(0).mean()
+assert s1 < 0.6 * s0, f"psi 0.3 should shrink the spread of the samples: {s1} vs {s0}"
+raw = open(ck, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+for k in ("g.net.w.w_avg", "g.ema.w.w_avg"):
+    o = h[k]["data_offsets"]
+    w = np.frombuffer(raw[8 + n + o[0]:8 + n + o[1]], dtype=np.float32)
+    assert np.abs(w).max() > 0, f"{k} did not move"
+print("ok", s0, s1)
+PY
+  check "[ $? -eq 0 ]" "stylegan2 truncation / w_avg: $(cat "$T/tr.log")"
+  # StyleGAN2's ramp of G's average: after update k (1-based) the decay is
+  # 0.5^(batch / min(1000 ema_kimg, (k - 1) batch ema_rampup)): batch 16,
+  # ema_kimg 0.05, ema_rampup 1 give 0.5^(16/48) at step 4, 0.5^(16/50) at 5
+  run stylegan2_fashion "$T/ramp" ch=8 z=16 w=16 ada= steps=5 checkpoint_every=1 samples=1000 log=10 \
+    ema_kimg=0.05 ema_rampup=1
+  check "[ $? -eq 0 ]" "stylegan2 run with the ramp failed: $(tail -3 "$T/ramp.log")"
+  ck() { printf '%s/checkpoints/ckpt-%08d.safetensors' "$1" "$2"; }
+  for kd in 4:48 5:50; do
+    k=${kd%:*} h=${kd#*:}
+    d=$(/usr/bin/python3 -c "print(0.5 ** (16 / $h))")
+    /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/ramp" $((k - 1)))" "$(ck "$T/ramp" $k)" "$d" 0 >"$T/ramp$k.log" 2>&1
+    check "[ $? -eq 0 ]" "StyleGAN2's ramp at step $k (decay $d): $(cat "$T/ramp$k.log")"
+  done
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5

@@ -117,6 +117,34 @@ typedef struct gf_mbstd_desc {
 	float eps;        /* 1e-8 (StyleGAN) */
 } gf_mbstd_desc;
 
+/* StyleGAN2's bias + activation (bias_act): x (n, c, hw), y = clamp(act(x
+ * + bgain * b[c]) * gain, -clamp, clamp); act GF_ACT_NONE, _RELU or _LRELU
+ * (slope alpha); clamp <= 0: none. See bias_act_forward. */
+typedef struct gf_bias_act_desc {
+	int n, c, hw;
+	gf_act act;
+	float alpha;      /* LeakyReLU negative slope */
+	float gain;       /* sqrt(2) for relu/lrelu in StyleGAN2 (> 0) */
+	float clamp;      /* StyleGAN2's act_clamp; <= 0: no clamping */
+	float bgain;      /* the bias's lr_mul */
+} gf_bias_act_desc;
+
+/* StyleGAN2's FIR resampling (upfirdn2d) of n planes x (n, h, w) to y (n,
+ * hout, wout): each plane upsampled by inserting up - 1 zeros after every
+ * pixel (rows and columns: h up x w up), padded with p0 zeros before,
+ * filtered with the separable 4x4 filter gain f f^T, every down-th pixel
+ * kept: y[oy][ox] = gain sum_(ky, kx) f[ky] f[kx] xu[oy down + ky - p0][ox
+ * down + kx - p0], xu the upsampled plane (0 outside). Correlation: the
+ * filter is applied unflipped (StyleGAN2's [1, 3, 3, 1] is symmetric).
+ * hout and wout give the trailing padding. See fir_forward. */
+typedef struct gf_fir_desc {
+	int n, h, w, hout, wout;
+	int up, down;     /* 1 or 2 */
+	int p0;           /* leading zero padding (rows and columns) */
+	float f[4];       /* the separable taps */
+	float gain;
+} gf_fir_desc;
+
 /* Loss kinds (see gf_loss in <ganflow/nn.h> for the formulas). */
 typedef enum {
 	GF_LOSS_BCE = 0,      /* binary cross-entropy on probabilities, logs clamped at -100 */
@@ -509,7 +537,51 @@ struct gf_backend_ops {
 	 * time their device work with them (busy fractions). */
 	int (*event_create_timed)(gf_backend *be, void **event);
 	int (*event_elapsed)(gf_backend *be, void *start, void *end, float *ms);
+	/* ---- StyleGAN2 (layers bias_act and modconv) ---- */
+	/* y (n, c, hw) = clamp(act(x + bgain * b) * gain) (gf_bias_act_desc); b
+	 * (c) may be NULL (no bias); y may equal x. */
+	int (*bias_act_forward)(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d);
+	/* dx = dy * gain * act'(.) where |y| < clamp (0 where clamped), read
+	 * from the output y (gain > 0 keeps the sign of the activation's
+	 * input); dx may equal dy. Its own double backward: J t is this op on
+	 * t (piecewise linear, no second-order term). */
+	int (*bias_act_backward)(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d);
+	/* y (n) = 1 / sqrt(x + eps) (modconv's demodulation coefficients); y
+	 * may equal x. */
+	int (*rsqrt_eps)(gf_backend *be, float *y, const float *x, size_t n, float eps);
+	/* y = upfirdn2d(x) (gf_fir_desc; layer fir), and its adjoint dx (n, h,
+	 * w) from dy (n, hout, wout), overwritten. Both gather: one output
+	 * element from its own taps, in a fixed order. */
+	int (*fir_forward)(gf_backend *be, float *y, const float *x, const gf_fir_desc *d);
+	int (*fir_backward)(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d);
+	/* ---- adaptive discriminator augmentation (StyleGAN2-ADA, layer ada) ----
+	 * m (n, GF_ADA_M) = each sample's transform from its GF_ADA_U uniforms
+	 * in [0, 1) (u (n, GF_ADA_U)) and the probability *p (one float in
+	 * device memory, read when the op runs, so a captured graph sees the
+	 * current p): the parts of `what` (GF_ADA_BLIT, _GEOM, _COLOR) with
+	 * StyleGAN2-ADA's distributions, each transform on with probability p
+	 * (the two rotations 1 - sqrt(1 - p) each), composed as
+	 * core/nn/ada_params.h does (a 2x3 inverse geometric map and a 3x4
+	 * colour matrix per sample). c is the image's channels (1 or 3 with
+	 * colour: hue and saturation act on 3 only). */
+	int (*ada_params)(gf_backend *be, float *m, const float *u, const float *p, int n, int c, int h, int w,
+	                  unsigned what);
+	/* y (n, c, h, w) = colour(resample(x)) for the transforms m: output
+	 * pixel (r, col) reads x bilinearly at the point m's geometric map
+	 * gives, the image continued by reflection (x[-1] = x[1]) as far as
+	 * needed; then the colour matrix, its offset only when affine (affine
+	 * 0: the map's linear part, the double backward's Jacobian product). */
+	int (*ada_forward)(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w,
+	                   int affine);
+	/* dx (n, c, h, w) = the transpose of ada_forward's linear part applied
+	 * to dy, overwritten. */
+	int (*ada_backward)(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
 };
+
+/* ada_params: the uniforms drawn and the transform kept per sample. */
+enum { GF_ADA_U = 32, GF_ADA_M = 20 };
+/* The parts of ada_params (StyleGAN2-ADA's pipeline "bgc" = all three). */
+enum { GF_ADA_BLIT = 1u, GF_ADA_GEOM = 2u, GF_ADA_COLOR = 4u };
 
 /* The parts of augment_forward / augment_backward. */
 enum { GF_AUG_COLOR = 1u, GF_AUG_TRANSLATION = 2u, GF_AUG_CUTOUT = 4u };

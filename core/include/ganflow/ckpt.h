@@ -125,6 +125,13 @@ int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net *
  * network) or "ema" (its moving average, when gf_ckpt_has_ema). */
 int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *be, int max_batch, gf_net **out);
 
+/* gf_ckpt_net_weights building the network from `table` (part i's table
+ * as gf_ckpt_table gave it, edited by the caller in ways that keep its
+ * parameters and buffers: `ganflow sample truncation=` sets psi on a
+ * StyleGAN2 G's w_avg layers); the caller keeps the table. */
+int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const gf_value *table, gf_backend *be,
+                              int max_batch, gf_net **out);
+
 /* 1 when part i holds a moving average of its network ("<part>.ema.*"). */
 int gf_ckpt_has_ema(const gf_ckpt *c, int i);
 

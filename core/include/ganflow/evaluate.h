@@ -52,7 +52,9 @@ typedef struct gf_generators_opts {
 	int ema;            /* -1: a generator's moving average (g_step's `ema`) when the
 	                     * checkpoint has one, else its weights (gf_generators_open);
 	                     * 0: the trained weights; 1: the average, GF_ENOTFOUND without */
-	float truncation;   /* > 0: the truncation trick, every |z_i| > truncation redrawn */
+	float truncation;   /* > 0: the truncation trick, every |z_i| > truncation redrawn; for a
+	                     * StyleGAN2 G (w_avg layers in its table) psi = truncation in w-space
+	                     * instead (w -> w_avg + psi (w - w_avg)), z untouched */
 } gf_generators_opts;
 
 /* gf_generators_open with options (NULL: the defaults above). */
@@ -61,6 +63,8 @@ int gf_generators_open_with(gf_generators **out, const char *path, gf_backend *b
 
 /* 1 when the generators run on moving-average weights. */
 int gf_generators_ema(const gf_generators *g);
+/* 1 when the truncation is in w-space (the generators have w_avg layers). */
+int gf_generators_wspace(const gf_generators *g);
 void gf_generators_close(gf_generators *g);
 
 /* Builds `count` generators from one layer table (weights zero until

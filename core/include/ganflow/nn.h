@@ -125,6 +125,12 @@ int gf_net_output(const gf_net *net, gf_tensor *out);
  * in the last forward, e.g. the features of a classifier. */
 int gf_net_node(const gf_net *net, const char *name, gf_tensor *out);
 
+/* How many layers of the given type (the canonical name, "ada") the
+ * network has; the view prefix of the first ("0", or its name: its
+ * buffers are "<key>.<buffer>") into key (snprintf rule) when key is not
+ * NULL and there is one. */
+int gf_net_count_type(const gf_net *net, const char *type, char *key, size_t size);
+
 /* Backward flags. */
 enum {
 	GF_NEED_DX = 1u << 0,     /* gradient w.r.t. the input x (gf_net_dx) */

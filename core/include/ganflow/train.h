@@ -424,6 +424,38 @@ double gf_lecam_grad(const gf_lecam *l, const float *out, size_t n, int fake, fl
  * decay a + (1 - decay) mean; the first call takes the means as they are. */
 void gf_lecam_average(gf_lecam *l, double real, double fake);
 
+/* ---- adaptive discriminator augmentation (StyleGAN2-ADA) ----
+ * The controller of the augmentation probability p of D's `ada` layer
+ * (docs/train.md "ADA"): D's outputs on real images give r_t = E[sign(D(x))]
+ * (for a D that ends in a sigmoid, the sign of its logit: sign(D(x) - 1/2));
+ * every `interval` D steps p moves by sign(r_t - target) times the real
+ * images of those steps / (kimg * 1000), so that p can cross 0..1 in kimg
+ * thousand images, and is clamped to [0, 1]. */
+typedef struct gf_ada {
+	double target;          /* r_t's target (StyleGAN2-ADA: 0.6) */
+	int interval;           /* D steps between adjustments (4) */
+	double kimg;            /* thousands of images for p to cross 0..1 (500); 0: p stays */
+	int64_t signs;          /* since the last adjustment: sum of the signs, */
+	int64_t count;          /* the outputs counted, */
+	int64_t images;         /* the real images, */
+	int64_t steps;          /* the D steps */
+	double rt;              /* r_t of the last adjustment (NaN before the first) */
+} gf_ada;
+
+/* Adds n real outputs of D (host) to the signs; sigmoid: D ends in a
+ * sigmoid (its logit's sign is that of out - 1/2). */
+void gf_ada_observe(gf_ada *a, const float *out, size_t n, int sigmoid);
+
+/* After a D step that used `images` real images: on every interval-th
+ * step since the last adjustment, sets r_t and moves *p (clamped to
+ * [0, 1]; kimg 0 leaves it); returns 1 then, else 0. */
+int gf_ada_step(gf_ada *a, int64_t images, float *p);
+
+/* The state a checkpoint keeps (signs, count, images, steps, r_t's bits)
+ * and its restore. */
+void gf_ada_save(const gf_ada *a, int64_t v[5]);
+void gf_ada_load(gf_ada *a, const int64_t v[5]);
+
 /* ---- gradient penalties (R1, WGAN-GP, path length) ---- */
 
 /* A penalty P = weight * mean_i phi(|g_i|) on the per-sample input

@@ -93,6 +93,14 @@ static const gf_backend_ops cpu_ops = {
 	.mbstd_backward2 = gf_cpu_mbstd_backward2,
 	.loss_dev = gf_cpu_loss_dev,
 	.reduce_dev = gf_cpu_reduce_dev,
+	.bias_act_forward = gf_cpu_bias_act_forward,
+	.bias_act_backward = gf_cpu_bias_act_backward,
+	.rsqrt_eps = gf_cpu_rsqrt_eps,
+	.fir_forward = gf_cpu_fir_forward,
+	.fir_backward = gf_cpu_fir_backward,
+	.ada_params = gf_cpu_ada_params,
+	.ada_forward = gf_cpu_ada_forward,
+	.ada_backward = gf_cpu_ada_backward,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

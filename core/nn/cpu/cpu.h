@@ -194,5 +194,17 @@ void gf_cpu_check_detach(gf_cpu *c);
 /* Replaces the entries of ops (a copy of the plain table) by checked ones
  * and adds the device ops; destroy stays the plain one. */
 void gf_cpu_check_ops(gf_backend_ops *ops);
+/* ---- sg2_cpu.c: StyleGAN2 (bias_act, modconv) ---- */
+int gf_cpu_bias_act_forward(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d);
+int gf_cpu_bias_act_backward(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d);
+int gf_cpu_rsqrt_eps(gf_backend *be, float *y, const float *x, size_t n, float eps);
+int gf_cpu_fir_forward(gf_backend *be, float *y, const float *x, const gf_fir_desc *d);
+int gf_cpu_fir_backward(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d);
+/* ---- ada_cpu.c: StyleGAN2-ADA's augmentation ---- */
+int gf_cpu_ada_params(gf_backend *be, float *m, const float *u, const float *p, int n, int c, int h, int w,
+                      unsigned what);
+int gf_cpu_ada_forward(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w,
+                       int affine);
+int gf_cpu_ada_backward(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
 
 #endif

@@ -237,7 +237,8 @@ enum {
 	OP_POOL_FWD, OP_POOL_BWD, OP_SOFTMAX_FWD, OP_SOFTMAX_BWD, OP_EMB_FWD, OP_EMB_BWD, OP_LOSS, OP_OPTIM,
 	OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_SN_FWD, OP_SN_BWD, OP_ROW_DOT, OP_ROW_SCALE, OP_CBN_FWD, OP_CBN_BWD,
 	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE, OP_ACT_BWD2, OP_BN_BWD2, OP_POOL_GATHER, OP_AUG_LIN,
-	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2
+	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2, OP_BIAS_ACT_FWD, OP_BIAS_ACT_BWD, OP_RSQRT_EPS, OP_FIR_FWD, OP_FIR_BWD,
+	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD
 };
 
 /* ---- memory and copies ---- */
@@ -850,6 +851,60 @@ static int k_mbstd_bwd2(gf_backend *be, float *ty, float *dx, const float *t, co
 	return gf_cpu_mbstd_backward2(be, ty, dx, t, dy, x, d);
 }
 
+/* StyleGAN2's ops (bias_act, modconv, fir) and ADA's */
+static int k_bias_act_fwd(gf_backend *be, float *y, const float *x, const float *b, const gf_bias_act_desc *d)
+{
+	TRY(op(be, OP_BIAS_ACT_FWD, "bias_act_forward", P(y, x, b), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_bias_act_forward(be, y, x, b, d);
+}
+
+static int k_bias_act_bwd(gf_backend *be, float *dx, const float *dy, const float *y, const gf_bias_act_desc *d)
+{
+	TRY(op(be, OP_BIAS_ACT_BWD, "bias_act_backward", P(dx, dy, y), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_bias_act_backward(be, dx, dy, y, d);
+}
+
+static int k_rsqrt_eps(gf_backend *be, float *y, const float *x, size_t n, float eps)
+{
+	TRY(op(be, OP_RSQRT_EPS, "rsqrt_eps", P(y, x), V(U(n), fb(eps)), 0));
+	return gf_cpu_rsqrt_eps(be, y, x, n, eps);
+}
+
+static int k_fir_fwd(gf_backend *be, float *y, const float *x, const gf_fir_desc *d)
+{
+	TRY(op(be, OP_FIR_FWD, "fir_forward", P(y, x), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_fir_forward(be, y, x, d);
+}
+
+static int k_fir_bwd(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d)
+{
+	TRY(op(be, OP_FIR_BWD, "fir_backward", P(dx, dy), V(0), 0));
+	sig_bytes(be, d, sizeof(*d));
+	return gf_cpu_fir_backward(be, dx, dy, d);
+}
+
+static int k_ada_params(gf_backend *be, float *m, const float *u, const float *p, int n, int c, int h, int w,
+                        unsigned what)
+{
+	TRY(op(be, OP_ADA_PARAMS, "ada_params", P(m, u, p), V(U(n), U(c), U(h), U(w), U(what)), 0));
+	return gf_cpu_ada_params(be, m, u, p, n, c, h, w, what);
+}
+
+static int k_ada_fwd(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w, int affine)
+{
+	TRY(op(be, OP_ADA_FWD, "ada_forward", P(y, x, m), V(U(n), U(c), U(h), U(w), U(affine)), 0));
+	return gf_cpu_ada_forward(be, y, x, m, n, c, h, w, affine);
+}
+
+static int k_ada_bwd(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w)
+{
+	TRY(op(be, OP_ADA_BWD, "ada_backward", P(dx, dy, m), V(U(n), U(c), U(h), U(w)), 0));
+	return gf_cpu_ada_backward(be, dx, dy, m, n, c, h, w);
+}
+
 void gf_cpu_check_ops(gf_backend_ops *ops)
 {
 	ops->alloc = k_alloc;
@@ -919,4 +974,12 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->device_free = k_device_free;
 	ops->event_create_timed = k_event_create_timed;
 	ops->event_elapsed = k_event_elapsed;
+	ops->bias_act_forward = k_bias_act_fwd;
+	ops->bias_act_backward = k_bias_act_bwd;
+	ops->rsqrt_eps = k_rsqrt_eps;
+	ops->fir_forward = k_fir_fwd;
+	ops->fir_backward = k_fir_bwd;
+	ops->ada_params = k_ada_params;
+	ops->ada_forward = k_ada_fwd;
+	ops->ada_backward = k_ada_bwd;
 }

@@ -30,7 +30,9 @@
 #include <ganflow/log.h>
 
 #include "cuda.h"
+#include "ada.h"
 #include "dbwd.h"
+#include "sg2.h"
 
 /* ---- memory ---- */
 
@@ -502,6 +504,15 @@ static const gf_backend_ops cuda_ops = {
 	.device_free = cu_device_free,
 	.event_create_timed = cu_event_create_timed,
 	.event_elapsed = cu_event_elapsed,
+	/* sg2.h */
+	.bias_act_forward = gf_cu_bias_act_forward,
+	.bias_act_backward = gf_cu_bias_act_backward,
+	.rsqrt_eps = gf_cu_rsqrt_eps,
+	.fir_forward = gf_cu_fir_forward,
+	.fir_backward = gf_cu_fir_backward,
+	.ada_params = gf_cu_ada_params,
+	.ada_forward = gf_cu_ada_forward,
+	.ada_backward = gf_cu_ada_backward,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -13,15 +13,20 @@
  * it when the backend advertises GF_CAP_CONV_UP2, and then runs as a
  * sub-pixel convolution of the low-resolution input (up = 2 in its
  * descriptor: 4 taps per output instead of 9; docs/nn.md "Engine
- * fusions"). sn = true: spectral_norm(nn.Conv2d(...)) (sn.c). */
+ * fusions"). sn = true: spectral_norm(nn.Conv2d(...)) (sn.c). eqlr = true
+ * (lr_mul = 1, bias_init = 0): StyleGAN2-ADA's Conv2dLayer without its
+ * resampling and activation (those are the fir and bias_act kinds), the
+ * weight and bias scaled at run time (eqlr.c). */
 #include <stdio.h>
 
+#include "eqlr.h"
 #include "sn.h"
 
 struct conv_cfg {
 	int cin, cout, kh, kw, stride, ph, pw, bias;
 	int up;   /* 2 when a nearest upsample x2 is fused in, else 1 */
 	struct gf_sn sn;
+	struct gf_eqlr eq;
 };
 LAYER_CFG_FITS(struct conv_cfg);
 
@@ -36,7 +41,7 @@ static int conv_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a
 	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
 	    (rc = gf_sn_parse(a, &c->sn)) || (rc = gf_layer_arg_int(a, -1, "kh", k, 1, &c->kh)) ||
 	    (rc = gf_layer_arg_int(a, -1, "kw", k, 1, &c->kw)) || (rc = gf_layer_arg_int(a, -1, "ph", pad, 0, &c->ph)) ||
-	    (rc = gf_layer_arg_int(a, -1, "pw", pad, 0, &c->pw)))
+	    (rc = gf_layer_arg_int(a, -1, "pw", pad, 0, &c->pw)) || (rc = gf_eqlr_parse(a, &c->eq, c->sn.on)))
 		return rc;
 	return 0;
 }
@@ -62,12 +67,15 @@ static int conv_shapes(gf_layer_net *net, struct layer *l)
 	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, c->cin, c->kh, c->kw });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
+	gf_eqlr_shapes(l, &c->eq, l->param[0].n, c->bias ? (size_t)c->cout : 0, (double)c->cin * (c->kh * c->kw));
 	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->kh * c->kw);
 }
 
 static int conv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
+	if (c->eq.on)
+		return gf_eqlr_init(net, l, &c->eq, rng, host);
 	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->kh * c->kw));
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
@@ -84,12 +92,11 @@ static gf_conv_desc conv_desc(const gf_layer_net *net, const struct layer *l, in
 
 static int conv_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
+	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	gf_conv_desc d = conv_desc(net, l, B);
-	const float *w;
-	int rc = gf_sn_weight(net, l, &LAYER_CCFG(struct conv_cfg, l)->sn, mode, &w);
-	return rc ? rc
-	          : net->be->ops->conv2d_forward(net->be, layer_out(net, l)->data, layer_in(net, l)->data, w,
-	                                         layer_param(net, l, 1), &d);
+	const float *w, *b = layer_param(net, l, 1);
+	int rc = c->eq.on ? gf_eqlr_weight(net, l, &c->eq, &w, &b) : gf_sn_weight(net, l, &c->sn, mode, &w);
+	return rc ? rc : net->be->ops->conv2d_forward(net->be, layer_out(net, l)->data, layer_in(net, l)->data, w, b, &d);
 }
 
 static int conv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
@@ -97,6 +104,16 @@ static int conv_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gra
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	const struct node *out = layer_out(net, l);
 	gf_conv_desc d = conv_desc(net, l, B);
+	if (c->eq.on) {   /* the scaled weight's and bias's gradients, scaled back */
+		int rc = net->be->ops->conv2d_backward(net->be, g->dx, g->dw ? gf_eqlr_scratch(net, l, &c->eq, 0) : NULL,
+		                                       g->dw && c->bias ? gf_eqlr_scratch(net, l, &c->eq, 1) : NULL, out->grad,
+		                                       layer_in(net, l)->data, gf_eqlr_used(net, l, &c->eq, 0), &d, 0);
+		if (!rc && g->dw)
+			rc = gf_eqlr_fold(net, l, &c->eq, 0, g->acc);
+		if (!rc && g->dw && c->bias)
+			rc = gf_eqlr_fold(net, l, &c->eq, 1, g->acc);
+		return rc;
+	}
 	if (!c->sn.on)
 		return net->be->ops->conv2d_backward(net->be, g->dx, g->dw ? layer_grad(net, l, 0) : NULL,
 		                                     g->dw ? layer_grad(net, l, 1) : NULL, out->grad, layer_in(net, l)->data,
@@ -122,12 +139,18 @@ static int conv_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_gr
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	gf_conv_desc d = conv_desc(net, l, B);
-	const float *t = layer_in(net, l)->tan, *w = gf_sn_used(net, l, &c->sn);
+	const float *t = layer_in(net, l)->tan;
+	const float *w = c->eq.on ? gf_eqlr_used(net, l, &c->eq, 0) : gf_sn_used(net, l, &c->sn);
 	int rc, acc;
 	if (g->tout && (rc = net->be->ops->conv2d_forward(net->be, g->tout, t, w, NULL, &d)))
 		return rc;
 	if (!g->dw)
 		return 0;
+	if (c->eq.on)
+		return (rc = net->be->ops->conv2d_backward(net->be, NULL, gf_eqlr_scratch(net, l, &c->eq, 0), NULL,
+		                                           layer_out(net, l)->grad, t, w, &d, 0))
+		               ? rc
+		               : gf_eqlr_fold(net, l, &c->eq, 0, 1);
 	gf_layer_grad gw = { .dw = 1, .acc = 1 };
 	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc);
 	if ((rc = net->be->ops->conv2d_backward(net->be, NULL, dw, NULL, layer_out(net, l)->grad, t, w, &d, acc)))
@@ -163,7 +186,7 @@ const gf_layer_kind gf_layer_conv = {
 	.aliases = (const char *const[]){ "conv2d", NULL },
 	.min_pos = 3,
 	.max_pos = 5,
-	.keys = { "stride", "pad", "bias", "init", "sn", "kh", "kw", "ph", "pw" },
+	.keys = { "stride", "pad", "bias", "init", "sn", "kh", "kw", "ph", "pw", "eqlr", "lr_mul", "bias_init" },
 	.parse = conv_parse,
 	.shapes = conv_shapes,
 	.init = conv_init,

@@ -5,12 +5,17 @@
  *
  * Forward and both gradients are GEMMs (backend gemm, bias_add,
  * bias_grad); the double backward too (J t is the forward without its
- * bias, the parameter term a weight gradient). sn = true: spectral_norm(nn.Linear(...)) (sn.c). */
+ * bias, the parameter term a weight gradient). sn = true: spectral_norm(nn.Linear(...)) (sn.c).
+ * eqlr = true (lr_mul = 1, bias_init = 0): StyleGAN2-ADA's
+ * FullyConnectedLayer without its activation (bias_act), the weight and
+ * bias scaled at run time (eqlr.c). */
+#include "eqlr.h"
 #include "sn.h"
 
 struct linear_cfg {
 	int fin, fout, bias;
 	struct gf_sn sn;
+	struct gf_eqlr eq;
 };
 LAYER_CFG_FITS(struct linear_cfg);
 
@@ -20,7 +25,7 @@ static int linear_parse(gf_layer_net *net, struct layer *l, const gf_layer_args 
 	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
 	int rc;
 	if ((rc = gf_layer_arg_int(a, 0, NULL, 0, 1, &c->fin)) || (rc = gf_layer_arg_int(a, 1, NULL, 0, 1, &c->fout)) ||
-	    (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) || (rc = gf_sn_parse(a, &c->sn)))
+	    (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) || (rc = gf_sn_parse(a, &c->sn)) || (rc = gf_eqlr_parse(a, &c->eq, c->sn.on)))
 		return rc;
 	return 0;
 }
@@ -39,12 +44,15 @@ static int linear_shapes(gf_layer_net *net, struct layer *l)
 	gf_layer_param(l, gf_sn_weight_name(&c->sn), 2, (int64_t[]){ c->fout, c->fin });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->fout });
+	gf_eqlr_shapes(l, &c->eq, (size_t)c->fout * (size_t)c->fin, c->bias ? (size_t)c->fout : 0, (double)c->fin);
 	return gf_sn_shapes(net, l, &c->sn, 1, c->fout, c->fin);
 }
 
 static int linear_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	if (c->eq.on)
+		return gf_eqlr_init(net, l, &c->eq, rng, host);
 	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->fin);
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
@@ -52,9 +60,9 @@ static int linear_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *h
 static int linear_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
-	float *y = layer_out(net, l)->data, *b = layer_param(net, l, 1);
-	const float *w;
-	int rc = gf_sn_weight(net, l, &c->sn, mode, &w);
+	float *y = layer_out(net, l)->data;
+	const float *w, *b = layer_param(net, l, 1);
+	int rc = c->eq.on ? gf_eqlr_weight(net, l, &c->eq, &w, &b) : gf_sn_weight(net, l, &c->sn, mode, &w);
 	if (!rc)
 		rc = net->be->ops->gemm(net->be, 0, 1, B, c->fout, c->fin, 1.0f, layer_in(net, l)->data, c->fin, w, c->fin, 0.0f,
 		                        y, c->fout);
@@ -63,11 +71,35 @@ static int linear_forward(gf_layer_net *net, struct layer *l, int B, unsigned mo
 	return rc;
 }
 
+/* eqlr: the gradients of the scaled weight and bias into scratch, then
+ * scaled onto the parameters */
+static int linear_backward_eqlr(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
+{
+	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	const float *dy = layer_out(net, l)->grad;
+	int rc;
+	if (g->dw) {
+		if ((rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, layer_in(net, l)->data,
+		                             c->fin, 0.0f, gf_eqlr_scratch(net, l, &c->eq, 0), c->fin)) ||
+		    (rc = gf_eqlr_fold(net, l, &c->eq, 0, g->acc)))
+			return rc;
+		if (c->bias && ((rc = net->be->ops->bias_grad(net->be, gf_eqlr_scratch(net, l, &c->eq, 1), dy, B, c->fout, 1, 0)) ||
+		                (rc = gf_eqlr_fold(net, l, &c->eq, 1, g->acc))))
+			return rc;
+	}
+	if (g->dx)
+		return net->be->ops->gemm(net->be, 0, 0, B, c->fin, c->fout, 1.0f, dy, c->fout,
+		                          gf_eqlr_used(net, l, &c->eq, 0), c->fin, 0.0f, g->dx, c->fin);
+	return 0;
+}
+
 static int linear_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	const float *dy = layer_out(net, l)->grad;
 	int rc, acc;
+	if (c->eq.on)
+		return linear_backward_eqlr(net, l, B, g);
 	float *dw = gf_sn_dweight(net, l, &c->sn, g, &acc);
 	if (g->dw) {
 		if ((rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, layer_in(net, l)->data,
@@ -90,12 +122,18 @@ static int linear_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	const float *t = layer_in(net, l)->tan, *dy = layer_out(net, l)->grad;
+	const float *w = c->eq.on ? gf_eqlr_used(net, l, &c->eq, 0) : gf_sn_used(net, l, &c->sn);
 	int rc, acc;
-	if (g->tout && (rc = net->be->ops->gemm(net->be, 0, 1, B, c->fout, c->fin, 1.0f, t, c->fin,
-	                                        gf_sn_used(net, l, &c->sn), c->fin, 0.0f, g->tout, c->fout)))
+	if (g->tout &&
+	    (rc = net->be->ops->gemm(net->be, 0, 1, B, c->fout, c->fin, 1.0f, t, c->fin, w, c->fin, 0.0f, g->tout, c->fout)))
 		return rc;
 	if (!g->dw)
 		return 0;
+	if (c->eq.on)   /* the weight term of the scaled weight, scaled back */
+		return (rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, t, c->fin, 0.0f,
+		                                gf_eqlr_scratch(net, l, &c->eq, 0), c->fin))
+		               ? rc
+		               : gf_eqlr_fold(net, l, &c->eq, 0, 1);
 	gf_layer_grad gw = { .dw = 1, .acc = 1 };
 	float *dw = gf_sn_dweight(net, l, &c->sn, &gw, &acc);
 	if ((rc = net->be->ops->gemm(net->be, 1, 0, c->fout, c->fin, B, 1.0f, dy, c->fout, t, c->fin, acc ? 1.0f : 0.0f, dw,
@@ -116,7 +154,7 @@ const gf_layer_kind gf_layer_linear = {
 	.name = "linear",
 	.min_pos = 2,
 	.max_pos = 2,
-	.keys = { "bias", "init", "sn" },
+	.keys = { "bias", "init", "sn", "eqlr", "lr_mul", "bias_init" },
 	.parse = linear_parse,
 	.shapes = linear_shapes,
 	.init = linear_init,

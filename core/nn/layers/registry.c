@@ -10,7 +10,10 @@ extern const gf_layer_kind gf_layer_linear, gf_layer_conv, gf_layer_tconv, gf_la
 	gf_layer_relu, gf_layer_lrelu, gf_layer_tanh, gf_layer_sigmoid, gf_layer_dropout, gf_layer_dropout2d,
 	gf_layer_reshape, gf_layer_flatten, gf_layer_embedding, gf_layer_concat, gf_layer_maxpool, gf_layer_avgpool,
 	gf_layer_softmax, gf_layer_add, gf_layer_gsp, gf_layer_split,
-	gf_layer_instancenorm, gf_layer_cbn, gf_layer_proj, gf_layer_diffaugment, gf_layer_attention, gf_layer_mbstd;
+	gf_layer_instancenorm, gf_layer_cbn, gf_layer_proj, gf_layer_diffaugment, gf_layer_attention, gf_layer_mbstd,
+	gf_layer_fir, gf_layer_bias_act, gf_layer_noise, gf_layer_const, gf_layer_modconv,
+	gf_layer_norm2, gf_layer_dot, gf_layer_w_avg,
+	gf_layer_ada;
 
 static const gf_layer_kind *const kinds[] = {
 	&gf_layer_linear,                                       /* linear.c */
@@ -34,6 +37,15 @@ static const gf_layer_kind *const kinds[] = {
 	&gf_layer_diffaugment,                                  /* diffaugment.c */
 	&gf_layer_attention,                                    /* attention.c */
 	&gf_layer_mbstd,                                        /* mbstd.c */
+	&gf_layer_fir,                                          /* fir.c */
+	&gf_layer_bias_act,                                     /* bias_act.c */
+	&gf_layer_noise,                                        /* noise.c */
+	&gf_layer_const,                                        /* const.c */
+	&gf_layer_modconv,                                      /* modconv.c */
+	&gf_layer_norm2,                                        /* norm2.c */
+	&gf_layer_dot,                                          /* dot.c */
+	&gf_layer_w_avg,                                        /* w_avg.c */
+	&gf_layer_ada,                                          /* ada.c */
 };
 
 const gf_layer_kind *gf_layer_kind_find(const char *type)

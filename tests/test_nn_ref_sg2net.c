@@ -1,0 +1,253 @@
+/* StyleGAN2's networks (luaconf/backbones/stylegan2.lua) against PyTorch
+ * 1.13: a tiny conditional G and D (8x8, 4 channels, 2 image channels,
+ * 3 classes, conv_clamp 1) built by tests/bench/torch_backbones.py's
+ * SG2_G / SG2_D (StyleGAN2-ADA's networks written with torch.nn.functional,
+ * independently of the Lua tables), weights copied by name
+ * (tests/ref/make_nn_refs_sg2net.py -> tests/ref/nn_ref_sg2net.safetensors):
+ * the output, the gradients of L = <w, y> with respect to the input and to
+ * every parameter, G's w_avg after a training forward, and D's double
+ * backward of P = 1/2 |dL/dx|^2 (R1 through the cmap head), fused and
+ * unfused. Also: w_avg's truncation in an eval forward, and the mapping's
+ * norm2 refused by name for the double backward (g_step's pl). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "test_nn_util.h"
+
+#define TOL 2e-3
+
+static gf_st_file *ref;
+static gf_backend *be;
+static double worst_seen;
+
+static const char *const G_CODE = "return require('backbones.stylegan2').G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2,"
+                                  " channels = 2, classes = 3, clamp = 1, noise = 'const' }";
+static const char *const D_CODE = "return require('backbones.stylegan2').D{ size = 8, ch = 4, channels = 2, classes = 3,"
+                                  " mbstd = 2, d_mapping = 2, clamp = 1 }";
+
+static int setup(void **state)
+{
+	(void)state;
+	return nn_ref_open("tests/ref/nn_ref_sg2net.safetensors", &ref, &be);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	fprintf(stderr, "largest relative error: %.3g (tolerance %.1g)\n", worst_seen, TOL);
+	nn_ref_close(ref, be);
+	return 0;
+}
+
+/* a against reference `name`, relative with a floor of 1e-2 of the largest
+ * of the reference's entries and `scale` */
+static void check(const char *name, const float *a, size_t n, double scale)
+{
+	size_t rn = 0, w = 0;
+	float *r = nn_ref(ref, name, &rn);
+	assert_non_null(r);
+	assert_int_equal(rn, n);
+	double e = 0, mx = scale;
+	for (size_t i = 0; i < n; i++)
+		mx = fmax(mx, fabs(r[i]));
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - r[i]) / (fabs(r[i]) + 1e-2 * mx + 1e-30);
+		if (!(d <= e)) {
+			e = d;
+			w = i;
+		}
+	}
+	if (e > worst_seen)
+		worst_seen = e;
+	if (getenv("GC_VERBOSE"))
+		fprintf(stderr, "  %s: %.3g\n", name, e);
+	if (!(e <= TOL)) {
+		fprintf(stderr, "%s: relative error %.3g > %.1g at %zu: got %.9g, want %.9g\n", name, e, TOL, w, (double)a[w],
+		        (double)r[w]);
+		fail();
+	}
+	free(r);
+}
+
+/* the largest reference gradient of the case, as the floor of check */
+static double grad_scale(const char *c, const char *what, const gf_view *v, size_t nv)
+{
+	double mx = 0;
+	char name[160];
+	for (size_t i = 0; i < nv; i++) {
+		gf_tensor t;
+		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
+		if (gf_st_get(ref, name, &t))
+			continue;
+		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
+			mx = fmax(mx, fabs(((const float *)t.data)[j]));
+	}
+	return mx;
+}
+
+/* Writes every parameter from "<case>.p.<view>" (each must exist: the two
+ * networks have the same parameters) and the buffers that have a reference
+ * (the FIR filters are the layers' own). */
+static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
+{
+	size_t n, nv;
+	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
+	NN_OK(gf_net_read(net, b, host));
+	const gf_view *v = gf_net_views(net, b, &nv);
+	char name[160];
+	for (size_t i = 0; i < nv; i++) {
+		gf_tensor t;
+		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
+		if (gf_st_get(ref, name, &t)) {
+			if (b == GF_PARAMS)
+				fprintf(stderr, "no reference for parameter %s\n", name);
+			assert_true(b == GF_BUFFERS);
+			continue;
+		}
+		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
+		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
+	}
+	NN_OK(gf_net_write(net, b, host));
+	free(host);
+}
+
+static void check_grads(gf_net *net, const char *c, const char *what)
+{
+	char name[160];
+	size_t nv;
+	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
+	const float *g = gf_net_block(net, GF_GRADS, NULL);
+	double scale = grad_scale(c, what, v, nv);
+	for (size_t i = 0; i < nv; i++) {
+		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
+		check(name, g + v[i].offset, v[i].numel, scale);
+	}
+}
+
+static const float *buffer(gf_net *net, const char *view)
+{
+	size_t nv;
+	const gf_view *v = gf_net_views(net, GF_BUFFERS, &nv);
+	for (size_t i = 0; i < nv; i++)
+		if (!strcmp(v[i].name, view))
+			return gf_net_block(net, GF_BUFFERS, NULL) + v[i].offset;
+	fail_msg("no buffer %s", view);
+	return NULL;
+}
+
+static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
+{
+	char name[160];
+	gf_tensor x, lf;
+	snprintf(name, sizeof(name), "%s.x", c);
+	NN_OK(gf_st_get(ref, name, &x));
+	snprintf(name, sizeof(name), "%s.labels", c);
+	NN_OK(gf_st_get(ref, name, &lf));
+	int B = (int)x.shape[0];
+	int32_t lab[16];
+	for (int i = 0; i < B; i++)
+		lab[i] = (int32_t)((const float *)lf.data)[i];
+	gf_tensor labels = nn_tensor(NULL, 1, B);
+	labels.dtype = GF_I32;
+	labels.data = lab;
+	gf_net *net;
+	NN_OK(nn_build(&net, be, code, B, flags));
+	load_block(net, c, GF_PARAMS, "p");
+	load_block(net, c, GF_BUFFERS, "b");
+	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
+	gf_tensor out, dx;
+	gf_net_output(net, &out);
+	snprintf(name, sizeof(name), "%s.y", c);
+	check(name, out.data, (size_t)gf_tensor_numel(&out), 0);
+	if (!strcmp(c, "g")) {
+		snprintf(name, sizeof(name), "%s.w_avg", c);
+		check(name, buffer(net, "w.w_avg"), 5, 0);
+	}
+	size_t nw;
+	snprintf(name, sizeof(name), "%s.w", c);
+	float *w = nn_ref(ref, name, &nw);
+	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
+	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
+	NN_OK(gf_net_dx(net, &dx));
+	size_t nx = (size_t)gf_tensor_numel(&dx);
+	snprintf(name, sizeof(name), "%s.dx", c);
+	check(name, dx.data, nx, 0);
+	check_grads(net, c, "g");
+	if (dbwd) {
+		NN_OK(gf_net_check_backward2(net));
+		float *t = malloc(nx * sizeof(float));
+		double pen = 0;
+		for (size_t i = 0; i < nx; i++) {
+			t[i] = ((const float *)dx.data)[i];
+			pen += 0.5 * (double)t[i] * t[i];
+		}
+		float pf = (float)pen;
+		snprintf(name, sizeof(name), "%s.P", c);
+		check(name, &pf, 1, 0);
+		NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
+		NN_OK(gf_net_dx(net, &dx));
+		snprintf(name, sizeof(name), "%s.dPdx", c);
+		check(name, dx.data, nx, 0);
+		check_grads(net, c, "g2");
+		free(t);
+	} else {
+		/* the mapping's norm2 has no double backward: pl is refused by name */
+		assert_int_not_equal(gf_net_check_backward2(net), 0);
+		assert_non_null(strstr(gf_errmsg(), "norm2"));
+	}
+	free(w);
+	gf_net_destroy(net);
+}
+
+static void test_g(void **state)
+{
+	(void)state;
+	run_case("g", G_CODE, 0, 0);
+	run_case("g", G_CODE, 0, GF_NET_NOFUSE);
+}
+
+static void test_d(void **state)
+{
+	(void)state;
+	run_case("d", D_CODE, 1, 0);
+	run_case("d", D_CODE, 1, GF_NET_NOFUSE);
+}
+
+/* w_avg: training forwards move the buffer towards the batch mean and pass
+ * w through; eval forwards give w_avg + psi (w - w_avg); GF_FREEZE_STATS
+ * leaves the buffer alone */
+static void test_w_avg(void **state)
+{
+	(void)state;
+	gf_net *net;
+	NN_OK(nn_build(&net, be, "return { {'w_avg', 2, beta = 0.5, psi = 0.25}, input_shape = {2} }", 2, 0));
+	float xs[4] = { 1, 2, 3, -6 };
+	gf_tensor x = nn_tensor(xs, 2, 2, 2), out;
+	NN_OK(gf_net_forward(net, &x, NULL, GF_TRAIN));
+	const float *avg = buffer(net, "0.w_avg");
+	/* 0.5 * 0 + 0.5 * mean = 0.5 (2, -2) */
+	assert_float_equal(avg[0], 1.0f, 1e-6);
+	assert_float_equal(avg[1], -1.0f, 1e-6);
+	gf_net_output(net, &out);
+	assert_float_equal(((const float *)out.data)[3], -6.0f, 1e-6);
+	NN_OK(gf_net_forward(net, &x, NULL, GF_TRAIN | GF_FREEZE_STATS));
+	assert_float_equal(avg[0], 1.0f, 1e-6);
+	NN_OK(gf_net_forward(net, &x, NULL, GF_EVAL));
+	gf_net_output(net, &out);
+	/* 1 + 0.25 (3 - 1) = 1.5; -1 + 0.25 (-6 + 1) = -2.25 */
+	assert_float_equal(((const float *)out.data)[2], 1.5f, 1e-6);
+	assert_float_equal(((const float *)out.data)[3], -2.25f, 1e-6);
+	gf_net_destroy(net);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_g),
+		cmocka_unit_test(test_d),
+		cmocka_unit_test(test_w_avg),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
