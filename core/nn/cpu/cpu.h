@@ -18,18 +18,6 @@
 #define GF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GF_CLONES
-/* ---- dbwd_cpu.c: double backward, minibatch standard deviation ---- */
-int gf_cpu_act_backward2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
-                         gf_act act, float param);
-int gf_cpu_bn_backward2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
-                        const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
-                        const gf_bn_desc *d, int accumulate);
-int gf_cpu_pooling_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
-int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
-int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
-int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
-                           const gf_mbstd_desc *d);
-
 #endif
 
 /* Keeps GCC from turning short row loops (8 to 32 values) back into memcpy
@@ -38,18 +26,6 @@ int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t,
 #define GF_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #else
 #define GF_NO_MEMCPY
-/* ---- dbwd_cpu.c: double backward, minibatch standard deviation ---- */
-int gf_cpu_act_backward2(gf_backend *be, float *dx, const float *t, const float *dy, const float *y, size_t n,
-                         gf_act act, float param);
-int gf_cpu_bn_backward2(gf_backend *be, float *ty, float *dx, float *dgamma, const float *t, const float *dy,
-                        const float *y, const float *x, const float *gamma, const float *mean, const float *rstd,
-                        const gf_bn_desc *d, int accumulate);
-int gf_cpu_pooling_gather(gf_backend *be, float *y, const float *x, const int32_t *idx, const gf_pooling_desc *d);
-int gf_cpu_mbstd_forward(gf_backend *be, float *y, const float *x, const gf_mbstd_desc *d);
-int gf_cpu_mbstd_backward(gf_backend *be, float *dx, const float *dy, const float *x, const gf_mbstd_desc *d);
-int gf_cpu_mbstd_backward2(gf_backend *be, float *ty, float *dx, const float *t, const float *dy, const float *x,
-                           const gf_mbstd_desc *d);
-
 #endif
 
 struct gf_cpu_check;  /* graph_cpu.c */
