@@ -35,37 +35,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* a against reference `name`: relative error with a floor of 1e-2 of the
- * largest of the reference's entries and `scale` (the largest parameter
- * gradient of the case, so that a gradient that is zero in exact
- * arithmetic, a conv bias before a batchnorm, compares as the rounding
- * noise it is on both sides). */
+/* a against reference `name` (nn_ref_check: relative error, floor 1e-2 of
+ * the larger of the reference's largest entry and `scale`). */
 static void check(const char *name, const float *a, size_t n, double scale)
 {
-	size_t rn = 0, w = 0;
-	float *r = nn_ref(ref, name, &rn);
-	assert_non_null(r);
-	assert_int_equal(rn, n);
-	double e = 0, mx = scale;
-	for (size_t i = 0; i < n; i++)
-		mx = fmax(mx, fabs(r[i]));
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - r[i]) / (fabs(r[i]) + 1e-2 * mx + 1e-30);
-		if (!(d <= e)) {
-			e = d;
-			w = i;
-		}
-	}
-	if (e > worst_seen)
-		worst_seen = e;
-	if (getenv("GC_VERBOSE"))
-		fprintf(stderr, "  %s: %.3g\n", name, e);
-	if (!(e <= TOL)) {
-		fprintf(stderr, "%s: relative error %.3g > %.1g at %zu: got %.9g, want %.9g\n", name, e, TOL, w, (double)a[w],
-		        (double)r[w]);
+	if (!nn_ref_check(ref, name, a, n, scale, TOL, &worst_seen))
 		fail();
-	}
-	free(r);
 }
 
 /* The largest |reference| over the case's parameter gradients. */

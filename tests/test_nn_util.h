@@ -189,6 +189,45 @@ static inline void nn_ref_close(gf_st_file *ref, gf_backend *be)
 	gf_backend_close(be);
 }
 
+/* a against reference tensor `name` of ref: the largest relative error,
+ * with a floor of 1e-2 of the largest of the reference's entries and
+ * `scale` (the case's largest parameter gradient, so that a gradient that
+ * is zero in exact arithmetic, a conv bias before a batchnorm, compares as
+ * the rounding noise it is on both sides), into *worst when larger.
+ * Returns 1 when within tol, 0 (saying where) otherwise or when the
+ * reference is missing or of another size. GC_VERBOSE=1 prints each. */
+static inline int nn_ref_check(const gf_st_file *ref, const char *name, const float *a, size_t n, double scale,
+                               double tol, double *worst)
+{
+	size_t rn = 0, w = 0;
+	float *r = nn_ref(ref, name, &rn);
+	if (!r || rn != n) {
+		fprintf(stderr, "%s: %zu reference values for %zu computed\n", name, r ? rn : 0, n);
+		free(r);
+		return 0;
+	}
+	double e = 0, mx = scale;
+	for (size_t i = 0; i < n; i++)
+		mx = fmax(mx, fabs(r[i]));
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - r[i]) / (fabs(r[i]) + 1e-2 * mx + 1e-30);
+		if (!(d <= e)) {
+			e = d;
+			w = i;
+		}
+	}
+	if (e > *worst)
+		*worst = e;
+	if (getenv("GC_VERBOSE"))
+		fprintf(stderr, "  %s: %.3g\n", name, e);
+	int ok = e <= tol;
+	if (!ok)
+		fprintf(stderr, "%s: relative error %.3g > %.1g at %zu: got %.9g, want %.9g\n", name, e, tol, w, (double)a[w],
+		        (double)r[w]);
+	free(r);
+	return ok;
+}
+
 static inline gf_tensor nn_tensor(float *data, int ndim, ...)
 {
 	int64_t sh[GF_MAX_DIMS];
