@@ -1,7 +1,8 @@
 /* The augmentation probability of StyleGAN2-ADA (Karras et al. 2020,
  * section 3, "adaptive discriminator augmentation"): see gf_ada in
  * <ganflow/train.h>. Host arithmetic on D's real outputs, which d_step
- * already copies to the host for its metrics; the layer that uses p is
+ * copies to the host after each real half-step when D has an ada layer
+ * (so such a D steps eagerly); the layer that uses p is
  * core/nn/layers/ada.c, d_step writes p into its buffer. */
 #include <math.h>
 #include <string.h>
