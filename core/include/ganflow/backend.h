@@ -576,6 +576,16 @@ struct gf_backend_ops {
 	/* dx (n, c, h, w) = the transpose of ada_forward's linear part applied
 	 * to dy, overwritten. */
 	int (*ada_backward)(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
+	/* ---- style mixing (StyleGAN2, layer style_w) ----
+	 * The w synthesis layer `index` reads, of a batch whose mapping ran on
+	 * (w, w2) per sample: x (n, 2, c), u two uniforms in [0, 1) in device
+	 * memory (read when the op runs, so a captured graph sees each step's
+	 * draw). cutoff = 1 + floor(u[0] (num_ws - 1)) (at most num_ws - 1),
+	 * num_ws unless u[1] < prob (no mixing); the layer reads w2 when index
+	 * >= cutoff, else w. adjoint = 0: y (n, c) = that row of x; adjoint = 1:
+	 * y (n, 2, c) = x (n, c) in that row and 0 in the other (overwritten). */
+	int (*style_mix)(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+	                 float prob, int adjoint);
 };
 
 /* ada_params: the uniforms drawn and the transform kept per sample. */

@@ -101,6 +101,7 @@ static const gf_backend_ops cpu_ops = {
 	.ada_params = gf_cpu_ada_params,
 	.ada_forward = gf_cpu_ada_forward,
 	.ada_backward = gf_cpu_ada_backward,
+	.style_mix = gf_cpu_style_mix,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

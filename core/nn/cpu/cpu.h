@@ -182,5 +182,7 @@ int gf_cpu_ada_params(gf_backend *be, float *m, const float *u, const float *p, 
 int gf_cpu_ada_forward(gf_backend *be, float *y, const float *x, const float *m, int n, int c, int h, int w,
                        int affine);
 int gf_cpu_ada_backward(gf_backend *be, float *dx, const float *dy, const float *m, int n, int c, int h, int w);
+int gf_cpu_style_mix(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+                     float prob, int adjoint);
 
 #endif

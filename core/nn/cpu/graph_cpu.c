@@ -238,7 +238,7 @@ enum {
 	OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_SN_FWD, OP_SN_BWD, OP_ROW_DOT, OP_ROW_SCALE, OP_CBN_FWD, OP_CBN_BWD,
 	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE, OP_ACT_BWD2, OP_BN_BWD2, OP_POOL_GATHER, OP_AUG_LIN,
 	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2, OP_BIAS_ACT_FWD, OP_BIAS_ACT_BWD, OP_RSQRT_EPS, OP_FIR_FWD, OP_FIR_BWD,
-	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD
+	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD, OP_STYLE_MIX
 };
 
 /* ---- memory and copies ---- */
@@ -905,6 +905,13 @@ static int k_ada_bwd(gf_backend *be, float *dx, const float *dy, const float *m,
 	return gf_cpu_ada_backward(be, dx, dy, m, n, c, h, w);
 }
 
+static int k_style_mix(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+                       float prob, int adjoint)
+{
+	TRY(op(be, OP_STYLE_MIX, "style_mix", P(y, x, u), V(U(n), U(c), U(index), U(num_ws), fb(prob), U(adjoint)), 0));
+	return gf_cpu_style_mix(be, y, x, u, n, c, index, num_ws, prob, adjoint);
+}
+
 void gf_cpu_check_ops(gf_backend_ops *ops)
 {
 	ops->alloc = k_alloc;
@@ -982,4 +989,5 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->ada_params = k_ada_params;
 	ops->ada_forward = k_ada_fwd;
 	ops->ada_backward = k_ada_bwd;
+	ops->style_mix = k_style_mix;
 }

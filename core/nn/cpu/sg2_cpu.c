@@ -1,16 +1,19 @@
 /* The CPU backend's StyleGAN2 ops (<ganflow/backend.h> "StyleGAN2"): bias
  * + activation with gain and clamping (layer bias_act), the
  * demodulation's reciprocal square root (layer modconv) and FIR
- * resampling, upfirdn2d (layer fir). Split over the thread team by
+ * resampling, upfirdn2d (layer fir), and style mixing's row pick (layer
+ * style_w). Split over the thread team by
  * elements or planes; every output is computed from its own inputs in a
  * fixed order (no reductions across threads). The CUDA versions are
  * core/nn/cuda/sg2.cu. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <ganflow/err.h>
 
+#include "../style_mix_row.h"
 #include "cpu.h"
 
 #define GRAIN (1u << 15)
@@ -225,4 +228,26 @@ int gf_cpu_fir_forward(gf_backend *be, float *y, const float *x, const gf_fir_de
 int gf_cpu_fir_backward(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d)
 {
 	return fir_run(be, dx, dy, d, 1, "fir_backward");
+}
+
+/* ---- style mixing (layer style_w) ----
+ * One row of two per sample: a strided copy, and its adjoint with the
+ * other row zeroed. u is read here, when the op runs (a captured step
+ * replays with each step's draw). */
+int gf_cpu_style_mix(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+                     float prob, int adjoint)
+{
+	(void)be;
+	if (n < 0 || c < 1 || num_ws < 2 || index < 0 || index >= num_ws)
+		return gf_seterr(GF_EPARAM, "style_mix: bad sizes (n %d, c %d, index %d of %d)", n, c, index, num_ws);
+	size_t row = (size_t)gf_style_mix_row(u, index, num_ws, prob), C = (size_t)c;
+	for (size_t b = 0; b < (size_t)n; b++) {
+		if (!adjoint) {
+			memcpy(y + b * C, x + (2 * b + row) * C, C * sizeof(float));
+			continue;
+		}
+		memcpy(y + (2 * b + row) * C, x + b * C, C * sizeof(float));
+		memset(y + (2 * b + 1 - row) * C, 0, C * sizeof(float));
+	}
+	return 0;
 }

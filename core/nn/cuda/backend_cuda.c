@@ -513,6 +513,7 @@ static const gf_backend_ops cuda_ops = {
 	.ada_params = gf_cu_ada_params,
 	.ada_forward = gf_cu_ada_forward,
 	.ada_backward = gf_cu_ada_backward,
+	.style_mix = gf_cu_style_mix,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

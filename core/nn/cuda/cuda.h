@@ -273,7 +273,9 @@ enum {
 	/* StyleGAN2 (sg2_cuda.c) */
 	GF_CU_OP_BIAS_ACT_FWD, GF_CU_OP_BIAS_ACT_BWD, GF_CU_OP_RSQRT_EPS, GF_CU_OP_FIR_FWD, GF_CU_OP_FIR_BWD,
 	/* StyleGAN2-ADA's augmentation (ada_cuda.c) */
-	GF_CU_OP_ADA_PARAMS, GF_CU_OP_ADA_FWD, GF_CU_OP_ADA_BWD
+	GF_CU_OP_ADA_PARAMS, GF_CU_OP_ADA_FWD, GF_CU_OP_ADA_BWD,
+	/* style mixing (sg2_cuda.c) */
+	GF_CU_OP_STYLE_MIX
 };
 
 /* ---- vtable ops by file ---- */

@@ -1,11 +1,12 @@
 /* StyleGAN2 kernels of the CUDA backend (launchers called from
  * sg2_cuda.c): bias + activation with gain and clamping, its backward
- * from the output, 1 / sqrt(x + eps), and FIR resampling (upfirdn2d) and
- * its adjoint as gathers. The CPU's formulas
+ * from the output, 1 / sqrt(x + eps), FIR resampling (upfirdn2d) and its
+ * adjoint as gathers, and style mixing's row pick. The CPU's formulas
  * (core/nn/cpu/sg2_cpu.c); built with -fmad=false, so they round as the
  * CPU's loops. */
 #include "kernels.cuh"
 #include "sg2.h"
+#include "../style_mix_row.h"
 
 static __global__ void bias_act_fwd_kernel(float *y, const float *x, const float *b, gf_bias_act_desc d)
 {
@@ -144,5 +145,33 @@ extern "C" cudaError_t gf_cu_fir_launch(cudaStream_t s, int backward, float *y, 
 		fir_bwd_kernel<<<gf_cu_grid(n), GF_CU_THREADS, 0, s>>>(y, x, d);
 	else
 		fir_fwd_kernel<<<gf_cu_grid(n), GF_CU_THREADS, 0, s>>>(y, x, d);
+	return cudaGetLastError();
+}
+
+/* one thread per output element; every thread derives the batch's row
+ * from u (two floats) itself */
+static __global__ void style_mix_kernel(float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+                                        float prob, int adjoint)
+{
+	size_t row = (size_t)gf_style_mix_row(u, index, num_ws, prob), C = (size_t)c;
+	size_t total = (size_t)n * C * (adjoint ? 2 : 1);
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		if (!adjoint) {
+			size_t b = i / C;
+			y[i] = x[(2 * b + row) * C + i % C];
+		} else {
+			size_t b = i / (2 * C), r = (i / C) % 2;
+			y[i] = r == row ? x[b * C + i % C] : 0.0f;
+		}
+	}
+}
+
+extern "C" cudaError_t gf_cu_style_mix_launch(cudaStream_t s, float *y, const float *x, const float *u, int n, int c,
+                                              int index, int num_ws, float prob, int adjoint)
+{
+	size_t total = (size_t)n * (size_t)c * (adjoint ? 2 : 1);
+	if (!total)
+		return cudaSuccess;
+	style_mix_kernel<<<gf_cu_grid(total), GF_CU_THREADS, 0, s>>>(y, x, u, n, c, index, num_ws, prob, adjoint);
 	return cudaGetLastError();
 }

@@ -1,6 +1,6 @@
 /* CUDA StyleGAN2 ops (the vtable side; kernels in sg2.cu): bias +
  * activation with gain and clamping, the demodulation's reciprocal square
- * root, and FIR resampling. The CPU versions are core/nn/cpu/sg2_cpu.c. Every op
+ * root, FIR resampling and style mixing's row pick. The CPU versions are core/nn/cpu/sg2_cpu.c. Every op
  * records its signature (graph capture) and launches on the instance's
  * stream. */
 #include <ganflow/err.h>
@@ -78,4 +78,19 @@ int gf_cu_fir_forward(gf_backend *be, float *y, const float *x, const gf_fir_des
 int gf_cu_fir_backward(gf_backend *be, float *dx, const float *dy, const gf_fir_desc *d)
 {
 	return fir(be, 1, dx, dy, d);
+}
+
+int gf_cu_style_mix(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
+                    float prob, int adjoint)
+{
+	gf_cuda *cu = gf_cu(be);
+	if (n < 0 || c < 1 || num_ws < 2 || index < 0 || index >= num_ws)
+		return gf_seterr(GF_EPARAM, "cuda style_mix: bad sizes (n %d, c %d, index %d of %d)", n, c, index, num_ws);
+	TRY(gf_cu_enter(cu));
+	int rc = GF_CU_SIG(cu, GF_CU_OP_STYLE_MIX, GF_CU_P(y), GF_CU_P(x), GF_CU_P(u), (uint64_t)n, (uint64_t)c,
+	                   (uint64_t)index, (uint64_t)num_ws, gf_cu_fbits(prob), (uint64_t)adjoint);
+	if (rc)
+		return rc == GF_CU_SKIP ? 0 : rc;
+	CU_LAUNCH(gf_cu_style_mix_launch(cu->stream, y, x, u, n, c, index, num_ws, prob, adjoint));
+	return 0;
 }
