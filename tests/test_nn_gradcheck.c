@@ -393,6 +393,24 @@ CASE(test_dot, "dot",
      " {'dot', input = 'a', with = 'b', scale = 0.5}, input_shape = {5} }", 3, 0, 0)
 CASE(test_w_avg, "w_avg (training)", "return { {'linear', 4, 3}, {'w_avg', 3, beta = 0.9}, {'tanh'}, input_shape = {4} }", 3, 0,
      0)
+/* style mixing (layer style_mix, style_w): the mapping's layers on both
+ * rows (linear, bias_act, w_avg read (2, C) as two rows), the rows each
+ * style_w reads (prob 1, 3 ws: index 0 reads w, index 2 w2; prob 0: both
+ * w), the embedding's part of the second row back to the input; z2 and
+ * the cutoff replayed with the generator */
+#define MIX_NET(prob)                                                                                            \
+	"return { {'style_mix', z = 4, prob = " prob ", layers = 3, name = 'mix'},"                                    \
+	" {'linear', 6, 5, eqlr = true, lr_mul = 0.5}, {'bias_act', 5, lr_mul = 0.5}, {'w_avg', 5, name = 'w'},"      \
+	" {'style_w', index = 0, source = 'mix', input = 'w', name = 'w0'},"                                          \
+	" {'style_w', index = 2, source = 'mix', input = 'w', name = 'w2'}, {'linear', 5, 4, input = 'w2', name = 'a'}," \
+	" {'add', input = 'w0', with = 'w2'}, {'concat', with = 'a'}, input_shape = {6} }"
+CASE(test_style_mix, "style_mix + style_w (mixed)", MIX_NET("1"), 3, 0, 0)
+CASE(test_style_mix_off, "style_mix + style_w (prob 0)", MIX_NET("0"), 3, 0, 0)
+CASE(test_style_mix_z, "style_mix without an embedding, 2 ws",
+     "return { {'style_mix', z = 4, prob = 1, layers = 2, name = 'mix'}, {'linear', 4, 3, name = 'w'},"
+     " {'style_w', index = 0, source = 'mix', input = 'w', name = 'w0'},"
+     " {'style_w', index = 1, source = 'mix', input = 'w', name = 'w1'}, {'concat', input = 'w0', with = 'w1'},"
+     " {'tanh'}, input_shape = {4} }", 3, 0, 0)
 /* the hand-written networks the CUDA tests compare with the CPU
  * (test_cuda_nets.h), whole, with the backbones' settings: their
  * gradients are right on the CPU */
@@ -473,6 +491,9 @@ int main(void)
 		cmocka_unit_test(test_norm2),
 		cmocka_unit_test(test_dot),
 		cmocka_unit_test(test_w_avg),
+		cmocka_unit_test(test_style_mix),
+		cmocka_unit_test(test_style_mix_off),
+		cmocka_unit_test(test_style_mix_z),
 		cmocka_unit_test(test_mbstd_f2),
 		cmocka_unit_test(test_linear_nobias),
 		cmocka_unit_test(test_conv),

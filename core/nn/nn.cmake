@@ -49,6 +49,7 @@ set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/norm2.c
   ${GF_NN_DIR}/layers/dot.c
   ${GF_NN_DIR}/layers/w_avg.c
+  ${GF_NN_DIR}/layers/style_mix.c
   ${GF_NN_DIR}/layers/ada.c)
 target_sources(ganflow PRIVATE
   ${GF_NN_DIR}/rng.c

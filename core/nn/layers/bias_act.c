@@ -6,7 +6,9 @@
  *
  *   y = clamp(act(x + lr_mul * b) * gain, -clamp, clamp)
  *
- * on (C), (C, L) or (C, H, W), the bias per channel. act is "linear"
+ * on (C), (C, L) or (C, H, W), the bias per channel, or on (R, C) with R !=
+ * C: R rows of C channels (the mapping network on style mixing's two rows,
+ * layer style_mix). act is "linear"
  * (gain 1 by default), "relu" or "lrelu" (gain sqrt(2) by default, as
  * StyleGAN2's def_gain); clamp > 0 is StyleGAN2's act_clamp (conv_clamp
  * times the gain its layers are called with: 1, or sqrt(0.5) in D's
@@ -31,6 +33,7 @@ struct bias_act_cfg {
 	gf_act act;
 	float slope, gain, clamp, lr_mul;
 	int dbias;   /* save slot: the bias gradient before lr_mul (lr_mul != 1) */
+	int rows;    /* rows per sample: (R, C) input, else 1 */
 };
 LAYER_CFG_FITS(struct bias_act_cfg);
 
@@ -67,8 +70,10 @@ static int bias_act_shapes(gf_layer_net *net, struct layer *l)
 	char s[96];
 	if (!GF_BACKEND_HAS(net->be, bias_act_forward) || !GF_BACKEND_HAS(net->be, bias_act_backward))
 		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no bias_act ops", net->be->ops->name);
-	if (in->is_label || in->ndim < 1 || in->shape[0] != c->c)
-		return gf_layer_err(GF_ESHAPE, l, "expects %d channels first, got %s", c->c, gf_layer_shape_str(in, s, sizeof(s)));
+	c->rows = in->ndim == 2 && in->shape[0] != c->c && in->shape[1] == c->c ? (int)in->shape[0] : 1;
+	if (in->is_label || in->ndim < 1 || (in->shape[0] != c->c && c->rows == 1))
+		return gf_layer_err(GF_ESHAPE, l, "expects %d channels first (or rows of them), got %s", c->c,
+		                    gf_layer_shape_str(in, s, sizeof(s)));
 	gf_layer_set_shape(layer_out(net, l), in->ndim, in->shape);
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->c });
@@ -87,7 +92,8 @@ static int bias_act_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float 
 static gf_bias_act_desc bias_act_desc(const gf_layer_net *net, const struct layer *l, int B)
 {
 	const struct bias_act_cfg *c = LAYER_CCFG(struct bias_act_cfg, l);
-	return (gf_bias_act_desc){ .n = B, .c = c->c, .hw = (int)(layer_in(net, l)->numel / (size_t)c->c), .act = c->act,
+	return (gf_bias_act_desc){ .n = B * c->rows, .c = c->c,
+		                   .hw = (int)(layer_in(net, l)->numel / (size_t)c->c / (size_t)c->rows), .act = c->act,
 		                   .alpha = c->slope, .gain = c->gain, .clamp = c->clamp, .bgain = c->lr_mul };
 }
 
@@ -114,9 +120,9 @@ static int bias_act_backward(gf_layer_net *net, struct layer *l, int B, gf_layer
 	if ((rc = be->ops->bias_act_backward(be, dpre, out->grad, out->data, &d)) || !dw)
 		return rc;
 	if (c->lr_mul == 1.0f)
-		return be->ops->bias_grad(be, layer_grad(net, l, 0), dpre, B, c->c, d.hw, g->acc);
+		return be->ops->bias_grad(be, layer_grad(net, l, 0), dpre, d.n, c->c, d.hw, g->acc);
 	float *s = l->save[c->dbias];
-	if ((rc = be->ops->bias_grad(be, s, dpre, B, c->c, d.hw, 0)))
+	if ((rc = be->ops->bias_grad(be, s, dpre, d.n, c->c, d.hw, 0)))
 		return rc;
 	if (g->acc)
 		return be->ops->axpy(be, layer_grad(net, l, 0), s, (size_t)c->c, c->lr_mul);

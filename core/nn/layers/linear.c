@@ -1,5 +1,7 @@
 /* linear: y = x W^T + b on a flat input, PyTorch's nn.Linear(in, out,
- * bias = bias) with the weight (out, in).
+ * bias = bias) with the weight (out, in). A (R, in) input is R rows per
+ * sample, (R, out) out (nn.Linear on the last dimension: the mapping
+ * network on w and style mixing's w2, layer style_mix).
  *
  *   {"linear", in, out, bias = true, init = ..., sn = false}
  *
@@ -14,6 +16,7 @@
 
 struct linear_cfg {
 	int fin, fout, bias;
+	int rows;   /* rows per sample (1: a flat input) */
 	struct gf_sn sn;
 	struct gf_eqlr eq;
 };
@@ -35,12 +38,17 @@ static int linear_shapes(gf_layer_net *net, struct layer *l)
 	struct linear_cfg *c = LAYER_CFG(struct linear_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
-	if (in->ndim != 1)
-		return gf_layer_err(GF_ESHAPE, l, "expects a flat input of %d features, got %s (add a flatten)", c->fin,
-		                    gf_layer_shape_str(in, s, sizeof(s)));
-	if (in->shape[0] != c->fin)
-		return gf_layer_err(GF_ESHAPE, l, "expects %d input features, got %lld", c->fin, (long long)in->shape[0]);
-	gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ c->fout });
+	if (in->ndim != 1 && in->ndim != 2)
+		return gf_layer_err(GF_ESHAPE, l, "expects a flat input of %d features (or rows of them), got %s (add a flatten)",
+		                    c->fin, gf_layer_shape_str(in, s, sizeof(s)));
+	if (in->shape[in->ndim - 1] != c->fin)
+		return gf_layer_err(GF_ESHAPE, l, "expects %d input features, got %lld", c->fin,
+		                    (long long)in->shape[in->ndim - 1]);
+	c->rows = in->ndim == 2 ? (int)in->shape[0] : 1;
+	if (in->ndim == 2)
+		gf_layer_set_shape(layer_out(net, l), 2, (int64_t[]){ c->rows, c->fout });
+	else
+		gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ c->fout });
 	gf_layer_param(l, gf_sn_weight_name(&c->sn), 2, (int64_t[]){ c->fout, c->fin });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->fout });
@@ -60,6 +68,7 @@ static int linear_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *h
 static int linear_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	B *= c->rows;
 	float *y = layer_out(net, l)->data;
 	const float *w, *b = layer_param(net, l, 1);
 	int rc = c->eq.on ? gf_eqlr_weight(net, l, &c->eq, &w, &b) : gf_sn_weight(net, l, &c->sn, mode, &w);
@@ -73,7 +82,7 @@ static int linear_forward(gf_layer_net *net, struct layer *l, int B, unsigned mo
 
 /* eqlr: the gradients of the scaled weight and bias into scratch, then
  * scaled onto the parameters */
-static int linear_backward_eqlr(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
+static int linear_backward_eqlr(gf_layer_net *net, struct layer *l, int B /* rows */, gf_layer_grad *g)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
 	const float *dy = layer_out(net, l)->grad;
@@ -96,6 +105,7 @@ static int linear_backward_eqlr(gf_layer_net *net, struct layer *l, int B, gf_la
 static int linear_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	B *= c->rows;
 	const float *dy = layer_out(net, l)->grad;
 	int rc, acc;
 	if (c->eq.on)
@@ -121,6 +131,7 @@ static int linear_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_g
 static int linear_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
 {
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
+	B *= c->rows;
 	const float *t = layer_in(net, l)->tan, *dy = layer_out(net, l)->grad;
 	const float *w = c->eq.on ? gf_eqlr_used(net, l, &c->eq, 0) : gf_sn_used(net, l, &c->sn);
 	int rc, acc;
@@ -147,7 +158,7 @@ static double linear_flops(const gf_layer_net *net, const struct layer *l, int B
 	(void)net;
 	(void)exec;
 	const struct linear_cfg *c = LAYER_CCFG(struct linear_cfg, l);
-	return 2.0 * B * c->fin * c->fout;
+	return 2.0 * B * c->rows * c->fin * c->fout;
 }
 
 const gf_layer_kind gf_layer_linear = {

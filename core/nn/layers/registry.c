@@ -13,7 +13,7 @@ extern const gf_layer_kind gf_layer_linear, gf_layer_conv, gf_layer_tconv, gf_la
 	gf_layer_instancenorm, gf_layer_cbn, gf_layer_proj, gf_layer_diffaugment, gf_layer_attention, gf_layer_mbstd,
 	gf_layer_fir, gf_layer_bias_act, gf_layer_noise, gf_layer_const, gf_layer_modconv,
 	gf_layer_norm2, gf_layer_dot, gf_layer_w_avg,
-	gf_layer_ada;
+	gf_layer_ada, gf_layer_style_mix, gf_layer_style_w;
 
 static const gf_layer_kind *const kinds[] = {
 	&gf_layer_linear,                                       /* linear.c */
@@ -46,6 +46,7 @@ static const gf_layer_kind *const kinds[] = {
 	&gf_layer_dot,                                          /* dot.c */
 	&gf_layer_w_avg,                                        /* w_avg.c */
 	&gf_layer_ada,                                          /* ada.c */
+	&gf_layer_style_mix, &gf_layer_style_w,                 /* style_mix.c */
 };
 
 const gf_layer_kind *gf_layer_kind_find(const char *type)
