@@ -1,7 +1,9 @@
 -- stylegan2_fashion: StyleGAN2 (Karras et al. 2020, StyleGAN2-ADA's networks
 -- and training loop: luaconf/backbones/stylegan2.lua) on Fashion-MNIST at
 -- 32x32: non-saturating logistic loss, lazy R1 on D (gamma 0.01, every 16
--- D steps, Adam adjusted), no path length, no style mixing, Adam(0.0025,
+-- D steps, Adam adjusted), no path length, style mixing off (mixing=0.9:
+-- StyleGAN2-ADA's style_mixing_prob of its other configs; the ADA paper's
+-- CIFAR config has it off), Adam(0.0025,
 -- betas 0, 0.99) for both networks, one D step per G step, batch 64, the
 -- moving average of G with StyleGAN2's ramp (half-life ema_kimg thousand
 -- images, at most ema_rampup of the images seen), which the grids, the
@@ -34,6 +36,7 @@ local opt = gf.args {
   r1_every = 16,       -- lazy R1: every this many D steps (1: in every step)
   pl = 0.0,            -- path-length weight (StyleGAN2's FFHQ config: 2; 0: none)
   pl_every = 4,
+  mixing = 0.0,        -- style mixing probability per batch (StyleGAN2-ADA: 0.9; CIFAR config: 0)
   ema_kimg = 20.0,     -- G's moving average: half-life in thousands of images (StyleGAN2: batch x 10/32)
   ema_rampup = 0.05,   -- ... at most this fraction of the images seen (0: none)
   ada = "bgc",         -- StyleGAN2-ADA's adaptive augmentation of D's images (empty: none)
@@ -50,7 +53,7 @@ local opt = gf.args {
 }
 
 local G = sg2.G { size = 32, channels = 1, ch = opt.ch, z = opt.z, w = opt.w, mapping = opt.mapping,
-                  classes = opt.classes }
+                  classes = opt.classes, mixing = opt.mixing }
 local ada = opt.ada ~= ""
 local D = sg2.D { size = 32, channels = 1, ch = opt.ch, classes = opt.classes, mbstd = opt.mbstd,
                   ada = ada and opt.ada or nil, ada_p = ada and opt.ada_p or nil }

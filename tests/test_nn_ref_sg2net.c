@@ -8,7 +8,9 @@
  * every parameter, G's w_avg after a training forward, and D's double
  * backward of P = 1/2 |dL/dx|^2 (R1 through the cmap head), fused and
  * unfused. Also: w_avg's truncation in an eval forward, and the mapping's
- * norm2 refused by name for the double backward (g_step's pl). */
+ * norm2 refused by name for the double backward (g_step's pl); style
+ * mixing (mixing = 1) against tests/ref/nn_ref_mix.safetensors
+ * (tests/ref/make_nn_refs_mix.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,12 +222,139 @@ static void test_w_avg(void **state)
 	gf_net_destroy(net);
 }
 
+/* Style mixing (mixing = 1, so the batch mixes) against
+ * tests/ref/nn_ref_mix.safetensors (tests/ref/make_nn_refs_mix.py: the
+ * mapping called on z and z2 with the same modules, the layers from the
+ * cutoff 2 on reading w2): the network's generator set to the state the
+ * reference drew z2 and the cutoff from; the output, w_avg (moved by w
+ * only), the gradients of every parameter (the mapping's from both rows)
+ * and z's; then an eval forward gives the unmixed output and draws
+ * nothing. */
+static const char *const G_MIX = "return require('backbones.stylegan2').G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2,"
+                                 " channels = 2, classes = 3, clamp = 1, noise = 'const', mixing = 1 }";
+
+static void mix_case(unsigned flags)
+{
+	gf_tensor x, lf, out, dx;
+	NN_OK(gf_st_get(ref, "mix.x", &x));
+	NN_OK(gf_st_get(ref, "mix.labels", &lf));
+	int B = (int)x.shape[0];
+	int32_t lab[16];
+	for (int i = 0; i < B; i++)
+		lab[i] = (int32_t)((const float *)lf.data)[i];
+	gf_tensor labels = nn_tensor(NULL, 1, B);
+	labels.dtype = GF_I32;
+	labels.data = lab;
+	gf_net *net;
+	NN_OK(nn_build(&net, be, G_MIX, B, flags));
+	load_block(net, "mix", GF_PARAMS, "p");
+	load_block(net, "mix", GF_BUFFERS, "b");
+	float *st = nn_ref(ref, "mix.rng", NULL);
+	gf_rng *rng = gf_net_rng(net);
+	*rng = (gf_rng){ (uint64_t)st[0], (uint64_t)st[1], (uint64_t)st[2] };
+	/* the draw the reference made: z2 (B x 6 normals), then the uniforms */
+	gf_rng copy = *rng;
+	float z2[4 * 6];
+	gf_rng_normal(&copy, z2, (size_t)B * 6, 0.0f, 1.0f);
+	check("mix.z2", z2, (size_t)B * 6, 0);
+	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
+	gf_net_output(net, &out);
+	check("mix.y", out.data, (size_t)gf_tensor_numel(&out), 0);
+	check("mix.w_avg", buffer(net, "w.w_avg"), 5, 0);
+	size_t nw;
+	float *w = nn_ref(ref, "mix.w", &nw);
+	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
+	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
+	NN_OK(gf_net_dx(net, &dx));
+	check("mix.dx", dx.data, (size_t)gf_tensor_numel(&dx), 0);
+	check_grads(net, "mix", "g");
+	/* eval: nothing drawn, every layer reads w */
+	uint64_t off = rng->offset;
+	NN_OK(gf_net_forward(net, &x, &labels, GF_EVAL));
+	assert_true(rng->offset == off);
+	gf_net_output(net, &out);
+	check("mix.y_nomix", out.data, (size_t)gf_tensor_numel(&out), 0);
+	free(w);
+	free(st);
+	gf_net_destroy(net);
+}
+
+static void test_mix(void **state)
+{
+	(void)state;
+	gf_st_file *g_ref = ref;
+	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref_mix.safetensors")))
+		fail_msg("%s", gf_errmsg());
+	mix_case(0);
+	mix_case(GF_NET_NOFUSE);
+	gf_st_close(ref);
+	ref = g_ref;
+}
+
+/* The draw: over many training forwards, a batch mixes with probability
+ * prob, and layer i reads w2 with probability prob i / (num_ws - 1) (the
+ * cutoff uniform in 1..num_ws-1), never layer 0, and a layer after one
+ * that reads w2 reads it too; eval forwards never mix. Rows told apart
+ * by the input: row 0 is x (all 3), row 1 normalised z2 (rms 1). */
+static void test_mix_prob(void **state)
+{
+	(void)state;
+	enum { L = 4, N = 3000, B = 2, Z = 4 };
+	static const float probs[] = { 0.9f, 0.3f, 0.0f };
+	for (size_t k = 0; k < sizeof(probs) / sizeof(probs[0]); k++) {
+		char code[600];
+		snprintf(code, sizeof(code),
+		         "return { {'style_mix', z = %d, prob = %g, layers = %d, name = 'mix'},"
+		         " {'style_w', index = 0, source = 'mix', input = 'mix', name = 'w0'},"
+		         " {'style_w', index = 1, source = 'mix', input = 'mix', name = 'w1'},"
+		         " {'style_w', index = 2, source = 'mix', input = 'mix', name = 'w2'},"
+		         " {'style_w', index = 3, source = 'mix', input = 'mix', name = 'w3'},"
+		         " {'concat', input = 'w0', with = 'w1', name = 'a'}, {'concat', input = 'w2', with = 'w3', name = 'b'},"
+		         " {'concat', input = 'a', with = 'b'}, input_shape = {%d} }",
+		         Z, (double)probs[k], L, Z);
+		gf_net *net;
+		NN_OK(nn_build(&net, be, code, B, 0));
+		float xs[B * Z], *y = NULL;
+		for (int i = 0; i < B * Z; i++)
+			xs[i] = 3.0f;
+		gf_tensor x = nn_tensor(xs, 2, B, Z), out;
+		int reads[L] = { 0 }, mixed = 0;
+		for (int it = 0; it < N; it++) {
+			NN_OK(gf_net_forward(net, &x, NULL, it % 2 ? GF_TRAIN : GF_EVAL));
+			gf_net_output(net, &out);
+			y = out.data;
+			int prev = 0, any = 0;
+			for (int i = 0; i < L; i++) {
+				int w2 = y[i * Z] != 3.0f;   /* sample 0; sample 1 reads the same row */
+				assert_int_equal(w2, y[L * Z + i * Z] != 3.0f);
+				assert_true(w2 >= prev);
+				if (it % 2 == 0)
+					assert_int_equal(w2, 0);   /* eval */
+				reads[i] += w2;
+				prev = w2;
+				any |= w2;
+			}
+			mixed += any;
+		}
+		double n = N / 2, p = probs[k], tol = 5 * sqrt(0.25 / n);
+		fprintf(stderr, "prob %.1f: mixed %.3f, layer reads of w2 %.3f %.3f %.3f %.3f (tolerance %.3f)\n", p,
+		        mixed / n, reads[0] / n, reads[1] / n, reads[2] / n, reads[3] / n, tol);
+		assert_true(fabs(mixed / n - p) <= tol);
+		assert_int_equal(reads[0], 0);
+		for (int i = 1; i < L; i++)
+			assert_true(fabs(reads[i] / n - p * i / (L - 1)) <= tol);
+		gf_net_destroy(net);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_g),
 		cmocka_unit_test(test_d),
 		cmocka_unit_test(test_w_avg),
+		cmocka_unit_test(test_mix),
+		cmocka_unit_test(test_mix_prob),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,7 @@
 -- "StyleGAN2's layers"):
 --
 --   local sg2 = require "backbones.stylegan2"
---   G = sg2.G{ size = 32, channels = 3, z = 512, w = 512, mapping = 2, ch = 512, classes = 0 }
+--   G = sg2.G{ size = 32, channels = 3, z = 512, w = 512, mapping = 2, ch = 512, classes = 0, mixing = 0 }
 --   D = sg2.D{ size = 32, channels = 3, ch = 512, classes = 0, mbstd = 32 }
 --
 -- The defaults are the ADA paper's CIFAR-10 configuration (mapping 2
@@ -20,7 +20,18 @@
 -- synthesis layers (modulated 3x3 convs, the first upsampling by 2 with
 -- the FIR filter) and a toRGB whose image is added to the FIR-upsampled
 -- image of the previous resolution. No output activation (StyleGAN2's G
--- is unbounded). Every layer reads the same w (no style mixing).
+-- is unbounded). mixing = 0 (default): every layer reads the same w.
+--
+-- Style mixing regularisation (mixing = p > 0, StyleGAN2-ADA's
+-- style_mixing_prob; its configs use 0.9 except CIFAR, 0): a style_mix
+-- layer after the mapping's normalised input adds a second row per sample,
+-- a fresh z2 in training forwards; the mapping and w_avg run on both rows
+-- with the same weights (w_avg tracks the first only), and each synthesis
+-- layer reads its w through a style_w layer (w0..w<num_ws-1>, StyleGAN2's
+-- order: b4 conv1 0, b4 toRGB and b8 conv0 1, b8 conv1 2, ...): with
+-- probability p per batch, the layers from a cutoff drawn in
+-- 1..num_ws-1 on read w2. Eval forwards (sampling, evaluation) never mix;
+-- the layers hold no parameters, so checkpoints are those of mixing = 0.
 --
 -- D: fromRGB (1x1), per resolution a residual block (conv 3x3, conv 3x3
 -- down 2, skip 1x1 down 2, both scaled by sqrt(0.5)), then at 4x4
@@ -39,7 +50,8 @@ local L = require "backbones.stylegan2_layers"
 local M = {}
 
 local G_OPTS = { size = true, channels = true, z = true, w = true, mapping = true, ch = true, ch_base = true,
-                 classes = true, embed = true, clamp = true, noise = true, w_avg_beta = true, lr_mul = true }
+                 classes = true, embed = true, clamp = true, noise = true, w_avg_beta = true, lr_mul = true,
+                 mixing = true }
 local D_OPTS = { size = true, channels = true, ch = true, ch_base = true, classes = true, cmap = true,
                  d_mapping = true, clamp = true, mbstd = true, mbstd_channels = true, lr_mul = true, ada = true,
                  ada_p = true }
@@ -94,26 +106,47 @@ function M.G(o)
     add(t, { "concat", input = "z_norm", with = "c_embed", name = "zc" })
     x, fin = "zc", zd + edim
   end
+  local mixing = o.mixing or 0
+  if type(mixing) ~= "number" or mixing < 0 or mixing > 1 then
+    error("stylegan2.G: mixing must be a probability in [0, 1], got " .. tostring(mixing), 2)
+  end
+  if mixing > 0 then
+    add(t, { "style_mix", z = zd, prob = mixing, layers = 2 + 2 * nres, input = x, name = "mix" })
+    x = "mix"
+  end
   for i = 1, nmap do
     x = L.fc(t, "map" .. (i - 1), x, fin, wd, { lr_mul = lr_mul, act = "lrelu" })
     fin = wd
   end
   add(t, { "w_avg", wd, beta = o.w_avg_beta or 0.995, input = x, name = "w" })
+  -- the w synthesis layer i reads: w itself, or with mixing its style_w
+  -- layer (added before the first layer that reads it)
+  local added = {}
+  local function ws(i)
+    if mixing == 0 then return "w" end
+    local name = "w" .. i
+    if not added[name] then
+      add(t, { "style_w", index = i, source = "mix", input = "w", name = name })
+      added[name] = true
+    end
+    return name
+  end
   -- synthesis
   local so = { w_dim = wd, noise = o.noise, clamp = clamp }
   local c4 = chans(o, 4)
   add(t, { "const", c4, 4, 4, input = "x", name = "b4_const" })
-  x = L.synthesis(t, "b4_conv1", "b4_const", "w", c4, c4, so)
-  local img = L.torgb(t, "b4_torgb", x, "w", c4, channels, so)
-  local cin, res = c4, 4
+  x = L.synthesis(t, "b4_conv1", "b4_const", ws(0), c4, c4, so)
+  local img = L.torgb(t, "b4_torgb", x, ws(1), c4, channels, so)
+  local cin, res, wi = c4, 4, 1
   for _ = 1, nres do
     res = res * 2
     local c = chans(o, res)
     local p = "b" .. res
-    x = L.synthesis(t, p .. "_conv0", x, "w", cin, c, { w_dim = wd, noise = o.noise, clamp = clamp, up = 2 })
-    x = L.synthesis(t, p .. "_conv1", x, "w", c, c, so)
+    x = L.synthesis(t, p .. "_conv0", x, ws(wi), cin, c, { w_dim = wd, noise = o.noise, clamp = clamp, up = 2 })
+    x = L.synthesis(t, p .. "_conv1", x, ws(wi + 1), c, c, so)
     add(t, { "fir", up = 2, input = img, name = p .. "_up" })
-    local rgb = L.torgb(t, p .. "_torgb", x, "w", c, channels, so)
+    local rgb = L.torgb(t, p .. "_torgb", x, ws(wi + 2), c, channels, so)
+    wi = wi + 2
     add(t, { "add", input = p .. "_up", with = rgb, name = p .. "_img" })
     img, cin = p .. "_img", c
   end

@@ -577,12 +577,13 @@ resnets)
   ;;
 stylegan2)
   # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
-  # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional and
+  # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional
+  # with style mixing (mixing=0.9: z2 and the cutoffs drawn again on resume) and
   # conditional; the tracked mean of w moves; truncation= in w-space shrinks
-  # the spread of the samples and leaves z alone; the conditional grid has a
-  # row per class
+  # the spread of the samples and leaves z alone (sampling a G with mixing
+  # layers: eval forwards); the conditional grid has a row per class
   n=3
-  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada="; do
+  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3 mixing=0.9" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada="; do
     tag=$(echo "$p" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
     run stylegan2_fashion "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 $p
     check "[ $? -eq 0 ]" "stylegan2_fashion $p: run failed: $(tail -3 "$T/a$tag.log")"
@@ -597,7 +598,7 @@ stylegan2)
     "$B/tests/st_compare" "$(latest "$T/a$tag")" "$(latest "$T/c$tag")" >"$T/cmp$tag.log" 2>&1
     check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp$tag.log'" "stylegan2_fashion $p: N + resume + N differs from 2N: $(cat "$T/cmp$tag.log")"
   done
-  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
+  a="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3 mixing=0.9" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
   ac="$T/a$(echo "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada=" | tr -c 'a-z0-9\n' '_' | cut -c1-40)"
   check "[ \"$(png_size "$ac/samples/latest.png")\" = '342 342' ]" "conditional StyleGAN2: a 10x10 grid should be 342x342, got $(png_size "$ac/samples/latest.png")"
   "$G" sample "$a" n=16 out="$T/s0.png" npy="$T/s0" >"$T/s0.log" 2>&1
@@ -623,6 +624,18 @@ for k in ("g.net.w.w_avg", "g.ema.w.w_avg"):
 print("ok", s0, s1)
 PY
   check "[ $? -eq 0 ]" "stylegan2 truncation / w_avg: $(cat "$T/tr.log")"
+  # style mixing on the GPU path (GANFLOW_CPU_DEVICE_CHECK=1: G's steps
+  # captured and replayed, the cutoff read on the device) trains as the eager
+  # CPU path, bit for bit (ema_rampup=0: the ramp's decay is not a per-step
+  # scalar of the captured step yet)
+  for m in 0 1; do
+    GANFLOW_CPU_DEVICE_CHECK=$m run stylegan2_fashion "$T/mix$m" ch=8 z=16 w=16 mixing=0.9 ema_rampup=0 steps=4 \
+      samples=1000 log=10
+    check "[ $? -eq 0 ]" "stylegan2 mixing=0.9 (device check $m) failed: $(tail -3 "$T/mix$m.log")"
+  done
+  check "grep -q 'G steps: .* captured, [1-9][0-9]* replayed' '$T/mix1.log'" "stylegan2 mixing=0.9 under the device check should replay G's steps: $(grep 'G steps' "$T/mix1.log")"
+  "$B/tests/st_compare" "$(latest "$T/mix0")" "$(latest "$T/mix1")" >"$T/cmpmix.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmpmix.log'" "stylegan2 mixing=0.9: the device check's run differs from the eager one: $(cat "$T/cmpmix.log")"
   # StyleGAN2's ramp of G's average: after update k (1-based) the decay is
   # 0.5^(batch / min(1000 ema_kimg, (k - 1) batch ema_rampup)): batch 16,
   # ema_kimg 0.05, ema_rampup 1 give 0.5^(16/48) at step 4, 0.5^(16/50) at 5
