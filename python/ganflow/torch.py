@@ -41,6 +41,8 @@ Layer kinds and their PyTorch modules (the nn engine's semantics):
                 const, modconv (modulate, convolve, demodulate), mbstd, norm2, dot, w_avg
                 (w_avg.lerp(w, psi) in eval; `psi` attribute, from the table)
     ada, diffaugment  the identity (eval mode only: their training-mode draws are not reproduced)
+    style_mix, style_w  the identity on one row (eval mode only, where ganflow never mixes: the
+                mapping runs on w alone and every synthesis layer reads it)
 
 Layers read the previous layer's output unless `input` names another node
 ("x", "label", a layer name, a 1-based position); the network's output is
@@ -419,8 +421,9 @@ class Dot(nn.Module):
 
 
 class EvalIdentity(nn.Module):
-    """D's augmentation layers (ada: StyleGAN2-ADA's, with its buffer p; diffaugment): the
-    identity in eval mode, as in the engine; their training-mode draws are not reproduced."""
+    """D's augmentation layers (ada: StyleGAN2-ADA's, with its buffer p; diffaugment) and G's
+    style mixing (style_mix, style_w): the identity in eval mode, as in the engine; their
+    training-mode draws are not reproduced."""
 
     def __init__(self, kind, p=False):
         super().__init__()
@@ -750,6 +753,10 @@ class GanflowNet(nn.Module):
         if k in ("ada", "diffaugment"):
             image()
             return EvalIdentity(k, p=k == "ada"), s
+        if k in ("style_mix", "style_w"):
+            if s is None or len(s) != 1:
+                raise l.error(f"expects a flat input, got {s}")
+            return EvalIdentity(k), s
         if k in ("maxpool", "avgpool"):
             ks = l.int(0, None)
             stride, pad = l.int(1, "stride", ks), l.int(2, "pad", 0)

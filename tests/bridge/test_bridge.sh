@@ -155,10 +155,11 @@ classifier)
   compare "exported classifier: bridge vs ganflow" net "$T/clf.safetensors" classifier "$T/clf.st"
   ;;
 stylegan2)
-  # the conditional StyleGAN2 at a tiny width: G (its moving average, the
-  # constant noise, w_avg) against ganflow sample, D (mbstd, cmap) against
-  # net_forward, both through the bridge and exported to ONNX
-  ck=$(train stylegan2_fashion samples=1000 ch=8 z=16 w=16 classes=10 mbstd=2 r1_every=2) || exit 1
+  # the conditional StyleGAN2 at a tiny width with style mixing: G (its
+  # moving average, the constant noise, w_avg, style_mix/style_w as eval's
+  # identity) against ganflow sample, D (mbstd, cmap) against net_forward,
+  # both through the bridge and exported to ONNX
+  ck=$(train stylegan2_fashion samples=1000 ch=8 z=16 w=16 classes=10 mbstd=2 r1_every=2 mixing=0.9) || exit 1
   sample "$ck" 20
   compare "StyleGAN2 G: bridge vs ganflow sample" g "$ck" g "$T/s"
   forward "$ck" d 16
