@@ -9,7 +9,9 @@
  * gradient; the random noise is the generator's on both) and a
  * discriminator block (eqlr convs, fir blur and downsample, bias_act with
  * clamp, residual add), both through the double backward too (dP/dx,
- * dP/dparam: the path length's and R1's).
+ * dP/dparam: the path length's and R1's), and style mixing (style_mix's
+ * draws from the generator on both, the mapping on two rows, style_w's
+ * row read on the device).
  * fp32; every case runs and reports before the test fails (CHECK). Exits
  * 77 without a CUDA device. */
 #include <setjmp.h>
@@ -194,6 +196,14 @@ static void test_nets(void **state)
 	         " {'fir', pad = 2}, {'conv', 8, 16, 3, 2, 0, eqlr = true, bias = false}, {'bias_act', 16, name = 'r'},"
 	         " {'fir', down = 2, input = 'a'}, {'conv', 8, 16, 1, eqlr = true, bias = false},"
 	         " {'add', with = 'r'}, {'flatten'}, {'linear', 256, 1, eqlr = true}, input_shape = {3, 8, 8} }",
+	         4, 1);
+	net_case("style mixing (mapping on two rows, prob 1)",
+	         "return { {'style_mix', z = 4, prob = 1, layers = 3, name = 'mix'},"
+	         " {'linear', 6, 5, eqlr = true, lr_mul = 0.5}, {'bias_act', 5, lr_mul = 0.5}, {'w_avg', 5, name = 'w'},"
+	         " {'style_w', index = 0, source = 'mix', input = 'w', name = 'w0'},"
+	         " {'style_w', index = 1, source = 'mix', input = 'w', name = 'w1'},"
+	         " {'style_w', index = 2, source = 'mix', input = 'w', name = 'w2'},"
+	         " {'concat', input = 'w0', with = 'w1', name = 'a'}, {'concat', with = 'w2'}, input_shape = {6} }",
 	         4, 1);
 	checks_done();
 }
