@@ -39,8 +39,8 @@ static int linear_shapes(gf_layer_net *net, struct layer *l)
 	const struct node *in = layer_in(net, l);
 	char s[96];
 	if (in->ndim != 1 && in->ndim != 2)
-		return gf_layer_err(GF_ESHAPE, l, "expects a flat input of %d features (or rows of them), got %s (add a flatten)",
-		                    c->fin, gf_layer_shape_str(in, s, sizeof(s)));
+		return gf_layer_err(GF_ESHAPE, l, "expects a flat input of %d features, got %s (add a flatten)", c->fin,
+		                    gf_layer_shape_str(in, s, sizeof(s)));
 	if (in->shape[in->ndim - 1] != c->fin)
 		return gf_layer_err(GF_ESHAPE, l, "expects %d input features, got %lld", c->fin,
 		                    (long long)in->shape[in->ndim - 1]);
