@@ -5,7 +5,8 @@
  * with its loss scaler), whether the iteration is one graph or a G-step
  * graph and a D-step graph; a step that differs from the captured one is
  * refused and not run; ops that need the host are refused inside the
- * brackets and spoil the capture cleanly. Every case runs and reports
+ * brackets and spoil the capture cleanly; the ema op replays with each
+ * step's decay. Every case runs and reports
  * before a test fails (CHECK). Exits 77 without a CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -286,6 +287,68 @@ static void test_refused(void **state)
 	checks_done();
 }
 
+/* The ema op (g_step's moving average): the CPU backend's bits eagerly,
+ * the same as scale then axpy; in a captured step its decay is a per-step
+ * scalar, so replays with other decays (StyleGAN2's ramp) give each
+ * step's CPU result, where scale + axpy carry the captured decay in their
+ * signature and a replay with another one is refused. */
+static void test_ema(void **state)
+{
+	(void)state;
+	const size_t n = 100003;   /* not a multiple of a block */
+	gf_backend *cpu = cpu_open(), *be = cuda_open(GF_PREC_FP32, GF_LAYOUT_AUTO);
+	CHECK(GF_BACKEND_HAS(be, ema));
+	float *avg = host_rand(n, 1, -2, 2), *w = host_rand(n, 2, -2, 2);
+	float *avg_c = dev_from(cpu, avg, n), *w_c = dev_from(cpu, w, n);
+	float *avg_g = dev_from(be, avg, n), *w_g = dev_from(be, w, n), *ref_g = dev_from(be, avg, n);
+	/* eagerly: the CPU's bits, and scale + axpy's on the device */
+	NN_OK(cpu->ops->ema(cpu, avg_c, w_c, n, 0.9f));
+	NN_OK(be->ops->ema(be, avg_g, w_g, n, 0.9f));
+	NN_OK(be->ops->scale(be, ref_g, n, 0.9f));
+	NN_OK(be->ops->axpy(be, ref_g, w_g, n, 1.0f - 0.9f));
+	CHECK(dev_equal("ema eager", be, avg_g, avg_c, n));
+	float *ref = host_from(be, ref_g, n);
+	CHECK(dev_equal("ema eager against scale + axpy", be, avg_g, ref, n));
+	free(ref);
+	/* captured at one decay, replayed at others (the ramp's, and 0: a copy) */
+	const float decays[] = { 0.5f, 0.8408964f, 0.99654f, 0.0f, 0.999f };
+	gf_graph *g = NULL;
+	for (int i = 0; i < 5; i++) {
+		NN_OK(be->ops->graph_begin(be, &g));
+		NN_OK(be->ops->ema(be, avg_g, w_g, n, decays[i]));
+		NN_OK(be->ops->graph_end(be, g));
+		NN_OK(be->ops->sync(be));
+		NN_OK(cpu->ops->ema(cpu, avg_c, w_c, n, decays[i]));
+		char what[64];
+		snprintf(what, sizeof(what), "ema replay %d (decay %g)", i, (double)decays[i]);
+		CHECK(dev_equal(what, be, avg_g, avg_c, n));
+	}
+	gf_backend_stats st;
+	NN_OK(be->ops->stats(be, &st));
+	CHECK_EQ(st.replays, 4);
+	be->ops->graph_destroy(be, g);
+	/* what the trainer did before: the decay in the signature */
+	g = NULL;
+	for (int i = 0; i < 2; i++) {
+		NN_OK(be->ops->graph_begin(be, &g));
+		NN_OK(be->ops->scale(be, ref_g, n, decays[i]));
+		NN_OK(be->ops->axpy(be, ref_g, w_g, n, 1.0f - decays[i]));
+		int rc = be->ops->graph_end(be, g);
+		CHECK_EQ(rc, i == 0 ? 0 : GF_EPARAM);
+	}
+	be->ops->graph_destroy(be, g);
+	be->ops->free(be, avg_g);
+	be->ops->free(be, w_g);
+	be->ops->free(be, ref_g);
+	cpu->ops->free(cpu, avg_c);
+	cpu->ops->free(cpu, w_c);
+	free(avg);
+	free(w);
+	gf_backend_close(be);
+	gf_backend_close(cpu);
+	checks_done();
+}
+
 int main(void)
 {
 	cuda_require_device("test_cuda_graph");
@@ -293,6 +356,7 @@ int main(void)
 		CHECKED_TEST(test_replay_equals_eager),
 		CHECKED_TEST(test_mismatch),
 		CHECKED_TEST(test_refused),
+		CHECKED_TEST(test_ema),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,6 +269,51 @@ static void test_check_replay(void **state)
 	gf_backend_close(plain);
 }
 
+/* The ema op's decay is a per-step scalar: a step captured at one decay
+ * replays at others (StyleGAN2's ramp) with scale then axpy's bits, where
+ * scale + axpy themselves carry the decay in the signature. */
+static void test_check_ema(void **state)
+{
+	(void)state;
+	gf_backend *be = open_cpu(1), *plain = open_cpu(0);
+	assert_true(GF_BACKEND_HAS(be, ema) && GF_BACKEND_HAS(plain, ema));
+	enum { N = 1001 };
+	float *avg = dev(be, N), *w = dev(be, N), ref[N], wh[N];
+	for (int i = 0; i < N; i++) {
+		ref[i] = avg[i] = 0.001f * (float)(i % 97) - 0.03f;
+		wh[i] = w[i] = 0.37f - 0.002f * (float)(i % 89);
+	}
+	const float decays[] = { 0.5f, 0.8408964f, 0.99654f, 0.0f, 0.999f };
+	gf_graph *g = NULL;
+	for (int i = 0; i < 5; i++) {
+		NN_OK(be->ops->graph_begin(be, &g));
+		NN_OK(be->ops->ema(be, avg, w, N, decays[i]));
+		NN_OK(be->ops->graph_end(be, g));
+		NN_OK(plain->ops->scale(plain, ref, N, decays[i]));
+		NN_OK(plain->ops->axpy(plain, ref, wh, N, 1.0f - decays[i]));
+		assert_memory_equal(avg, ref, sizeof(ref));
+	}
+	gf_backend_stats st;
+	NN_OK(be->ops->stats(be, &st));
+	assert_int_equal(st.replays, 4);
+	be->ops->graph_destroy(be, g);
+	g = NULL;
+	for (int i = 0; i < 2; i++) {
+		NN_OK(be->ops->graph_begin(be, &g));
+		NN_OK(be->ops->scale(be, avg, N, decays[i]));
+		NN_OK(be->ops->axpy(be, avg, w, N, 1.0f - decays[i]));
+		if (i == 0)
+			NN_OK(be->ops->graph_end(be, g));
+		else
+			expect_err(be->ops->graph_end(be, g), GF_EPARAM, "other buffers, shapes or constants");
+	}
+	be->ops->graph_destroy(be, g);
+	be->ops->free(be, avg);
+	be->ops->free(be, w);
+	gf_backend_close(be);
+	gf_backend_close(plain);
+}
+
 /* ---- gf_stepgraph ---- */
 
 static void test_stepgraph(void **state)
@@ -456,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_loss_reduce_dev),
 		cmocka_unit_test(test_check_refuses),
 		cmocka_unit_test(test_check_replay),
+		cmocka_unit_test(test_check_ema),
 		cmocka_unit_test(test_stepgraph),
 		cmocka_unit_test(test_readback),
 		cmocka_unit_test(test_devmsg),

@@ -586,6 +586,13 @@ struct gf_backend_ops {
 	 * y (n, 2, c) = x (n, c) in that row and 0 in the other (overwritten). */
 	int (*style_mix)(gf_backend *be, float *y, const float *x, const float *u, int n, int c, int index, int num_ws,
 	                 float prob, int adjoint);
+	/* ---- moving averages of weights (g_step's ema) ----
+	 * avg (n) = decay avg + (1 - decay) w, with the bits of scale(avg,
+	 * decay) then axpy(avg, w, 1 - decay) (1 - decay rounded to float).
+	 * decay is a per-step scalar, not part of a captured step: a graph
+	 * replays this op with each step's decay (StyleGAN2's ramp changes it
+	 * at every update). */
+	int (*ema)(gf_backend *be, float *avg, const float *w, size_t n, float decay);
 };
 
 /* ada_params: the uniforms drawn and the transform kept per sample. */

@@ -102,6 +102,7 @@ static const gf_backend_ops cpu_ops = {
 	.ada_forward = gf_cpu_ada_forward,
 	.ada_backward = gf_cpu_ada_backward,
 	.style_mix = gf_cpu_style_mix,
+	.ema = gf_cpu_ema,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

@@ -57,6 +57,7 @@ int gf_cpu_bias_add(gf_backend *be, float *y, const float *b, int n, int c, int 
 int gf_cpu_bias_grad(gf_backend *be, float *db, const float *dy, int n, int c, int hw, int accumulate);
 int gf_cpu_axpy(gf_backend *be, float *y, const float *x, size_t n, float alpha);
 int gf_cpu_scale(gf_backend *be, float *x, size_t n, float s);
+int gf_cpu_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay);
 int gf_cpu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
                   size_t rows, size_t cols, int accumulate);
 int gf_cpu_act_forward(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param);

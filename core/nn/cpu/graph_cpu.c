@@ -21,9 +21,10 @@
  *  - the first bracket "captures": each op adds its kind, its buffers and
  *    its shapes and constants to a signature (not its per-step scalars:
  *    generator offsets, optimiser step scalars, loss targets and scales,
- *    which the CUDA backend refreshes on every replay); later brackets
- *    "replay" and must give the same signature, else graph_end returns
- *    GF_EPARAM as the CUDA backend does (there the step would not run);
+ *    the decay of ema, which the CUDA backend refreshes on every replay);
+ *    later brackets "replay" and must give the same signature, else
+ *    graph_end returns GF_EPARAM as the CUDA backend does (there the step
+ *    would not run);
  *  - at most 512 ops with per-step scalars per step (the CUDA backend's
  *    slot array);
  *  - an event must have been recorded before anything waits on it (on a
@@ -238,7 +239,7 @@ enum {
 	OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_SN_FWD, OP_SN_BWD, OP_ROW_DOT, OP_ROW_SCALE, OP_CBN_FWD, OP_CBN_BWD,
 	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE, OP_ACT_BWD2, OP_BN_BWD2, OP_POOL_GATHER, OP_AUG_LIN,
 	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2, OP_BIAS_ACT_FWD, OP_BIAS_ACT_BWD, OP_RSQRT_EPS, OP_FIR_FWD, OP_FIR_BWD,
-	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD, OP_STYLE_MIX
+	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD, OP_STYLE_MIX, OP_EMA
 };
 
 /* ---- memory and copies ---- */
@@ -550,6 +551,13 @@ static int k_scale(gf_backend *be, float *x, size_t n, float s)
 {
 	TRY(op(be, OP_SCALE, "scale", P(x), V(U(n), fb(s)), 0));
 	return gf_cpu_scale(be, x, n, s);
+}
+
+/* decay changes from step to step (StyleGAN2's ramp): a per-step scalar */
+static int k_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay)
+{
+	TRY(op(be, OP_EMA, "ema", P(avg, w), V(U(n)), 1));
+	return gf_cpu_ema(be, avg, w, n, decay);
 }
 
 static int k_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds, size_t rows, size_t cols,
@@ -924,6 +932,7 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->bias_grad = k_bias_grad;
 	ops->axpy = k_axpy;
 	ops->scale = k_scale;
+	ops->ema = k_ema;
 	ops->copy2d = k_copy2d;
 	ops->conv2d_forward = k_conv_fwd;
 	ops->conv2d_backward = k_conv_bwd;

@@ -138,6 +138,14 @@ int gf_cpu_scale(gf_backend *be, float *x, size_t n, float s)
 	return 0;
 }
 
+/* The two passes the trainer made before this op existed, so that every
+ * checkpoint with an average keeps its bits. */
+int gf_cpu_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay)
+{
+	gf_cpu_scale(be, avg, n, decay);
+	return gf_cpu_axpy(be, avg, w, n, 1.0f - decay);
+}
+
 struct copy2d_args {
 	float *dst;
 	size_t ldd;

@@ -514,6 +514,7 @@ static const gf_backend_ops cuda_ops = {
 	.ada_forward = gf_cu_ada_forward,
 	.ada_backward = gf_cu_ada_backward,
 	.style_mix = gf_cu_style_mix,
+	.ema = gf_cu_ema,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

@@ -57,7 +57,8 @@ typedef struct gf_cu_status {
 /* ---- per-step scalars of graph steps ----
  *
  * Ops whose scalars change from step to step (generator offsets, the
- * optimiser's bias corrections and learning rate, loss targets) pass them
+ * optimiser's bias corrections and learning rate, loss targets, the decay
+ * of a moving average of weights) pass them
  * to their kernels twice: by value, and as a pointer to a slot of a device
  * array that graph replays refresh before each launch (graph_cuda.c). The
  * pointer is NULL outside graphs; kernels read GF_CU_DYN(dyn, field, v). */
@@ -67,6 +68,9 @@ typedef union gf_cu_dyn {
 	struct {
 		float target, scale;
 	} loss;
+	struct {
+		float decay, rest;   /* rest = 1 - decay, rounded on the host */
+	} ema;
 	unsigned char bytes[96];
 } gf_cu_dyn;
 
@@ -275,7 +279,9 @@ enum {
 	/* StyleGAN2-ADA's augmentation (ada_cuda.c) */
 	GF_CU_OP_ADA_PARAMS, GF_CU_OP_ADA_FWD, GF_CU_OP_ADA_BWD,
 	/* style mixing (sg2_cuda.c) */
-	GF_CU_OP_STYLE_MIX
+	GF_CU_OP_STYLE_MIX,
+	/* moving averages of weights (ops_cuda.c) */
+	GF_CU_OP_EMA
 };
 
 /* ---- vtable ops by file ---- */
@@ -288,6 +294,7 @@ int gf_cu_bias_add(gf_backend *be, float *y, const float *b, int n, int c, int h
 int gf_cu_bias_grad(gf_backend *be, float *db, const float *dy, int n, int c, int hw, int accumulate);
 int gf_cu_axpy(gf_backend *be, float *y, const float *x, size_t n, float alpha);
 int gf_cu_scale(gf_backend *be, float *x, size_t n, float s);
+int gf_cu_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay);
 int gf_cu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds, size_t rows, size_t cols,
                  int accumulate);
 int gf_cu_act_forward(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param);
@@ -362,6 +369,9 @@ int gf_cu_cbn_backward(gf_backend *be, float *dx, float *dgamma, float *dbeta, c
 cudaError_t gf_cu_fill(cudaStream_t s, float *x, size_t n, float v);
 cudaError_t gf_cu_axpy_launch(cudaStream_t s, float *y, const float *x, size_t n, float a);
 cudaError_t gf_cu_scale_launch(cudaStream_t s, float *x, size_t n, float a);
+/* avg = avg * decay + rest * w, each operation rounded (scale then axpy) */
+cudaError_t gf_cu_ema_launch(cudaStream_t s, float *avg, const float *w, size_t n, float decay, float rest,
+                             const gf_cu_dyn *dyn);
 cudaError_t gf_cu_copy2d_launch(cudaStream_t s, float *dst, size_t ldd, const float *src, size_t lds, size_t rows,
                                 size_t cols, int acc);
 cudaError_t gf_cu_bias_add_launch(cudaStream_t s, float *y, const float *b, int n, int c, int hw);

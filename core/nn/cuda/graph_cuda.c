@@ -14,7 +14,7 @@
  *     equal the captured one (else graph_end refuses to launch), and
  *   - for ops whose scalars change from step to step (Philox offsets of
  *     random fills and dropout, Adam's bias corrections and learning rate,
- *     loss targets and scales), stores the scalars in the next slot of a
+ *     loss targets and scales, the decay of the ema op), stores the scalars in the next slot of a
  *     host array;
  * graph_end then copies the slots into a device array (the captured
  * kernels read their scalars from there, gf_cu_dyn) and launches the

@@ -32,6 +32,16 @@ static __global__ void scale_kernel(float *x, size_t n, float a)
 		x[i] *= a;
 }
 
+/* scale_kernel then axpy_kernel in one pass, rounded as they round (and as
+ * the CPU's loops: -fmad=false, two products and a sum, no fused
+ * multiply-add), so the CPU's bits */
+static __global__ void ema_kernel(float *avg, const float *w, size_t n, float decay, float rest, const gf_cu_dyn *dyn)
+{
+	float d = GF_CU_DYN(dyn, ema.decay, decay), r = GF_CU_DYN(dyn, ema.rest, rest);
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		avg[i] = __fadd_rn(__fmul_rn(avg[i], d), __fmul_rn(r, w[i]));
+}
+
 static __global__ void copy2d_kernel(float *dst, size_t ldd, const float *src, size_t lds, size_t rows,
                                      size_t cols, int acc)
 {
@@ -66,6 +76,15 @@ extern "C" cudaError_t gf_cu_scale_launch(cudaStream_t s, float *x, size_t n, fl
 	if (!n)
 		return cudaSuccess;
 	scale_kernel<<<gf_cu_grid(n, 4), GF_CU_THREADS, 0, s>>>(x, n, a);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t gf_cu_ema_launch(cudaStream_t s, float *avg, const float *w, size_t n, float decay, float rest,
+                                        const gf_cu_dyn *dyn)
+{
+	if (!n)
+		return cudaSuccess;
+	ema_kernel<<<gf_cu_grid(n, 4), GF_CU_THREADS, 0, s>>>(avg, w, n, decay, rest, dyn);
 	return cudaGetLastError();
 }
 

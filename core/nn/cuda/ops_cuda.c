@@ -112,6 +112,30 @@ int gf_cu_scale(gf_backend *be, float *x, size_t n, float s)
 	return 0;
 }
 
+/* The trainer's average, its decay a per-step scalar: StyleGAN2's ramp
+ * changes it at every update, and a captured step replays with the decay
+ * of its own step (scale + axpy would bake the first one in). */
+int gf_cu_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay)
+{
+	gf_cuda *c = gf_cu(be);
+	if (!n)
+		return 0;
+	ENTER(c);
+	int rc = GF_CU_SIG(c, GF_CU_OP_EMA, GF_CU_P(avg), GF_CU_P(w), n);
+	if (rc < 0)
+		return rc;
+	gf_cu_dyn v;
+	memset(&v, 0, sizeof(v));
+	v.ema.decay = decay;
+	v.ema.rest = 1.0f - decay;   /* the host's rounding, as the trainer's axpy had it */
+	const gf_cu_dyn *dp;
+	TRY(gf_cu_dyn_slot(c, &v, &dp));
+	if (rc == GF_CU_SKIP)
+		return 0;
+	CU_LAUNCH(gf_cu_ema_launch(c->stream, avg, w, n, v.ema.decay, v.ema.rest, dp));
+	return 0;
+}
+
 int gf_cu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds, size_t rows, size_t cols,
                  int accumulate)
 {
