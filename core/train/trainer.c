@@ -253,7 +253,10 @@ static int ortho(gf_trainer *t, int64_t step)
  * u^T W v of such vectors (what an eval forward computes, as PyTorch's
  * spectral_norm) fell to a tenth of the true norm in BigGAN's G after
  * 2000 steps, saturating the averaged G's images (BigGAN-PyTorch's own
- * SN iterates in eval too, so it never meets this). */
+ * SN iterates in eval too, so it never meets this). The blend is the
+ * backend's ema op, whose decay is a per-step scalar: a captured update
+ * replays with its own step's decay (the ramp below changes it at every
+ * update); scale + axpy only for a backend without the op. */
 /* The decay of update `step`: ema, or with ema_kimg StyleGAN2's schedule
  * 0.5^(batch / h), h = ema_kimg * 1000 images, with ema_rampup at most
  * ema_rampup * the images seen before this update (h = 0 at the first:
@@ -280,9 +283,12 @@ static int ema_update(gf_trainer *t, int64_t step)
 		float *avg = gf_net_block(t->ema, b, &n), *w = gf_net_block(t->net, b, &n);
 		if (!n)
 			continue;
-		int rc = copy ? o->copy(t->be, avg, w, n * sizeof(float), GF_COPY_D2D)
-		              : o->scale(t->be, avg, n, decay);
-		if (!rc && !copy)
+		int rc;
+		if (copy)
+			rc = o->copy(t->be, avg, w, n * sizeof(float), GF_COPY_D2D);
+		else if (GF_BACKEND_HAS(t->be, ema))   /* decay a per-step scalar of a captured step */
+			rc = o->ema(t->be, avg, w, n, decay);
+		else if (!(rc = o->scale(t->be, avg, n, decay)))
 			rc = o->axpy(t->be, avg, w, n, 1.0f - decay);
 		if (rc)
 			return gf_fail(t->ctx, "%s %lld: %s (ema): %s", t->conf.unit, (long long)step, t->conf.what,
