@@ -215,7 +215,35 @@ static void fuse(gf_net *net)
 
 /* ---- the whole table ---- */
 
-static const char *const net_keys[] = { "input_shape", "classes", "init", "name", NULL };
+/* penalty_at = { layer names }: the outputs a gradient penalty takes its
+ * gradient at, in place of the input (StyleGAN2's ws: docs/train.md
+ * "Gradient penalties"). Each names an earlier layer with a flat output. */
+static int parse_points(gf_net *net, const gf_value *v)
+{
+	if (!v)
+		return 0;
+	size_t n = gf_value_len(v);
+	if (v->type != GF_VLIST || n < 1 || n > GF_NET_MAX_POINTS)
+		return gf_seterr(GF_EPARAM, "network: penalty_at must be a list of 1..%d layer names", GF_NET_MAX_POINTS);
+	for (size_t i = 0; i < n; i++) {
+		int ok, id = -1;
+		const char *name = gf_value_as_str(gf_value_at(v, i), "", &ok);
+		for (int j = 0; ok && j < net->k.nlayers; j++)
+			if (strcmp(net->k.layers[j].name, name) == 0)
+				id = j;
+		if (!ok || id < 0)
+			return gf_seterr(GF_EPARAM, "network: penalty_at[%zu] = \"%s\" names no layer", i + 1, ok ? name : "?");
+		const struct node *o = &net->k.nodes[net->k.layers[id].out];
+		if (o->is_label || o->ndim != 1)
+			return gf_seterr(GF_EPARAM, "network: penalty_at[%zu]: layer %s's output is not a flat vector", i + 1,
+			                 name);
+		net->points[i] = net->k.layers[id].out;
+	}
+	net->npoints = (int)n;
+	return 0;
+}
+
+static const char *const net_keys[] = { "input_shape", "classes", "init", "name", "penalty_at", NULL };
 
 int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 {
@@ -292,6 +320,9 @@ int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 	net->out_node = net->k.layers[net->k.nlayers - 1].out;
 	if (net->k.nodes[net->out_node].is_label)
 		return gf_seterr(GF_EPARAM, "network: the output cannot be the labels");
+	int rc = parse_points(net, gf_value_get(table, "penalty_at"));
+	if (rc)
+		return rc;
 	if (!(opts->flags & GF_NET_NOFUSE))
 		fuse(net);
 

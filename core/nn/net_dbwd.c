@@ -37,16 +37,56 @@ static size_t align16(size_t n)
 	return (n + 15) & ~(size_t)15;
 }
 
-/* The nodes a double backward reaches: downstream of the input. */
+static int is_point(const gf_net *net, int node)
+{
+	for (int k = 0; k < net->npoints; k++)
+		if (net->points[k] == node)
+			return 1;
+	return 0;
+}
+
+/* The nodes a double backward reaches: downstream of the input, or of the
+ * penalty points (the layers that make a point are not run). */
 static void downstream(const gf_net *net, char *down)
 {
 	memset(down, 0, (size_t)net->k.nnodes);
-	down[net->k.x_node] = 1;
+	if (!net->npoints)
+		down[net->k.x_node] = 1;
+	for (int k = 0; k < net->npoints; k++)
+		down[net->points[k]] = 1;
 	for (int i = 0; i < net->k.nlayers; i++) {
 		const struct layer *l = &net->k.layers[i];
-		if (!l->skip)
+		if (!l->skip && !is_point(net, l->out))
 			down[l->out] |= down[l->in] || (l->with >= 0 && down[l->with]);
 	}
+}
+
+int gf_net_penalty_points(const gf_net *net)
+{
+	return net->npoints;
+}
+
+size_t gf_net_point_numel(const gf_net *net, int i)
+{
+	return i < 0 || i >= net->npoints ? 0 : (size_t)net->k.nodes[net->points[i]].numel;
+}
+
+int gf_net_point_grad(const gf_net *net, int i, gf_tensor *g)
+{
+	if (i < 0 || i >= net->npoints)
+		return gf_seterr(GF_EPARAM, "network: no penalty point %d (penalty_at has %d)", i, net->npoints);
+	if (!net->dx_kept)
+		return gf_seterr(GF_EPARAM, "network: no gradient at the penalty points (a backward with GF_NEED_DX first)");
+	const struct node *n = &net->k.nodes[net->points[i]];
+	if (!n->grad || !n->dvalid)
+		return gf_seterr(GF_EPARAM, "network: the backward did not reach penalty point %d (penalty_at[%d])", i, i + 1);
+	int64_t sh[1 + MAX_SDIMS] = { net->batch };
+	for (int d = 0; d < n->ndim; d++)
+		sh[1 + d] = n->shape[d];
+	*g = gf_tensor_make(n->grad, GF_F32, 1 + n->ndim, sh);
+	g->device = BE(net)->device;
+	g->device_index = BE(net)->device_index;
+	return 0;
 }
 
 int gf_net_check_backward2(const gf_net *net)
@@ -122,10 +162,20 @@ int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flag
 	gf_net_mark_needs(net, walk);   /* where the final walk goes; no gradient written yet */
 	for (int i = 0; i < net->k.nnodes; i++)
 		net->k.nodes[i].tzero = 1;
-	struct node *x = &net->k.nodes[net->k.x_node];
-	if ((rc = OPS(net)->copy(BE(net), x->tan, t, (size_t)B * x->numel * sizeof(float), GF_COPY_D2D)))
-		return rc;
-	x->tzero = 0;
+	if (!net->npoints) {
+		struct node *x = &net->k.nodes[net->k.x_node];
+		if ((rc = OPS(net)->copy(BE(net), x->tan, t, (size_t)B * x->numel * sizeof(float), GF_COPY_D2D)))
+			return rc;
+		x->tzero = 0;
+	}
+	/* penalty points: their blocks of t, and the pass starts there */
+	for (int k = 0; k < net->npoints; k++) {
+		struct node *p = &net->k.nodes[net->points[k]];
+		if ((rc = OPS(net)->copy(BE(net), p->tan, t, (size_t)B * p->numel * sizeof(float), GF_COPY_D2D)))
+			return rc;
+		t += (size_t)B * p->numel;
+		p->tzero = 0;
+	}
 
 	/* from the input to the output: tangents, parameter terms, second-order terms */
 	for (int i = 0; i < net->k.nlayers; i++) {
@@ -135,7 +185,7 @@ int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flag
 		int active = !in->tzero || (w && !w->tzero);
 		/* an output gradient of zero (nothing downstream reaches the
 		 * output) makes every term of the layer and of its readers zero */
-		if (l->skip || !active || !out->dvalid)
+		if (l->skip || !active || !out->dvalid || is_point(net, l->out))
 			continue;
 		if ((rc = zero_tangent(net, in, B)) || (w && (rc = zero_tangent(net, w, B))))
 			return rc;

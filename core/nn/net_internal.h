@@ -37,6 +37,8 @@ struct gf_net {
 	/* double backward (net_dbwd.c) */
 	int dx_kept;         /* the last backward had GF_NEED_DX and every node's grad is as it left them */
 	void *tan_work;      /* the nodes' tangents, allocated by the first gf_net_backward2 */
+	int points[GF_NET_MAX_POINTS];   /* penalty_at: the nodes a penalty's gradient is at (else the input) */
+	int npoints;
 	float *ortho_ws;     /* gf_net_ortho_grad's workspace, kept so that a graph step sees the same buffer */
 	size_t ortho_n;      /* floats */
 };

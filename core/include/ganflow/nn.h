@@ -169,7 +169,8 @@ int gf_net_dx(const gf_net *net, gf_tensor *dx);
 /* Adds (GF_ACCUMULATE) or writes the gradient of P with respect to every
  * parameter into the grads block (GF_NEED_DW), given t = dP/dg (device,
  * the input's shape at the last batch, not retained), where g is the input
- * gradient of the last gf_net_backward, which must have had GF_NEED_DX and
+ * gradient of the last gf_net_backward (or its gradients at the penalty
+ * points, below), which must have had GF_NEED_DX and
  * followed the last forward. The pass runs from the input to the output
  * (each layer's backward2: the tangent of its output, its parameter terms,
  * the second-order terms on its input), then an ordinary backward of those
@@ -189,6 +190,24 @@ int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flag
  * (attention): has no double backward ..."): the check a stage makes when
  * a penalty is asked for. */
 int gf_net_check_backward2(const gf_net *net);
+
+/* Penalty points: a layer table's penalty_at = { "name", ... } (at most
+ * GF_NET_MAX_POINTS layers with flat outputs) moves the gradient the
+ * penalties take from the input to those layers' outputs: g is then the
+ * gradients of the last gf_net_backward (GF_NEED_DX) at those outputs
+ * (gf_net_point_grad), t holds one block (B, numel_k) per point, back to
+ * back in penalty_at's order, and gf_net_backward2's pass starts at the
+ * points (only the layers after them need a double backward); its final
+ * walk still runs through the layers before them (StyleGAN2's path length
+ * on the ws: the mapping's parameters get dP/dws through an ordinary
+ * backward). gf_net_penalty_points: how many (0: the input). */
+#define GF_NET_MAX_POINTS 64
+int gf_net_penalty_points(const gf_net *net);
+size_t gf_net_point_numel(const gf_net *net, int i);   /* point i's features per sample (0: no such point) */
+
+/* The gradient at point i (0-based) from the last backward with GF_NEED_DX
+ * (owned by the net, valid until the next backward or double backward). */
+int gf_net_point_grad(const gf_net *net, int i, gf_tensor *g);
 
 /* Gradient-ready hook: during a gf_net_backward with GF_NEED_DW, called on
  * the calling thread each time a layer's weight gradients are final, with

@@ -4,6 +4,7 @@
  *
  *   {"style_mix", z = 512, prob = 0.9, layers = 8}        (F) -> (2, F)
  *   {"style_w", index = i, source = "mix"}                (2, C) -> (C)
+ *   {"style_w", index = i}                                (C) -> (C)
  *
  * style_mix takes the mapping's normalised input (normalize_2nd_moment(z),
  * with the class embedding after its first z features when conditional)
@@ -26,6 +27,10 @@
  * replays with each step's draw); in an eval forward the first row, so
  * evaluation and sampling never mix. Its gradient goes to the row it read
  * (0 to the other), so both w and w2 carry G's gradient into the mapping.
+ *
+ * Without source (no mixing) style_w is a copy of w: StyleGAN2's
+ * broadcast of w to the num_ws synthesis inputs, one node per ws, where
+ * g_step's path length takes its gradients (the table's penalty_at).
  *
  * PyTorch: ws = mapping(z); cutoff as above; ws[:, cutoff:] = mapping(z2)
  * [:, cutoff:]; layer i reads ws[:, i]. style_mix's gradient to its input
@@ -171,12 +176,14 @@ static int style_w_parse(gf_layer_net *net, struct layer *l, const gf_layer_args
 	struct style_w_cfg *c = LAYER_CFG(struct style_w_cfg, l);
 	int rc, ok;
 	const char *src = gf_value_as_str(gf_value_get(a->v, "source"), "", &ok);
-	if (!gf_value_get(a->v, "index") || !ok || !src[0])
-		return gf_layer_err(GF_EPARAM, l, "needs index (the synthesis layer's w, 0-based) and source (the style_mix "
-		                                  "layer's name)");
+	if (!gf_value_get(a->v, "index") || !ok)
+		return gf_layer_err(GF_EPARAM, l, "needs index (the synthesis layer's w, 0-based) and, with style mixing, "
+		                                  "source (the style_mix layer's name)");
 	if ((rc = gf_layer_arg_int(a, -1, "index", 0, 0, &c->index)))
 		return rc;
 	c->src = -1;
+	if (!src[0])   /* no mixing: a copy of w, the path length's point (docs/train.md) */
+		return 0;
 	for (int i = 0; i < l->index; i++)
 		if (strcmp(net->layers[i].name, src) == 0)
 			c->src = i;
@@ -193,6 +200,14 @@ static int style_w_shapes(gf_layer_net *net, struct layer *l)
 	struct style_w_cfg *c = LAYER_CFG(struct style_w_cfg, l);
 	const struct node *in = layer_in(net, l);
 	char s[96];
+	if (c->src < 0) {
+		if (in->is_label || in->ndim != 1)
+			return gf_layer_err(GF_ESHAPE, l, "expects w (C) without source, got %s",
+			                    gf_layer_shape_str(in, s, sizeof(s)));
+		c->c = (int)in->shape[0];
+		gf_layer_set_shape(layer_out(net, l), 1, (int64_t[]){ c->c });
+		return 0;
+	}
 	if (in->is_label || in->ndim != 2 || in->shape[0] != 2)
 		return gf_layer_err(GF_ESHAPE, l, "expects the mapping's two rows (2, C), got %s",
 		                    gf_layer_shape_str(in, s, sizeof(s)));
@@ -216,6 +231,8 @@ static int style_w_forward(gf_layer_net *net, struct layer *l, int B, unsigned m
 	const struct node *in = layer_in(net, l);
 	float *y = layer_out(net, l)->data, prob;
 	int layers;
+	if (c->src < 0)
+		return net->be->ops->copy(net->be, y, in->data, (size_t)B * (size_t)c->c * sizeof(float), GF_COPY_D2D);
 	/* mixed only after a style_mix forward that drew (a training one) */
 	c->mixed = (mode & GF_TRAIN) && LAYER_CCFG(struct style_mix_cfg, &net->layers[c->src])->drawn;
 	if (!c->mixed)
@@ -232,6 +249,8 @@ static int style_w_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_
 	int layers;
 	if (!g->dx)
 		return 0;
+	if (c->src < 0)
+		return net->be->ops->copy(net->be, g->dx, dy, (size_t)B * (size_t)c->c * sizeof(float), GF_COPY_D2D);
 	const float *u = style_w_u(net, c, &layers, &prob);
 	return net->be->ops->style_mix(net->be, g->dx, dy, u, B, c->c, c->index, layers, c->mixed ? prob : 0.0f, 1);
 }
@@ -243,6 +262,9 @@ static int style_w_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer
 	int layers;
 	if (!g->tout)
 		return 0;
+	if (c->src < 0)
+		return net->be->ops->copy(net->be, g->tout, layer_in(net, l)->tan, (size_t)B * (size_t)c->c * sizeof(float),
+		                          GF_COPY_D2D);
 	const float *u = style_w_u(net, c, &layers, &prob);
 	return net->be->ops->style_mix(net->be, g->tout, layer_in(net, l)->tan, u, B, c->c, c->index, layers,
 	                               c->mixed ? prob : 0.0f, 0);
