@@ -1,7 +1,8 @@
 -- stylegan2_fashion: StyleGAN2 (Karras et al. 2020, StyleGAN2-ADA's networks
 -- and training loop: luaconf/backbones/stylegan2.lua) on Fashion-MNIST at
 -- 32x32: non-saturating logistic loss, lazy R1 on D (gamma 0.01, every 16
--- D steps, Adam adjusted), no path length, style mixing off (mixing=0.9:
+-- D steps, Adam adjusted), no path length (pl=2: StyleGAN2's FFHQ weight,
+-- on the ws as StyleGAN2 does, every pl_every G steps), style mixing off (mixing=0.9:
 -- StyleGAN2-ADA's style_mixing_prob of its other configs; the ADA paper's
 -- CIFAR config has it off), Adam(0.0025,
 -- betas 0, 0.99) for both networks, one D step per G step, batch 64, the
@@ -34,7 +35,7 @@ local opt = gf.args {
   loss = "bce_logits", -- StyleGAN2's logistic loss (non-saturating for G)
   r1 = 0.01,           -- R1 gamma (CIFAR config: 0.01)
   r1_every = 16,       -- lazy R1: every this many D steps (1: in every step)
-  pl = 0.0,            -- path-length weight (StyleGAN2's FFHQ config: 2; 0: none)
+  pl = 0.0,            -- path-length weight, w.r.t. the ws (StyleGAN2's FFHQ config: 2; 0: none)
   pl_every = 4,
   mixing = 0.0,        -- style mixing probability per batch (StyleGAN2-ADA: 0.9; CIFAR config: 0)
   ema_kimg = 20.0,     -- G's moving average: half-life in thousands of images (StyleGAN2: batch x 10/32)

@@ -7,14 +7,16 @@
  * the output, the gradients of L = <w, y> with respect to the input and to
  * every parameter, G's w_avg after a training forward, and D's double
  * backward of P = 1/2 |dL/dx|^2 (R1 through the cmap head), fused and
- * unfused. Also: w_avg's truncation in an eval forward, and the mapping's
- * norm2 refused by name for the double backward (g_step's pl); style
+ * unfused. Also: w_avg's truncation in an eval forward; style
  * mixing (mixing = 1) against tests/ref/nn_ref_mix.safetensors
- * (tests/ref/make_nn_refs_mix.py). */
+ * (tests/ref/make_nn_refs_mix.py); the path length on the ws against
+ * tests/ref/nn_ref_pl.safetensors (tests/ref/make_nn_refs_pl.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+
+#include <ganflow/train.h>
 
 #include "test_nn_util.h"
 
@@ -173,9 +175,10 @@ static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
 		check_grads(net, c, "g2");
 		free(t);
 	} else {
-		/* the mapping's norm2 has no double backward: pl is refused by name */
-		assert_int_not_equal(gf_net_check_backward2(net), 0);
-		assert_non_null(strstr(gf_errmsg(), "norm2"));
+		/* the mapping's norm2 has no double backward, but the path
+		 * length's points are the ws after it (penalty_at) */
+		assert_int_equal(gf_net_penalty_points(net), 4);
+		NN_OK(gf_net_check_backward2(net));
 	}
 	free(w);
 	gf_net_destroy(net);
@@ -279,6 +282,59 @@ static void mix_case(unsigned flags)
 	gf_net_destroy(net);
 }
 
+/* The path length (g_step's pl) against tests/ref/nn_ref_pl.safetensors
+ * (tests/ref/make_nn_refs_pl.py, StyleGAN2-ADA's loss.py in w-space): the
+ * gradients at the ws (penalty_at), lengths = their RMS over the ws, the
+ * mean moved from a0 as g_step moves it, P = weight mean (L - a)^2 and
+ * dP/d(every parameter): the synthesis's through the double backward, the
+ * mapping's through the ws. */
+static void pl_case(unsigned flags)
+{
+	gf_tensor x, lf;
+	NN_OK(gf_st_get(ref, "pl.x", &x));
+	NN_OK(gf_st_get(ref, "pl.labels", &lf));
+	int B = (int)x.shape[0];
+	int32_t lab[16];
+	for (int i = 0; i < B; i++)
+		lab[i] = (int32_t)((const float *)lf.data)[i];
+	gf_tensor labels = nn_tensor(NULL, 1, B);
+	labels.dtype = GF_I32;
+	labels.data = lab;
+	gf_net *net;
+	NN_OK(nn_build(&net, be, G_CODE, B, flags));
+	load_block(net, "pl", GF_PARAMS, "p");
+	load_block(net, "pl", GF_BUFFERS, "b");
+	gf_penalty *pen;
+	NN_OK(gf_penalty_create(&pen, net, B));
+	float *y = nn_ref(ref, "pl.y", NULL), *a0 = nn_ref(ref, "pl.a0", NULL);
+	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
+	double mean, P;
+	NN_OK(gf_penalty_lengths(pen, y, &mean));
+	double a = a0[0] + 0.01 * (mean - a0[0]);
+	float af = (float)a;
+	check("pl.a", &af, 1, 0);
+	NN_OK(gf_penalty_apply(pen, GF_PENALTY_DISTANCE, 2.0, a, 1.0, NULL, GF_NEED_DW, &P));
+	float pf = (float)P;
+	check("pl.P", &pf, 1, 0);
+	check_grads(net, "pl", "g");
+	free(y);
+	free(a0);
+	gf_penalty_destroy(pen);
+	gf_net_destroy(net);
+}
+
+static void test_pl(void **state)
+{
+	(void)state;
+	gf_st_file *g_ref = ref;
+	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref_pl.safetensors")))
+		fail_msg("%s", gf_errmsg());
+	pl_case(0);
+	pl_case(GF_NET_NOFUSE);
+	gf_st_close(ref);
+	ref = g_ref;
+}
+
 static void test_mix(void **state)
 {
 	(void)state;
@@ -354,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_d),
 		cmocka_unit_test(test_w_avg),
 		cmocka_unit_test(test_mix),
+		cmocka_unit_test(test_pl),
 		cmocka_unit_test(test_mix_prob),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,7 +6,12 @@
  * number per sample: the lengths come to the host (one float per sample,
  * backend row_dot), the factors go back (row_scale) and the engine's
  * double backward (gf_net_backward2) does the rest. Nothing else leaves
- * the device. */
+ * the device.
+ *
+ * A network with penalty points (its table's penalty_at: StyleGAN2's ws)
+ * has g_i the K point gradients of sample i, and |g_i| their RMS over the
+ * points, sqrt(sum_k |g_ik|^2 / K) (StyleGAN2's lengths: the squares summed
+ * over w's features, averaged over the ws); K = 1 is the input. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +23,9 @@ struct gf_penalty {
 	gf_net *net;
 	gf_backend *be;
 	int max_batch, B;
-	size_t nin, nout;     /* per sample */
+	size_t nin, nout;     /* per sample (nin: the points' together) */
+	int npts;             /* K: the penalty points (1: the input) */
+	size_t pn[GF_NET_MAX_POINTS];   /* their features per sample */
 	float *ones;          /* (max_batch, nout) device: the seed of R1 and WGAN-GP */
 	float *t;             /* (max_batch, nin) device: dP/dg */
 	float *dev;           /* (2, max_batch) device: |g_i|^2, then the factors */
@@ -45,6 +52,16 @@ int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch)
 	p->be = be;
 	p->max_batch = max_batch;
 	p->nin = (size_t)gf_tensor_numel(&in) / (size_t)in.shape[0];
+	p->npts = 1;
+	p->pn[0] = p->nin;
+	if (gf_net_penalty_points(net)) {
+		p->npts = gf_net_penalty_points(net);
+		p->nin = 0;
+		for (int k = 0; k < p->npts; k++) {
+			p->pn[k] = gf_net_point_numel(net, k);
+			p->nin += p->pn[k];
+		}
+	}
 	p->nout = (size_t)gf_tensor_numel(&o) / (size_t)o.shape[0];
 	size_t mb = (size_t)max_batch;
 	p->host = malloc(mb * sizeof(float));
@@ -83,17 +100,28 @@ int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean)
 	if (B < 1 || B > p->max_batch)
 		return gf_seterr(GF_ESHAPE, "gradient penalty: batch %d not in 1..%d", B, p->max_batch);
 	const gf_backend_ops *o = p->be->ops;
-	if ((rc = gf_net_backward(p->net, seed ? seed : p->ones, GF_NEED_DX)) || (rc = gf_net_dx(p->net, &g)) ||
-	    (rc = o->row_dot(p->be, p->dev, g.data, g.data, B, (int)p->nin, 0)) ||
-	    (rc = o->copy(p->be, p->host, p->dev, (size_t)B * sizeof(float), GF_COPY_D2H)))
+	if ((rc = gf_net_backward(p->net, seed ? seed : p->ones, GF_NEED_DX)))
 		return rc;
-	/* t = g now: the factors scale it in place (the double backward
-	 * overwrites the network's copy of g) */
-	if ((rc = o->copy(p->be, p->t, g.data, (size_t)B * p->nin * sizeof(float), GF_COPY_D2D)))
-		return rc;
+	int points = gf_net_penalty_points(p->net) > 0;
+	size_t off = 0;
+	for (int i = 0; i < B; i++)
+		p->len[i] = 0;
+	for (int k = 0; k < p->npts; k++) {
+		if ((rc = points ? gf_net_point_grad(p->net, k, &g) : gf_net_dx(p->net, &g)) ||
+		    (rc = o->row_dot(p->be, p->dev, g.data, g.data, B, (int)p->pn[k], 0)) ||
+		    (rc = o->copy(p->be, p->host, p->dev, (size_t)B * sizeof(float), GF_COPY_D2H)))
+			return rc;
+		/* t = g now: the factors scale it in place (the double backward
+		 * overwrites the network's copy of g) */
+		if ((rc = o->copy(p->be, p->t + off, g.data, (size_t)B * p->pn[k] * sizeof(float), GF_COPY_D2D)))
+			return rc;
+		off += (size_t)B * p->pn[k];
+		for (int i = 0; i < B; i++)
+			p->len[i] += (double)p->host[i];
+	}
 	double s = 0;
 	for (int i = 0; i < B; i++) {
-		p->len[i] = sqrt((double)p->host[i]);
+		p->len[i] = sqrt(p->npts > 1 ? p->len[i] / p->npts : p->len[i]);
 		s += p->len[i];
 	}
 	p->B = B;
@@ -121,14 +149,21 @@ int gf_penalty_apply(gf_penalty *p, gf_penalty_kind kind, double weight, double 
 			v += (l - center) * (l - center);
 			c = l > 0 ? 2.0 * weight * (l - center) / (l * B) : 0.0;
 		}
+		if (p->npts > 1)   /* |g| the RMS over the points: d|g|/dg_k = g_k / (K |g|) */
+			c /= p->npts;
 		p->host[i] = (float)(scale * c);
 	}
 	*value = weight * v / B;
 	const gf_backend_ops *o = p->be->ops;
 	float *f = p->dev + p->max_batch;
-	if ((rc = o->copy(p->be, f, p->host, (size_t)B * sizeof(float), GF_COPY_H2D)) ||
-	    (rc = o->row_scale(p->be, p->t, f, p->t, B, (int)p->nin, 0)))
+	if ((rc = o->copy(p->be, f, p->host, (size_t)B * sizeof(float), GF_COPY_H2D)))
 		return rc;
+	size_t off = 0;
+	for (int k = 0; k < p->npts; k++) {
+		if ((rc = o->row_scale(p->be, p->t + off, f, p->t + off, B, (int)p->pn[k], 0)))
+			return rc;
+		off += (size_t)B * p->pn[k];
+	}
 	return gf_net_backward2(p->net, p->t, dy, flags);
 }
 

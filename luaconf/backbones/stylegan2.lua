@@ -20,7 +20,10 @@
 -- synthesis layers (modulated 3x3 convs, the first upsampling by 2 with
 -- the FIR filter) and a toRGB whose image is added to the FIR-upsampled
 -- image of the previous resolution. No output activation (StyleGAN2's G
--- is unbounded). mixing = 0 (default): every layer reads the same w.
+-- is unbounded). mixing = 0 (default): every layer reads the same w,
+-- through its copy w<i> (style_w without source: StyleGAN2's broadcast of
+-- w to the num_ws inputs ws, listed in the table's penalty_at, where
+-- g_step's path length takes its gradient, as StyleGAN2 does).
 --
 -- Style mixing regularisation (mixing = p > 0, StyleGAN2-ADA's
 -- style_mixing_prob; its configs use 0.9 except CIFAR, 0): a style_mix
@@ -119,15 +122,18 @@ function M.G(o)
     fin = wd
   end
   add(t, { "w_avg", wd, beta = o.w_avg_beta or 0.995, input = x, name = "w" })
-  -- the w synthesis layer i reads: w itself, or with mixing its style_w
-  -- layer (added before the first layer that reads it)
+  -- the w synthesis layer i reads: its style_w layer w<i> (added before
+  -- the first layer that reads it), a copy of w (mixing = 0) or its row
+  -- of the two (mixing > 0); the ws are the path length's points
+  -- (penalty_at: g_step's pl differentiates with respect to them)
   local added = {}
+  t.penalty_at = {}
   local function ws(i)
-    if mixing == 0 then return "w" end
     local name = "w" .. i
     if not added[name] then
-      add(t, { "style_w", index = i, source = "mix", input = "w", name = name })
+      add(t, { "style_w", index = i, source = mixing > 0 and "mix" or nil, input = "w", name = name })
       added[name] = true
+      t.penalty_at[#t.penalty_at + 1] = name
     end
     return name
   end

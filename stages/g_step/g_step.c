@@ -41,7 +41,9 @@
  * Path length (StyleGAN2, `pl` = w; docs/train.md "Gradient penalties"):
  * on a batch of max(1, batch / 2) fresh z, the lengths L_i = |J_z^T y_i|
  * of G's input gradient for y ~ N(0, I) / sqrt(H W) (the engine's double
- * backward, gf_penalty), their mean folded into an exponential moving
+ * backward, gf_penalty), or for a G whose table names penalty points
+ * (StyleGAN2's: its ws) the RMS over the ws of the gradients there,
+ * sqrt(mean_k |J_wk^T y_i|^2) as StyleGAN2-ADA's loss.py; their mean folded into an exponential moving
  * average a (decay pl_decay, checkpointed as "<instance>.pl_mean") and the
  * penalty w mean (L_i - a)^2. pl_every = k > 1: a step of its own after
  * every k-th G step, the penalty times k, Adam adjusted as for d_step's
@@ -89,7 +91,8 @@ static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
 	if (s->pl <= 0)
 		return 0;
 	if (s->paired)
-		return gf_fail(ctx, "parameter 'pl': the path length is a penalty on G's Jacobian with respect to its noise; "
+		return gf_fail(ctx, "parameter 'pl': the path length is a penalty on G's Jacobian with respect to its noise (or "
+		                    "its ws); "
 		                    "a paired (pix2pix) G takes images");
 	s->pl_batch = s->batch / 2 > 0 ? s->batch / 2 : 1;
 	if (gf_penalty_create(&s->pen, s->g, s->batch))
@@ -763,7 +766,8 @@ static const gf_param_desc params[] = {
 	{ "ema_rampup", GF_PARAM_NUM, "0", "with ema_kimg: the half-life at most this fraction of the images seen so far "
 	                                   "(StyleGAN2: 0.05; 0 = none)", "0..1" },
 	{ "pl", GF_PARAM_NUM, "0", "path-length penalty weight (StyleGAN2: 2): w E(|J_z^T y| - a)^2, y ~ N(0, I)/sqrt(HW), "
-	                           "a the lengths' moving mean (0 = none)", "0.." },
+	                           "a the lengths' moving mean; J w.r.t. G's penalty_at (StyleGAN2: the ws, RMS over them) "
+	                           "where its table has one (0 = none)", "0.." },
 	{ "pl_every", GF_PARAM_INT, "4", "path length: 1 = in every G step; k > 1 = a step of its own every k G steps "
 	                                 "(penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))", "1..1000000" },
 	{ "pl_decay", GF_PARAM_NUM, "0.01", "path length: the mean moves this fraction of the way to each batch's mean",

@@ -578,17 +578,22 @@ resnets)
 stylegan2)
   # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
   # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional
-  # with style mixing (mixing=0.9: z2 and the cutoffs drawn again on resume) and
-  # conditional; the tracked mean of w moves; truncation= in w-space shrinks
+  # with style mixing (mixing=0.9: z2 and the cutoffs drawn again on resume),
+  # conditional, and with the path length (pl=2 pl_every=2: on the ws, its
+  # mean checkpointed); the tracked mean of w moves; truncation= in w-space shrinks
   # the spread of the samples and leaves z alone (sampling a G with mixing
   # layers: eval forwards); the conditional grid has a row per class
   n=3
-  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3 mixing=0.9" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada="; do
+  for p in "ch=8 z=16 w=16 r1_every=2 ada_kimg=1 ada_p=0.3 mixing=0.9" "ch=8 z=16 w=16 r1_every=2 classes=10 mbstd=2 ada=" \
+           "ch=8 z=16 w=16 r1_every=2 pl=2 pl_every=2 ada="; do
     tag=$(echo "$p" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
     run stylegan2_fashion "$T/a$tag" steps=$((2 * n)) samples=1000 log=1 $p
     check "[ $? -eq 0 ]" "stylegan2_fashion $p: run failed: $(tail -3 "$T/a$tag.log")"
     check_metrics "$T/a$tag"
     check "grep -q '\"r1\":[0-9]' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: no r1 in the metrics"
+    case "$p" in *pl=2*)   # the path length on the ws (penalty_at), lazily every 2 G steps
+      check "grep -q '\"pl\":[0-9.e-]*[1-9]' '$T/a$tag/metrics.jsonl' && grep -q '\"pl_mean\":[0-9.e-]*[1-9]' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: no pl or pl_mean in the metrics: $(tail -2 "$T/a$tag.log")" ;;
+    esac
     case "$p" in *ada_kimg*)
       check "grep -q '\"ada_p\":0.2' '$T/a$tag/metrics.jsonl' && grep -q '\"ada_rt\":' '$T/a$tag/metrics.jsonl'" "stylegan2_fashion $p: ada_p did not move from 0.3 or no ada_rt in the metrics (ADA is on by default)" ;;
     esac
