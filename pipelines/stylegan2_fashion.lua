@@ -54,7 +54,7 @@ local opt = gf.args {
 }
 
 local G = sg2.G { size = 32, channels = 1, ch = opt.ch, z = opt.z, w = opt.w, mapping = opt.mapping,
-                  classes = opt.classes, mixing = opt.mixing }
+                  classes = opt.classes, mixing = opt.mixing, pl = opt.pl > 0 }
 local ada = opt.ada ~= ""
 local D = sg2.D { size = 32, channels = 1, ch = opt.ch, classes = opt.classes, mbstd = opt.mbstd,
                   ada = ada and opt.ada or nil, ada_p = ada and opt.ada_p or nil }

@@ -175,10 +175,11 @@ static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
 		check_grads(net, c, "g2");
 		free(t);
 	} else {
-		/* the mapping's norm2 has no double backward, but the path
-		 * length's points are the ws after it (penalty_at) */
-		assert_int_equal(gf_net_penalty_points(net), 4);
-		NN_OK(gf_net_check_backward2(net));
+		/* the mapping's norm2 has no double backward: without the ws
+		 * as penalty points (pl = true) the penalty is refused by name */
+		assert_int_equal(gf_net_penalty_points(net), 0);
+		assert_int_not_equal(gf_net_check_backward2(net), 0);
+		assert_non_null(strstr(gf_errmsg(), "norm2"));
 	}
 	free(w);
 	gf_net_destroy(net);
@@ -288,6 +289,9 @@ static void mix_case(unsigned flags)
  * mean moved from a0 as g_step moves it, P = weight mean (L - a)^2 and
  * dP/d(every parameter): the synthesis's through the double backward, the
  * mapping's through the ws. */
+static const char *const G_PL = "return require('backbones.stylegan2').G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2,"
+                                " channels = 2, classes = 3, clamp = 1, noise = 'const', pl = true }";
+
 static void pl_case(unsigned flags)
 {
 	gf_tensor x, lf;
@@ -301,7 +305,8 @@ static void pl_case(unsigned flags)
 	labels.dtype = GF_I32;
 	labels.data = lab;
 	gf_net *net;
-	NN_OK(nn_build(&net, be, G_CODE, B, flags));
+	NN_OK(nn_build(&net, be, G_PL, B, flags));
+	assert_int_equal(gf_net_penalty_points(net), 4);
 	load_block(net, "pl", GF_PARAMS, "p");
 	load_block(net, "pl", GF_BUFFERS, "b");
 	gf_penalty *pen;

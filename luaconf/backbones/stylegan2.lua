@@ -20,10 +20,11 @@
 -- synthesis layers (modulated 3x3 convs, the first upsampling by 2 with
 -- the FIR filter) and a toRGB whose image is added to the FIR-upsampled
 -- image of the previous resolution. No output activation (StyleGAN2's G
--- is unbounded). mixing = 0 (default): every layer reads the same w,
--- through its copy w<i> (style_w without source: StyleGAN2's broadcast of
--- w to the num_ws inputs ws, listed in the table's penalty_at, where
--- g_step's path length takes its gradient, as StyleGAN2 does).
+-- is unbounded). mixing = 0 (default): every layer reads the same w;
+-- pl = true (for g_step's pl): through its copy w<i> (style_w without
+-- source: StyleGAN2's broadcast of w to the num_ws inputs ws, listed in
+-- the table's penalty_at, where g_step's path length takes its gradient,
+-- as StyleGAN2 does; mixing > 0 lists its style_w layers always).
 --
 -- Style mixing regularisation (mixing = p > 0, StyleGAN2-ADA's
 -- style_mixing_prob; its configs use 0.9 except CIFAR, 0): a style_mix
@@ -54,7 +55,7 @@ local M = {}
 
 local G_OPTS = { size = true, channels = true, z = true, w = true, mapping = true, ch = true, ch_base = true,
                  classes = true, embed = true, clamp = true, noise = true, w_avg_beta = true, lr_mul = true,
-                 mixing = true }
+                 mixing = true, pl = true }
 local D_OPTS = { size = true, channels = true, ch = true, ch_base = true, classes = true, cmap = true,
                  d_mapping = true, clamp = true, mbstd = true, mbstd_channels = true, lr_mul = true, ada = true,
                  ada_p = true }
@@ -123,12 +124,15 @@ function M.G(o)
   end
   add(t, { "w_avg", wd, beta = o.w_avg_beta or 0.995, input = x, name = "w" })
   -- the w synthesis layer i reads: its style_w layer w<i> (added before
-  -- the first layer that reads it), a copy of w (mixing = 0) or its row
-  -- of the two (mixing > 0); the ws are the path length's points
-  -- (penalty_at: g_step's pl differentiates with respect to them)
+  -- the first layer that reads it), its row of the two (mixing > 0) or,
+  -- with pl = true, a copy of w; these ws are the path length's points
+  -- (penalty_at: g_step's pl differentiates with respect to them). Else
+  -- w itself (the same values; w's gradient summed in another order).
   local added = {}
-  t.penalty_at = {}
+  local pl = mixing > 0 or o.pl
+  t.penalty_at = pl and {} or nil
   local function ws(i)
+    if not pl then return "w" end
     local name = "w" .. i
     if not added[name] then
       add(t, { "style_w", index = i, source = mixing > 0 and "mix" or nil, input = "w", name = name })
