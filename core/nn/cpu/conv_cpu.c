@@ -136,22 +136,34 @@ GF_NO_MEMCPY GF_CLONES static void im2col_part(void *p, size_t b, size_t e)
 	}
 }
 
-/* ---- stride-1 planes through a padded copy ----
+/* ---- planes through a padded, phase-split copy ----
  *
- * For stride-1 geometries whose padded plane fits a small stack buffer
- * (every convolution of the DC-GANs, including the sub-pixel phases), one
- * item is a whole (sample, channel) plane: it is copied once into a
- * zero-bordered buffer, and every kernel tap is then a plain copy (im2col)
- * or add (col2im) of rows, with no boundary tests. Rows are short (8 to 32
- * values), so the row loops are kept as loops rather than memcpy calls. */
+ * When the padded plane fits a small stack buffer (every convolution of
+ * the DC-GANs: the generators' stride-1 ones, the sub-pixel phases and the
+ * discriminators' stride-2 ones), one item is a whole (sample, channel)
+ * plane. It is copied once into a zero-bordered buffer split by stride
+ * phase: padded pixel (py, px) goes to phase (py % sh, px % sw) at
+ * (py / sh, px / sw), each phase an hs x ws plane. Kernel tap (ky, kx) at
+ * output (oy, ox) reads padded (oy sh + ky, ox sw + kx), which is phase
+ * (ky % sh, kx % sw) at (oy + ky / sh, ox + kx / sw): for every stride,
+ * each tap is a plain copy (im2col) or add (col2im) of contiguous rows,
+ * with no boundary tests (stride 1 has one phase, the padded plane
+ * itself). Rows are short (2 to 32 values), so the row loops are kept as
+ * loops rather than memcpy calls. */
 
-#define PAD_MAX 8192   /* floats of the padded plane (32 KiB of stack) */
+#define PAD_MAX 8192   /* floats of the phase planes (32 KiB of stack) */
 
-static int pad_dims(const struct geom *g, int *hp, int *wp)
+/* The size of one phase plane; whether all sh * sw of them fit. */
+static int pad_dims(const struct geom *g, int *hs, int *ws)
 {
-	*hp = g->hout + g->kh - 1 > g->h + g->ph ? g->hout + g->kh - 1 : g->h + g->ph;
-	*wp = g->wout + g->kw - 1 > g->w + g->pw ? g->wout + g->kw - 1 : g->w + g->pw;
-	return g->sh == 1 && g->sw == 1 && (size_t)*hp * *wp <= PAD_MAX;
+	int hp = (g->hout - 1) * g->sh + g->kh, wp = (g->wout - 1) * g->sw + g->kw;
+	if (hp < g->h + g->ph)
+		hp = g->h + g->ph;
+	if (wp < g->w + g->pw)
+		wp = g->w + g->pw;
+	*hs = (hp + g->sh - 1) / g->sh;
+	*ws = (wp + g->sw - 1) / g->sw;
+	return (size_t)g->sh * g->sw * (size_t)*hs * (size_t)*ws <= PAD_MAX;
 }
 
 static inline void copy_row(float *restrict dst, const float *restrict src, int n)
@@ -166,26 +178,167 @@ static inline void add_row(float *restrict dst, const float *restrict src, int n
 		dst[i] += src[i];
 }
 
+/* rows x n blocks: dst row r (stride ldd) = or += src row r (stride lds).
+ * The DC-GANs' rows are 2 to 32 values long and there are hundreds of
+ * thousands of them per im2col, so the usual widths get a loop of their
+ * own whose row is a compile-time length (one or two vector moves, no
+ * remainder handling per row). */
+#define ROWS_N(N, OP)                                                     \
+	for (int r_ = 0; r_ < rows; r_++, dst += ldd, src += lds)         \
+		for (int i_ = 0; i_ < (N); i_++)                          \
+			dst[i_] OP src[i_]
+static inline void copy_rows(float *restrict dst, size_t ldd, const float *restrict src, size_t lds, int rows, int n)
+{
+	switch (n) {
+	case 2: ROWS_N(2, =); break;
+	case 4: ROWS_N(4, =); break;
+	case 8: ROWS_N(8, =); break;
+	case 16: ROWS_N(16, =); break;
+	case 32: ROWS_N(32, =); break;
+	default: ROWS_N(n, =); break;
+	}
+}
+
+static inline void add_rows(float *restrict dst, size_t ldd, const float *restrict src, size_t lds, int rows, int n)
+{
+	switch (n) {
+	case 2: ROWS_N(2, +=); break;
+	case 4: ROWS_N(4, +=); break;
+	case 8: ROWS_N(8, +=); break;
+	case 16: ROWS_N(16, +=); break;
+	case 32: ROWS_N(32, +=); break;
+	default: ROWS_N(n, +=); break;
+	}
+}
+#undef ROWS_N
+
+/* The first of 0, 1, ... whose padded position (i + pad) falls in phase
+ * p of stride s, and that position's index in the phase. */
+static inline void phase_first(int p, int pad, int s, int *first, int *idx)
+{
+	*first = ((p - pad) % s + s) % s;
+	*idx = (*first + pad) / s;
+}
+
+/* Input row r (w values) into the phases of one padded row, whose phase
+ * b row is ph + b * hs * ws; stride 2 in one pass of pairs (x even to one
+ * phase, x odd to the other: a loop the compiler vectorises). */
+static inline void row_in(float *ph, size_t pstride, const struct geom *g, const float *restrict r)
+{
+	if (g->sw == 1) {
+		copy_row(ph + g->pw, r, g->w);
+	} else if (g->sw == 2) {
+		int odd = g->pw & 1, k = 0;
+		float *restrict de = ph + (odd ? pstride : 0) + (g->pw >> 1);
+		float *restrict dd = ph + (odd ? 0 : pstride) + ((g->pw + 1) >> 1);
+		for (; 2 * k + 1 < g->w; k++) {
+			de[k] = r[2 * k];
+			dd[k] = r[2 * k + 1];
+		}
+		if (2 * k < g->w)
+			de[k] = r[2 * k];
+	} else {
+		for (int b = 0; b < g->sw; b++) {
+			int x0, j0;
+			phase_first(b, g->pw, g->sw, &x0, &j0);
+			float *restrict d = ph + b * pstride + j0;
+			for (int x = x0, j = 0; x < g->w; x += g->sw, j++)
+				d[j] = r[x];
+		}
+	}
+}
+
+/* The phases of one padded row back into input row r: = or +=. */
+static inline void row_out(float *restrict r, const float *ph, size_t pstride, const struct geom *g, int zero)
+{
+	if (g->sw == 1) {
+		if (zero)
+			copy_row(r, ph + g->pw, g->w);
+		else
+			add_row(r, ph + g->pw, g->w);
+	} else if (g->sw == 2) {
+		int odd = g->pw & 1, k = 0;
+		const float *restrict se = ph + (odd ? pstride : 0) + (g->pw >> 1);
+		const float *restrict sd = ph + (odd ? 0 : pstride) + ((g->pw + 1) >> 1);
+		if (zero) {
+			for (; 2 * k + 1 < g->w; k++) {
+				r[2 * k] = se[k];
+				r[2 * k + 1] = sd[k];
+			}
+			if (2 * k < g->w)
+				r[2 * k] = se[k];
+		} else {
+			for (; 2 * k + 1 < g->w; k++) {
+				r[2 * k] += se[k];
+				r[2 * k + 1] += sd[k];
+			}
+			if (2 * k < g->w)
+				r[2 * k] += se[k];
+		}
+	} else {
+		for (int b = 0; b < g->sw; b++) {
+			int x0, j0;
+			phase_first(b, g->pw, g->sw, &x0, &j0);
+			const float *restrict s = ph + b * pstride + j0;
+			for (int x = x0, j = 0; x < g->w; x += g->sw, j++)
+				r[x] = zero ? s[j] : r[x] + s[j];
+		}
+	}
+}
+
+/* The input plane `src` (h x w) into the phase planes, or (out) the phase
+ * planes back into dst (= with zero, else +=): rows y = y0, y0 + sh, ...
+ * go to row phase a from row i0 on, with no division per row or value. */
+static inline void plane_in(float *pad, const struct geom *g, int hs, int ws, const float *restrict src)
+{
+	size_t pstride = (size_t)hs * ws;
+	for (int a = 0; a < g->sh; a++) {
+		int y0, i0;
+		phase_first(a, g->ph, g->sh, &y0, &i0);
+		float *ph = pad + (size_t)a * g->sw * pstride;
+		for (int y = y0, i = i0; y < g->h; y += g->sh, i++)
+			row_in(ph + (size_t)i * ws, pstride, g, src + (size_t)y * g->w);
+	}
+}
+
+static inline void plane_out(float *restrict dst, const float *pad, const struct geom *g, int hs, int ws, int zero)
+{
+	size_t pstride = (size_t)hs * ws;
+	for (int a = 0; a < g->sh; a++) {
+		int y0, i0;
+		phase_first(a, g->ph, g->sh, &y0, &i0);
+		const float *ph = pad + (size_t)a * g->sw * pstride;
+		for (int y = y0, i = i0; y < g->h; y += g->sh, i++)
+			row_out(dst + (size_t)y * g->w, ph + (size_t)i * ws, pstride, g, zero);
+	}
+}
+
+/* Tap (ky, kx)'s source: the phase row that output row 0 reads. */
+static inline float *tap_base(float *pad, const struct geom *g, int hs, int ws, int ky, int kx)
+{
+	return pad + ((size_t)(ky % g->sh) * g->sw + kx % g->sw) * hs * ws + (size_t)(ky / g->sh) * ws + kx / g->sw;
+}
+
 GF_NO_MEMCPY GF_CLONES static void im2col_plane_part(void *p, size_t b, size_t e)
 {
 	struct col_args *a = p;
 	const struct geom *g = a->g;
 	size_t P = (size_t)g->hout * g->wout;
-	int hp, wp;
-	pad_dims(g, &hp, &wp);
+	int hs, ws;
+	pad_dims(g, &hs, &ws);
 	float pad[PAD_MAX];
-	memset(pad, 0, (size_t)hp * wp * sizeof(float));
+	/* the same pixels are written for every plane: the borders stay 0 */
+	memset(pad, 0, (size_t)g->sh * g->sw * hs * ws * sizeof(float));
 	for (size_t item = b; item < e; item++) {   /* item = c * bc + bb */
 		int c = (int)(item / (size_t)a->bc), bb = (int)(item % (size_t)a->bc);
 		const float *src = a->x + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
-		for (int y = 0; y < g->h; y++)
-			copy_row(pad + (size_t)(y + g->ph) * wp + g->pw, src + (size_t)y * g->w, g->w);
+		plane_in(pad, g, hs, ws, src);
 		for (int ky = 0; ky < g->kh; ky++) {
 			for (int kx = 0; kx < g->kw; kx++) {
 				size_t r = ((size_t)c * g->kh + ky) * g->kw + kx;
 				float *dst = a->col + r * a->ldcol + (size_t)bb * P;
-				for (int oy = 0; oy < g->hout; oy++)
-					copy_row(dst + (size_t)oy * g->wout, pad + (size_t)(oy + ky) * wp + kx, g->wout);
+				const float *base = tap_base(pad, g, hs, ws, ky, kx);
+				copy_rows(dst, (size_t)g->wout, base, (size_t)ws, g->hout, g->wout);
 			}
 		}
 	}
@@ -196,28 +349,22 @@ GF_NO_MEMCPY GF_CLONES static void col2im_plane_part(void *p, size_t b, size_t e
 	struct col_args *a = p;
 	const struct geom *g = a->g;
 	size_t P = (size_t)g->hout * g->wout;
-	int hp, wp;
-	pad_dims(g, &hp, &wp);
+	int hs, ws;
+	pad_dims(g, &hs, &ws);
 	float pad[PAD_MAX];
 	for (size_t item = b; item < e; item++) {   /* item = bb * cin + c: one dx plane */
 		int bb = (int)(item / (size_t)g->cin), c = (int)(item % (size_t)g->cin);
-		memset(pad, 0, (size_t)hp * wp * sizeof(float));
+		memset(pad, 0, (size_t)g->sh * g->sw * hs * ws * sizeof(float));
 		for (int ky = 0; ky < g->kh; ky++) {
 			for (int kx = 0; kx < g->kw; kx++) {
 				size_t r = ((size_t)c * g->kh + ky) * g->kw + kx;
 				const float *src = a->col + r * a->ldcol + (size_t)bb * P;
-				for (int oy = 0; oy < g->hout; oy++)
-					add_row(pad + (size_t)(oy + ky) * wp + kx, src + (size_t)oy * g->wout, g->wout);
+				float *base = tap_base(pad, g, hs, ws, ky, kx);
+				add_rows(base, (size_t)ws, src, (size_t)g->wout, g->hout, g->wout);
 			}
 		}
 		float *plane = a->xmut + ((size_t)(a->b0 + bb) * g->cin + c) * g->h * g->w;
-		for (int y = 0; y < g->h; y++) {
-			const float *row = pad + (size_t)(y + g->ph) * wp + g->pw;
-			if (a->zero)
-				copy_row(plane + (size_t)y * g->w, row, g->w);
-			else
-				add_row(plane + (size_t)y * g->w, row, g->w);
-		}
+		plane_out(plane, pad, g, hs, ws, a->zero);
 	}
 }
 
