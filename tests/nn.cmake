@@ -9,6 +9,7 @@ gf_add_test(test_nn_ada SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ada.c LABELS n
 gf_add_test(test_nn_ref5 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref5.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref_incep SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_incep.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_winograd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_winograd.c LABELS nn tsan TIMEOUT 120)
+gf_add_test(test_nn_im2col SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_im2col.c LABELS nn tsan TIMEOUT 120)
 gf_add_test(test_nn_gradcheck SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_gradcheck.c LABELS nn TIMEOUT 300)
 gf_add_test(test_nn_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_dbwd.c LABELS nn TIMEOUT 300)
 gf_add_test(test_nn_ref_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_dbwd.c LABELS nn TIMEOUT 60)
