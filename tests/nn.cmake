@@ -19,7 +19,7 @@ gf_add_test(test_nn_ref_sg2net SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_sg2
 # threads: the ThreadSanitizer build runs them too.
 gf_add_test(test_philox SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_philox.c LABELS nn tsan TIMEOUT 60)
 gf_add_test(test_safetensors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_safetensors.c LABELS nn TIMEOUT 60)
-gf_add_test(test_nn_backbones SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_backbones.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_backbones SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_backbones.c LABELS nn TIMEOUT 180)
 gf_add_test(test_nn_api SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_api.c LABELS nn tsan TIMEOUT 60)
 gf_add_test(test_nn_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ckpt.c LABELS nn TIMEOUT 60)
 # The GPU step machinery on the CPU backend's device check (graph_cpu.c):
