@@ -25,10 +25,8 @@ w_avg after the training forward.
 
     /usr/bin/python3 tests/ref/make_nn_refs_mix.py [tests/ref/nn_ref_mix.safetensors]
 """
-import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -36,33 +34,15 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_backbones as tb  # noqa: E402
+from ref_file import put, tensors, tiny_g_names, write_safetensors  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_mix.safetensors"
 torch.manual_seed(11)
-tensors = {}
 
 B, ZD, NUM_WS, WANT_CUT = 4, 6, 4, 2
 SEED, STREAM = 21, 3
 
 
-def put(name, t):
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-    assert name not in tensors, name
-    tensors[name] = np.ascontiguousarray(a).astype(np.float32)
-
-
-def write_safetensors(path, meta):
-    header = {"__metadata__": meta}
-    off, blobs = 0, []
-    for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---- ganflow's generator (<ganflow/rng.h>, core/nn/rng.c) ----
@@ -145,20 +125,7 @@ def forward(z, y):
     return img
 
 
-names, bufs = {}, {}
-names["c_embed_table.weight"], names["c_embed_bias.bias"] = g.embed.table.weight, g.embed.bias
-for i, m in enumerate(g.mapping):
-    names[f"map{i}_fc.weight"], names[f"map{i}_fc.bias"] = m.weight, m.bias
-names["b4_const.const"] = g.const
-convs = ["b4_conv1", "b8_conv0", "b8_conv1"]
-for p, m in zip(convs, g.layers):
-    names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
-    names[p + "_conv.weight"], names[p + "_noise.noise_strength"], names[p + ".bias"] = m.weight, m.noise_strength, m.bias
-    bufs[p + "_noise.noise_const"] = m.noise_const.reshape(-1)
-for p, m in zip(["b4_torgb", "b8_torgb"], g.rgbs):
-    names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
-    names[p + "_conv.weight"], names[p + ".bias"] = m.weight, m.bias
-assert len(names) == len(list(g.parameters())), (len(names), len(list(g.parameters())))
+names, bufs = tiny_g_names(g)
 
 labels = torch.tensor([0, 2, 1, 2])
 z = torch.randn(B, ZD)

@@ -21,44 +21,23 @@ through ws, the synthesis's through the double backward.
 
     /usr/bin/python3 tests/ref/make_nn_refs_pl.py [tests/ref/nn_ref_pl.safetensors]
 """
-import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_backbones as tb  # noqa: E402
+from ref_file import put, tensors, tiny_g_names, write_safetensors  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_pl.safetensors"
 torch.manual_seed(13)
-tensors = {}
 
 B, ZD, NUM_WS = 4, 6, 4
 WEIGHT, DECAY, A0 = 2.0, 0.01, 0.05
 
 
-def put(name, t):
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-    assert name not in tensors, name
-    tensors[name] = np.ascontiguousarray(a).astype(np.float32)
-
-
-def write_safetensors(path, meta):
-    header = {"__metadata__": meta}
-    off, blobs = 0, []
-    for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2, channels = 2, classes = 3, clamp = 1, noise = "const" }
@@ -90,20 +69,7 @@ def synthesis(ws):
     return img
 
 
-names, bufs = {}, {}
-names["c_embed_table.weight"], names["c_embed_bias.bias"] = g.embed.table.weight, g.embed.bias
-for i, m in enumerate(g.mapping):
-    names[f"map{i}_fc.weight"], names[f"map{i}_fc.bias"] = m.weight, m.bias
-names["b4_const.const"] = g.const
-convs = ["b4_conv1", "b8_conv0", "b8_conv1"]
-for p, m in zip(convs, g.layers):
-    names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
-    names[p + "_conv.weight"], names[p + "_noise.noise_strength"], names[p + ".bias"] = m.weight, m.noise_strength, m.bias
-    bufs[p + "_noise.noise_const"] = m.noise_const.reshape(-1)
-for p, m in zip(["b4_torgb", "b8_torgb"], g.rgbs):
-    names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
-    names[p + "_conv.weight"], names[p + ".bias"] = m.weight, m.bias
-assert len(names) == len(list(g.parameters())), (len(names), len(list(g.parameters())))
+names, bufs = tiny_g_names(g)
 
 labels = torch.tensor([1, 0, 2, 2])
 z = torch.randn(B, ZD)

@@ -23,40 +23,18 @@ own modulated, demodulated weight) and checked against the other form
 (modulate the input, convolve with the shared weight, demodulate the
 output: fused_modconv = False, ganflow's) before anything is written.
 """
-import json
-import struct
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ref_file import put, tensors, write_safetensors
 
 torch.set_num_threads(1)
 torch.manual_seed(26)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_sg2.safetensors"
 SQRT2 = 2.0 ** 0.5
-tensors = {}
 
-
-def put(name, t):
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-    a = np.ascontiguousarray(np.array(a, copy=True)).astype(np.float32)
-    assert name not in tensors, name
-    tensors[name] = a
-
-
-def write_safetensors(path, meta):
-    header = {"__metadata__": meta}
-    off, blobs = 0, []
-    for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---- the layers (StyleGAN2-ADA's reference formulas) ----

@@ -15,40 +15,19 @@ P = 1/2 |dL/dx|^2 (R1's, through the cmap head: "<case>.P", "dPdx",
 
     /usr/bin/python3 tests/ref/make_nn_refs_sg2net.py [tests/ref/nn_ref_sg2net.safetensors]
 """
-import json
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_backbones as tb  # noqa: E402
+from ref_file import put, tensors, write_safetensors  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_sg2net.safetensors"
 torch.manual_seed(7)
-tensors = {}
 
 
-def put(name, t):
-    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-    assert name not in tensors, name
-    tensors[name] = np.ascontiguousarray(a).astype(np.float32)
-
-
-def write_safetensors(path, meta):
-    header = {"__metadata__": meta}
-    off, blobs = 0, []
-    for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def fc(names, m, p):

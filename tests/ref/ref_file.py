@@ -1,0 +1,56 @@
+"""The file side of the reference generators (make_nn_refs_sg2*.py,
+make_nn_refs_mix.py, make_nn_refs_pl.py): named float32 arrays collected
+in order and written as one safetensors file (F32 little-endian, the JSON
+header padded to 8 bytes, the metadata the tests print), and the view
+names ganflow gives the parameters of tests/bench/torch_backbones.py's tiny
+conditional StyleGAN2 G. Each generator is its own process, so the
+collection is this module's state.
+
+    from ref_file import put, tensors, write_safetensors
+"""
+import json
+import struct
+
+import numpy as np
+import torch
+
+tensors = {}
+
+
+def put(name, t):
+    """Adds a copy of t (a tensor or array) as float32 under a new name."""
+    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+    assert name not in tensors, name
+    tensors[name] = np.ascontiguousarray(a).astype(np.float32)
+
+
+def write_safetensors(path, meta):
+    header = {"__metadata__": meta}
+    off, blobs = 0, []
+    for name, a in tensors.items():
+        b = a.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def tiny_g_names(g):
+    """ganflow's view names of the parameters and noise buffers of SG2_G(size=8, classes > 0): (names, bufs)."""
+    names, bufs = {}, {}
+    names["c_embed_table.weight"], names["c_embed_bias.bias"] = g.embed.table.weight, g.embed.bias
+    for i, m in enumerate(g.mapping):
+        names[f"map{i}_fc.weight"], names[f"map{i}_fc.bias"] = m.weight, m.bias
+    names["b4_const.const"] = g.const
+    for p, m in zip(["b4_conv1", "b8_conv0", "b8_conv1"], g.layers):
+        names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
+        names[p + "_conv.weight"], names[p + "_noise.noise_strength"], names[p + ".bias"] = m.weight, m.noise_strength, m.bias
+        bufs[p + "_noise.noise_const"] = m.noise_const.reshape(-1)
+    for p, m in zip(["b4_torgb", "b8_torgb"], g.rgbs):
+        names[p + "_affine.weight"], names[p + "_affine.bias"] = m.affine.weight, m.affine.bias
+        names[p + "_conv.weight"], names[p + ".bias"] = m.weight, m.bias
+    assert len(names) == len(list(g.parameters())), (len(names), len(list(g.parameters())))
+    return names, bufs
