@@ -476,6 +476,13 @@ static void test_bad_tables(void **state)
 	expect_error("{ {4, 4}, input_shape = {4} }", GF_EPARAM, "layer 1 (?): has no type name");
 	expect_error("{ {'lrelu', -0.1}, input_shape = {4} }", GF_EPARAM, "layer 1 (lrelu): negative slope");
 	expect_error("{ {'dropout', 1.0}, input_shape = {4} }", GF_EPARAM, "layer 1 (dropout): p = 1 must be in [0, 1)");
+	/* penalty points (a gradient penalty's g at a layer's flat output) */
+	expect_error("{ {'linear', 4, 4, name = 'w'}, input_shape = {4}, penalty_at = 'w' }", GF_EPARAM,
+	             "network: penalty_at must be a list of 1..");
+	expect_error("{ {'linear', 4, 4, name = 'w'}, input_shape = {4}, penalty_at = { 'w', 'ws' } }", GF_EPARAM,
+	             "network: penalty_at[2] = \"ws\" names no layer");
+	expect_error("{ {'conv', 1, 4, 3, 1, 1, name = 'c'}, {'flatten'}, input_shape = {1, 4, 4}, penalty_at = { 'c' } }",
+	             GF_EPARAM, "network: penalty_at[1]: layer c's output is not a flat vector");
 	expect_error("{ {'bn', 4, eps = 0}, input_shape = {4} }", GF_EPARAM, "layer 1 (bn): needs eps > 0");
 	expect_error("{ {'bn', 3}, input_shape = {4} }", GF_ESHAPE, "layer 1 (bn): expects 3 channels, got 4");
 	expect_error("{ {'embedding', 10, 4, input = 'x'}, input_shape = {4} }", GF_ESHAPE,
