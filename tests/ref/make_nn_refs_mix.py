@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_backbones as tb  # noqa: E402
-from ref_file import put, tensors, tiny_g_names, write_safetensors  # noqa: E402
+from ref_file import put, tensors, tiny_g, tiny_g_names, tiny_mapping, write_safetensors  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_mix.safetensors"
 torch.manual_seed(11)
@@ -95,21 +95,11 @@ cut = cutoff(u[0], NUM_WS)
 z2 = torch.from_numpy(z2.reshape(B, ZD))
 
 # G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2, channels = 2, classes = 3, clamp = 1, noise = "const", mixing = 1 }
-g = tb.SG2_G(size=8, ch=4, z=ZD, wd=5, mapping=2, channels=2, classes=3, clamp=1.0).train()
-for m in g.layers:
-    m.const_noise = True
-for p in g.parameters():   # biases away from 0 and strengths on, so every term counts
-    with torch.no_grad():
-        if p.dim() == 1 and not p.abs().sum():
-            p.normal_(0, 0.3)
+g = tiny_g(tb, ZD)
 
 
 def mapping(z, y):
-    x = tb.norm2(z)
-    x = torch.cat([x, g.embed(y)], 1)
-    for m in g.mapping:
-        x = m(x)
-    return x
+    return tiny_mapping(tb, g, z, y)
 
 
 def forward(z, y):

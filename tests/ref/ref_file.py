@@ -1,9 +1,10 @@
 """The file side of the reference generators (make_nn_refs_sg2*.py,
 make_nn_refs_mix.py, make_nn_refs_pl.py): named float32 arrays collected
 in order and written as one safetensors file (F32 little-endian, the JSON
-header padded to 8 bytes, the metadata the tests print), and the view
-names ganflow gives the parameters of tests/bench/torch_backbones.py's tiny
-conditional StyleGAN2 G. Each generator is its own process, so the
+header padded to 8 bytes, the metadata the tests print), and the tiny
+conditional StyleGAN2 G of the mixing and path-length references
+(tests/bench/torch_backbones.py's SG2_G), its mapping and the view names
+ganflow gives its parameters. Each generator is its own process, so the
 collection is this module's state.
 
     from ref_file import put, tensors, write_safetensors
@@ -54,3 +55,25 @@ def tiny_g_names(g):
         names[p + "_conv.weight"], names[p + ".bias"] = m.weight, m.bias
     assert len(names) == len(list(g.parameters())), (len(names), len(list(g.parameters())))
     return names, bufs
+
+
+def tiny_g(tb, zd):
+    """tests/bench/torch_backbones.py's SG2_G as ganflow's G{ size = 8, ch = 4, z = zd, w = 5, mapping = 2,
+    channels = 2, classes = 3, clamp = 1, noise = "const" } in training mode, its zero biases and noise
+    strengths drawn from N(0, 0.3^2) so that every term counts."""
+    g = tb.SG2_G(size=8, ch=4, z=zd, wd=5, mapping=2, channels=2, classes=3, clamp=1.0).train()
+    for m in g.layers:
+        m.const_noise = True
+    for p in g.parameters():
+        with torch.no_grad():
+            if p.dim() == 1 and not p.abs().sum():
+                p.normal_(0, 0.3)
+    return g
+
+
+def tiny_mapping(tb, g, z, y):
+    """The mapping of tiny_g: norm2(z) with the label's embedding, then its layers (w before w_avg)."""
+    x = torch.cat([tb.norm2(z), g.embed(y)], 1)
+    for m in g.mapping:
+        x = m(x)
+    return x
