@@ -48,76 +48,10 @@ static gf_conv_desc desc_of(const struct shape *s)
 	return d;
 }
 
-/* y = conv(x, w) + b in double; with dy: dx and dw instead */
-static void reference(const gf_conv_desc *d, const float *x, const float *w, const float *b, const float *dy,
-                      double *y, double *dx, double *dw)
-{
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
-	if (dy) {
-		memset(dx, 0, nx * sizeof(double));
-		memset(dw, 0, nw * sizeof(double));
-	}
-	for (int n = 0; n < d->n; n++)
-		for (int co = 0; co < d->cout; co++)
-			for (int i = 0; i < d->hout; i++)
-				for (int j = 0; j < d->wout; j++) {
-					size_t yi = (((size_t)n * d->cout + co) * d->hout + i) * d->wout + j;
-					double acc = b ? b[co] : 0.0;
-					for (int c = 0; c < d->cin; c++)
-						for (int ky = 0; ky < d->kh; ky++)
-							for (int kx = 0; kx < d->kw; kx++) {
-								int iy = i * d->sh - d->ph + ky, ix = j * d->sw - d->pw + kx;
-								if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
-									continue;
-								size_t xi = (((size_t)n * d->cin + c) * d->h + iy) * d->w + ix;
-								size_t wi = (((size_t)co * d->cin + c) * d->kh + ky) * d->kw + kx;
-								if (dy) {
-									dx[xi] += (double)dy[yi] * w[wi];
-									dw[wi] += (double)dy[yi] * x[xi];
-								} else {
-									acc += (double)x[xi] * w[wi];
-								}
-							}
-					if (!dy)
-						y[yi] = acc;
-				}
-}
-
-/* max |got - want| <= tol * (1 + max |want|), with the worst index printed */
-static void near(const char *what, const struct shape *s, const float *got, const double *want, size_t n)
-{
-	double scale = 0, worst = 0;
-	size_t at = 0;
-	for (size_t i = 0; i < n; i++)
-		scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-	for (size_t i = 0; i < n; i++) {
-		double e = fabs((double)got[i] - want[i]);
-		if (!(e <= worst)) {
-			worst = e;
-			at = i;
-		}
-	}
-	if (!(worst <= 1e-5 * (1 + scale))) {
-		print_error("%s (n %d, cin %d, cout %d, %dx%d, kernel %dx%d, stride %dx%d, pad %dx%d): element %zu is "
-		            "%.7g, want %.7g (error %.3g, scale %.3g)\n",
-		            what, s->n, s->cin, s->cout, s->h, s->w, s->kh, s->kw, s->sh, s->sw, s->ph, s->pw, at,
-		            got[at], want[at], worst, scale);
-		fail();
-	}
-}
-
-static gf_backend *cpu(int threads)
-{
-	gf_backend_opts o = { .threads = threads };
-	gf_backend *be = NULL;
-	NN_OK(gf_backend_cpu_create(&o, &be));
-	return be;
-}
-
 static void test_against_direct(void **state)
 {
 	(void)state;
-	gf_backend *be = cpu(2);
+	gf_backend *be = nn_cpu(2);
 	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
 		const struct shape *s = &shapes[k];
 		gf_conv_desc d = desc_of(s);
@@ -133,29 +67,29 @@ static void test_against_direct(void **state)
 		nn_fill(b, d.cout, 30 + k, 0.5f, 0.0f);
 		nn_fill(dy, ny, 40 + k, 1.0f, 0.0f);
 
-		reference(&d, x, w, b, NULL, ry, NULL, NULL);
+		nn_conv_ref(&d, x, w, b, NULL, ry, NULL, NULL);
 		NN_OK(be->ops->conv2d_forward(be, y, x, w, b, &d));
-		near("forward", s, y, ry, ny);
-		reference(&d, x, w, NULL, NULL, ry, NULL, NULL);
+		nn_conv_near("forward", &d, y, ry, ny, 1e-5);
+		nn_conv_ref(&d, x, w, NULL, NULL, ry, NULL, NULL);
 		NN_OK(be->ops->conv2d_forward(be, y, x, w, NULL, &d));
-		near("forward without bias", s, y, ry, ny);
+		nn_conv_near("forward without bias", &d, y, ry, ny, 1e-5);
 
-		reference(&d, x, w, NULL, dy, NULL, rdx, rdw);
+		nn_conv_ref(&d, x, w, NULL, dy, NULL, rdx, rdw);
 		memset(dx, 0xff, nx * sizeof(float));   /* NaN: dx must be overwritten */
 		NN_OK(be->ops->conv2d_backward(be, dx, dw, NULL, dy, x, w, &d, 0));
-		near("input gradient", s, dx, rdx, nx);
-		near("weight gradient", s, dw, rdw, nw);
+		nn_conv_near("input gradient", &d, dx, rdx, nx, 1e-5);
+		nn_conv_near("weight gradient", &d, dw, rdw, nw, 1e-5);
 		memset(dx, 0xff, nx * sizeof(float));
 		NN_OK(be->ops->conv2d_backward(be, dx, NULL, NULL, dy, x, w, &d, 0));
-		near("input gradient alone", s, dx, rdx, nx);
+		nn_conv_near("input gradient alone", &d, dx, rdx, nx, 1e-5);
 		memset(dw, 0xff, nw * sizeof(float));
 		NN_OK(be->ops->conv2d_backward(be, NULL, dw, NULL, dy, x, w, &d, 0));
-		near("weight gradient alone", s, dw, rdw, nw);
+		nn_conv_near("weight gradient alone", &d, dw, rdw, nw, 1e-5);
 		/* accumulate: dw += the gradient (dw holds it once already) */
 		NN_OK(be->ops->conv2d_backward(be, NULL, dw, NULL, dy, x, w, &d, 1));
 		for (size_t i = 0; i < nw; i++)
 			rdw[i] *= 2;
-		near("weight gradient accumulated", s, dw, rdw, nw);
+		nn_conv_near("weight gradient accumulated", &d, dw, rdw, nw, 1e-5);
 
 		free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw);
 		free(ry), free(rdx), free(rdw);
@@ -170,30 +104,7 @@ static void test_threads(void **state)
 	(void)state;
 	const struct shape s = { 5, 24, 16, 13, 12, 3, 3, 2, 2, 1, 1 };
 	gf_conv_desc d = desc_of(&s);
-	size_t nx = (size_t)d.n * d.cin * d.h * d.w, ny = (size_t)d.n * d.cout * d.hout * d.wout,
-	       nw = (size_t)d.cout * d.cin * d.kh * d.kw;
-	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *dy = malloc(ny * sizeof(float));
-	float *y[2], *dx[2], *dw[2];
-	assert_non_null(x && w && dy);
-	nn_fill(x, nx, 1, 1.0f, 0.0f);
-	nn_fill(w, nw, 2, 0.1f, 0.0f);
-	nn_fill(dy, ny, 3, 1.0f, 0.0f);
-	for (int t = 0; t < 2; t++) {
-		gf_backend *be = cpu(t ? 3 : 1);
-		y[t] = malloc(ny * sizeof(float));
-		dx[t] = malloc(nx * sizeof(float));
-		dw[t] = malloc(nw * sizeof(float));
-		assert_non_null(y[t] && dx[t] && dw[t]);
-		NN_OK(be->ops->conv2d_forward(be, y[t], x, w, NULL, &d));
-		NN_OK(be->ops->conv2d_backward(be, dx[t], dw[t], NULL, dy, x, w, &d, 0));
-		gf_backend_close(be);
-	}
-	assert_memory_equal(y[0], y[1], ny * sizeof(float));
-	assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
-	assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
-	for (int t = 0; t < 2; t++)
-		free(y[t]), free(dx[t]), free(dw[t]);
-	free(x), free(w), free(dy);
+	nn_conv_threads_same(&d);
 }
 
 int main(void)

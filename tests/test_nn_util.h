@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ganflow/backend.h>
 #include <ganflow/err.h>
 #include <ganflow/lua.h>
 #include <ganflow/nn.h>
@@ -237,6 +238,108 @@ static inline gf_tensor nn_tensor(float *data, int ndim, ...)
 		sh[i] = va_arg(ap, int);
 	va_end(ap);
 	return gf_tensor_make(data, GF_F32, ndim, sh);
+}
+
+/* ---- convolutions (test_nn_winograd.c, test_nn_im2col.c) ---- */
+
+/* A CPU backend of `threads` threads (fails the test when it cannot open). */
+static inline gf_backend *nn_cpu(int threads)
+{
+	gf_backend_opts o = { .threads = threads };
+	gf_backend *be = NULL;
+	NN_OK(gf_backend_cpu_create(&o, &be));
+	return be;
+}
+
+/* The direct convolution of d in double: y = conv(x, w) + b, or with dy
+ * its input and weight gradients dx and dw instead. */
+static inline void nn_conv_ref(const gf_conv_desc *d, const float *x, const float *w, const float *b,
+                               const float *dy, double *y, double *dx, double *dw)
+{
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	if (dy) {
+		memset(dx, 0, nx * sizeof(double));
+		memset(dw, 0, nw * sizeof(double));
+	}
+	for (int n = 0; n < d->n; n++)
+		for (int co = 0; co < d->cout; co++)
+			for (int i = 0; i < d->hout; i++)
+				for (int j = 0; j < d->wout; j++) {
+					size_t yi = (((size_t)n * d->cout + co) * d->hout + i) * d->wout + j;
+					double acc = b ? b[co] : 0.0;
+					for (int c = 0; c < d->cin; c++)
+						for (int ky = 0; ky < d->kh; ky++)
+							for (int kx = 0; kx < d->kw; kx++) {
+								int iy = i * d->sh - d->ph + ky, ix = j * d->sw - d->pw + kx;
+								if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+									continue;
+								size_t xi = (((size_t)n * d->cin + c) * d->h + iy) * d->w + ix;
+								size_t wi = (((size_t)co * d->cin + c) * d->kh + ky) * d->kw + kx;
+								if (dy) {
+									dx[xi] += (double)dy[yi] * w[wi];
+									dw[wi] += (double)dy[yi] * x[xi];
+								} else {
+									acc += (double)x[xi] * w[wi];
+								}
+							}
+					if (!dy)
+						y[yi] = acc;
+				}
+}
+
+/* Fails unless max |got - want| <= tol (1 + max |want|), printing the
+ * worst element and the convolution's shape. */
+static inline void nn_conv_near(const char *what, const gf_conv_desc *d, const float *got, const double *want,
+                                size_t n, double tol)
+{
+	double scale = 0, worst = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++)
+		scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)got[i] - want[i]);
+		if (!(e <= worst)) {
+			worst = e;
+			at = i;
+		}
+	}
+	if (!(worst <= tol * (1 + scale))) {
+		print_error("%s (n %d, cin %d, cout %d, %dx%d, kernel %dx%d, stride %dx%d, pad %dx%d): element %zu is "
+		            "%.7g, want %.7g (error %.3g, scale %.3g)\n",
+		            what, d->n, d->cin, d->cout, d->h, d->w, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, at,
+		            got[at], want[at], worst, scale);
+		fail();
+	}
+}
+
+/* Convolution d forward and backward with one thread and with three: the
+ * same bits. */
+static inline void nn_conv_threads_same(const gf_conv_desc *d)
+{
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, ny = (size_t)d->n * d->cout * d->hout * d->wout,
+	       nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *dy = malloc(ny * sizeof(float));
+	float *y[2], *dx[2], *dw[2];
+	assert_non_null(x && w && dy);
+	nn_fill(x, nx, 1, 1.0f, 0.0f);
+	nn_fill(w, nw, 2, 0.1f, 0.0f);
+	nn_fill(dy, ny, 3, 1.0f, 0.0f);
+	for (int t = 0; t < 2; t++) {
+		gf_backend *be = nn_cpu(t ? 3 : 1);
+		y[t] = malloc(ny * sizeof(float));
+		dx[t] = malloc(nx * sizeof(float));
+		dw[t] = malloc(nw * sizeof(float));
+		assert_non_null(y[t] && dx[t] && dw[t]);
+		NN_OK(be->ops->conv2d_forward(be, y[t], x, w, NULL, d));
+		NN_OK(be->ops->conv2d_backward(be, dx[t], dw[t], NULL, dy, x, w, d, 0));
+		gf_backend_close(be);
+	}
+	assert_memory_equal(y[0], y[1], ny * sizeof(float));
+	assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
+	assert_memory_equal(dw[0], dw[1], nw * sizeof(float));
+	for (int t = 0; t < 2; t++)
+		free(y[t]), free(dx[t]), free(dw[t]);
+	free(x), free(w), free(dy);
 }
 
 #endif
