@@ -328,28 +328,29 @@ static void pl_case(unsigned flags)
 	gf_net_destroy(net);
 }
 
+/* A case fused and unfused against its own reference file, in place of
+ * the group's for the time. */
+static void against(const char *rel, void (*one_case)(unsigned flags))
+{
+	gf_st_file *g_ref = ref;
+	if (gf_st_open(&ref, nn_src(rel)))
+		fail_msg("%s", gf_errmsg());
+	one_case(0);
+	one_case(GF_NET_NOFUSE);
+	gf_st_close(ref);
+	ref = g_ref;
+}
+
 static void test_pl(void **state)
 {
 	(void)state;
-	gf_st_file *g_ref = ref;
-	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref_pl.safetensors")))
-		fail_msg("%s", gf_errmsg());
-	pl_case(0);
-	pl_case(GF_NET_NOFUSE);
-	gf_st_close(ref);
-	ref = g_ref;
+	against("tests/ref/nn_ref_pl.safetensors", pl_case);
 }
 
 static void test_mix(void **state)
 {
 	(void)state;
-	gf_st_file *g_ref = ref;
-	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref_mix.safetensors")))
-		fail_msg("%s", gf_errmsg());
-	mix_case(0);
-	mix_case(GF_NET_NOFUSE);
-	gf_st_close(ref);
-	ref = g_ref;
+	against("tests/ref/nn_ref_mix.safetensors", mix_case);
 }
 
 /* The draw: over many training forwards, a batch mixes with probability
