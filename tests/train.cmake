@@ -32,3 +32,6 @@ endforeach()
 
 # The checkpoint module (<ganflow/ckpt.h>) and the JSON form of layer tables.
 gf_add_test(test_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ckpt.c LABELS train TIMEOUT 60)
+
+# The step driver every step stage runs (captured steps, results read later).
+gf_add_test(test_stepdrv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stepdrv.c LABELS train TIMEOUT 60)

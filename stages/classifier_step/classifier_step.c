@@ -7,6 +7,12 @@
  * evaluator reads: tensors "<name>.net.*", metadata "<name>.role" =
  * "classifier", "<name>.table", "<name>.size", "<name>.channels",
  * "<name>.resize", "<name>.test_accuracy".
+ *
+ * Its step (forward, cross-entropy, backward, update) runs through the
+ * step driver (gf_stepdrv): on a GPU one captured graph per batch size, on
+ * the batch copied into fixed device buffers; unlike the GAN steps it
+ * reads its loss and logits (the training accuracy) back after every
+ * step, so it waits for each step it queues.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +32,7 @@
 
 enum { IN_BATCH };
 enum { OUT_METRICS, OUT_STATE };
+enum { V_LOSS, V_SUMSQ, NVALS }; /* the step's value slots */
 
 typedef struct clf {
 	gf_trainer *tr;         /* the classifier, its optimiser, update, state */
@@ -35,9 +42,21 @@ typedef struct clf {
 	int64_t step, ckpt_every;
 	float *dlogits;         /* (max_batch, classes) device */
 	float *logits;          /* (max_batch, classes) host */
+	float *logits_dev;      /* (max_batch, classes) device: the step's logits, kept past its backward */
+	float *x_dev;           /* (max_batch, channels, size, size) the step's input, device */
+	int32_t *lab_dev;       /* (max_batch) its labels, device */
+	gf_tensor xin;          /* the classifier's input shape */
+	gf_stepdrv *drv;
+	struct {                /* the step's record (one: read at once) */
+		double loss;
+		int64_t ok, n;
+	} rec;
 	const char *test, *export_path, *resize; /* parameters (valid until destroy) */
 	double test_acc;
 } clf;
+
+static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val);
+static int finish(void *self, gf_ctx *ctx, int ri, int64_t step);
 
 static int clf_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -72,10 +91,19 @@ static int clf_create(gf_ctx *ctx, const gf_value *p, void **self)
 		               (long long)in.shape[1], (long long)in.shape[2], (long long)in.shape[3], s->size,
 		               s->channels);
 	s->classes = (int)out.shape[1];
-	size_t n = (size_t)s->max_batch * (size_t)s->classes;
+	s->xin = in;
+	size_t n = (size_t)s->max_batch * (size_t)s->classes, nx = (size_t)s->max_batch * (size_t)(gf_tensor_numel(&in) / in.shape[0]);
+	gf_backend *be = s->be;
 	s->logits = malloc(n * sizeof(float));
-	if (!s->logits || s->be->ops->alloc(s->be, (void **)&s->dlogits, n * sizeof(float)))
+	if (!s->logits || be->ops->alloc(be, (void **)&s->dlogits, n * sizeof(float)) ||
+	    be->ops->alloc(be, (void **)&s->logits_dev, n * sizeof(float)) ||
+	    be->ops->alloc(be, (void **)&s->x_dev, nx * sizeof(float)) ||
+	    be->ops->alloc(be, (void **)&s->lab_dev, (size_t)s->max_batch * sizeof(int32_t)))
 		return gf_fail(ctx, "out of memory");
+	gf_stepdrv_conf dc = { .what = "classifier step", .unit = "step", .nvals = NVALS, .max_lag = 0,
+	                       .graphs = gf_param_bool(p, "graphs"), .self = s, .fold = fold, .finish = finish };
+	if (gf_stepdrv_create(&s->drv, be, &dc))
+		return gf_fail(ctx, "%s", gf_errmsg());
 	return gf_trainer_resume(s->tr, &s->step);
 }
 
@@ -107,6 +135,108 @@ static int push_state(clf *s, gf_ctx *ctx)
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
 
+/* A device tensor over the step's input buffers: n images or labels. */
+static gf_tensor dev_tensor(const clf *s, int labels, int64_t n)
+{
+	gf_tensor t;
+	if (labels) {
+		t = gf_tensor_make(s->lab_dev, GF_I32, 1, &n);
+	} else {
+		t = s->xin;
+		t.shape[0] = n;
+		t.data = s->x_dev;
+	}
+	t.device = s->be->device;
+	t.device_index = s->be->device_index;
+	return t;
+}
+
+/* The ops of a step on the n samples in the input buffers: forward, loss
+ * (into the value slot), the logits kept, backward, update. */
+static int step_ops(void *self, gf_ctx *ctx, void *arg)
+{
+	clf *s = self;
+	int64_t n = *(const int64_t *)arg;
+	gf_tensor x = dev_tensor(s, 0, n), lab = dev_tensor(s, 1, n), logits;
+	int rc;
+	if ((rc = gf_net_forward(s->net, &x, NULL, GF_TRAIN)) || (rc = gf_net_output(s->net, &logits)))
+		return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
+	if ((rc = gf_trainer_loss_dev(s->tr, s->step, GF_LOSS_CE, &logits, &lab, 0.0f, 1.0f, s->dlogits,
+	                              (float *)(void *)(gf_stepdrv_slots(s->drv) + V_LOSS))))
+		return rc;
+	if ((rc = s->be->ops->copy(s->be, s->logits_dev, logits.data, gf_tensor_bytes(&logits), GF_COPY_D2D)) ||
+	    (rc = gf_net_backward(s->net, s->dlogits, GF_NEED_DW)))
+		return rc == GF_ESTOP || rc == GF_EFAIL ? rc : gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
+	if (!gf_trainer_update_on_device(s->tr))
+		return gf_trainer_update(s->tr, s->step, NULL);
+	return gf_trainer_update_dev(s->tr, s->step, gf_stepdrv_slots(s->drv) + V_SUMSQ);
+}
+
+static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val)
+{
+	(void)ctx;
+	(void)ri;
+	clf *s = self;
+	float loss;
+	memcpy(&loss, val + V_LOSS, sizeof(loss));
+	s->rec.loss = loss;
+	int rc = gf_trainer_check_loss(s->tr, e->step, loss);
+	if (rc || !(e->flags & 1))
+		return rc;
+	return gf_trainer_check_norm(s->tr, e->step, val[V_SUMSQ], NULL);
+}
+
+static int finish(void *self, gf_ctx *ctx, int ri, int64_t step)
+{
+	(void)ri;
+	(void)step;
+	clf *s = self;
+	gf_msg *m;
+	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->step, &m);
+	if (rc || !m)
+		return rc;
+	gf_msg_set_scalar(m, "loss_c", s->rec.loss);
+	gf_msg_set_scalar(m, "train_acc", (double)s->rec.ok / (double)s->rec.n);
+	gf_msg_set_scalar(m, "images", (double)s->rec.n);
+	return gf_push(ctx, OUT_METRICS, m);
+}
+
+/* One step on batch m (released here): the batch into the input buffers,
+ * the step, its loss and logits read back. */
+static int step(clf *s, gf_ctx *ctx, gf_msg *m)
+{
+	int rc = gf_trainer_check_batch(s->tr, m, "batches", 1);
+	if (rc) {
+		gf_msg_release(m);
+		return rc;
+	}
+	int64_t n = m->t[0].shape[0];
+	gf_backend *be = s->be;
+	int32_t *labels = m->t[1].data;
+	rc = be->ops->copy(be, s->x_dev, m->t[0].data, gf_tensor_bytes(&m->t[0]), GF_COPY_H2D);
+	if (!rc)
+		rc = be->ops->copy(be, s->lab_dev, labels, (size_t)n * sizeof(int32_t), GF_COPY_H2D);
+	if (rc) {
+		gf_msg_release(m);
+		return gf_fail(ctx, "step %lld: the batch to the device: %s", (long long)s->step, gf_errmsg());
+	}
+	int host_update = !gf_trainer_update_on_device(s->tr), ri;
+	gf_stepdrv_entry e = { .step = s->step, .flags = host_update ? 0 : 1, .n = { n } };
+	if ((rc = gf_stepdrv_open(s->drv, ctx, s->step, 1, &ri)) || (rc = gf_stepdrv_begin(s->drv, ctx)) ||
+	    (rc = gf_stepdrv_run(s->drv, ctx, s->step, NULL, (uint64_t)n, host_update, step_ops, &n)) ||
+	    (rc = gf_stepdrv_push(s->drv, ctx, &e)) ||
+	    (rc = be->ops->copy(be, s->logits, s->logits_dev, (size_t)n * s->classes * sizeof(float), GF_COPY_D2H))) {
+		gf_msg_release(m);
+		return rc == GF_EFAIL || rc == GF_ESTOP ? rc : gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
+	}
+	s->rec.ok = correct(s, s->logits, labels, (int)n);
+	s->rec.n = n;
+	gf_msg_release(m);
+	s->step++;
+	gf_report_step(ctx, s->step, n);
+	return gf_stepdrv_close(s->drv, ctx, s->step - 1);
+}
+
 static int clf_run(void *self, gf_ctx *ctx)
 {
 	clf *s = self;
@@ -115,40 +245,8 @@ static int clf_run(void *self, gf_ctx *ctx)
 		int rc = gf_pop(ctx, IN_BATCH, &m);
 		if (rc)
 			return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-		const gf_tensor *x = &m->t[0];
-		if ((rc = gf_trainer_check_batch(s->tr, m, "batches", 1))) {
-			gf_msg_release(m);
-			return rc;
-		}
-		int n = (int)x->shape[0];
-		gf_tensor logits;
-		float loss;
-		if ((rc = gf_net_forward(s->net, x, NULL, GF_TRAIN)) || (rc = gf_net_output(s->net, &logits))) {
-			gf_msg_release(m);
-			return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
-		}
-		if ((rc = gf_trainer_loss(s->tr, s->step, GF_LOSS_CE, &logits, &m->t[1], 0.0f, 1.0f, s->dlogits, &loss))) {
-			gf_msg_release(m);
-			return rc;
-		}
-		rc = s->be->ops->copy(s->be, s->logits, logits.data, (size_t)n * s->classes * sizeof(float), GF_COPY_D2H);
-		int64_t ok = rc ? 0 : correct(s, s->logits, m->t[1].data, n);
-		gf_msg_release(m);
-		if (rc || (rc = gf_net_backward(s->net, s->dlogits, GF_NEED_DW)))
-			return gf_fail(ctx, "step %lld: %s", (long long)s->step, gf_errmsg());
-		if ((rc = gf_trainer_update(s->tr, s->step, NULL)))
+		if ((rc = step(s, ctx, m)))
 			return rc == GF_ESTOP ? 0 : rc;
-		s->step++;
-		gf_report_step(ctx, s->step, n);
-		if ((rc = gf_trainer_metrics(s->tr, OUT_METRICS, s->step, &m)))
-			return rc;
-		if (m) {
-			gf_msg_set_scalar(m, "loss_c", loss);
-			gf_msg_set_scalar(m, "train_acc", (double)ok / n);
-			gf_msg_set_scalar(m, "images", n);
-			if ((rc = gf_push(ctx, OUT_METRICS, m)))
-				return rc;
-		}
 		if (s->ckpt_every > 0 && s->step % s->ckpt_every == 0 && (rc = push_state(s, ctx)))
 			return rc;
 	}
@@ -256,8 +354,11 @@ static int clf_flush(void *self, gf_ctx *ctx)
 static void clf_destroy(void *self)
 {
 	clf *s = self;
-	if (s->dlogits)
-		s->be->ops->free(s->be, s->dlogits);
+	gf_stepdrv_destroy(s->drv);
+	float *dev[] = { s->dlogits, s->logits_dev, s->x_dev, (float *)(void *)s->lab_dev };
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		if (dev[i])
+			s->be->ops->free(s->be, dev[i]);
 	free(s->logits);
 	gf_trainer_destroy(s->tr);
 	free(s);
@@ -281,6 +382,8 @@ static const gf_param_desc params[] = {
 	{ "resize", GF_PARAM_STR, "bilinear", "resize filter of the training data (jpeg_decode resize)", "bilinear|area" },
 	{ "test", GF_PARAM_STR, "", "test split whose accuracy is measured at the end", NULL },
 	{ "export", GF_PARAM_STR, "", "classifier checkpoint written at the end (for ganflow eval / evaluator)", NULL },
+	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of step as a graph and replay it where the backend has "
+	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_BACKEND_PARAMS,
 };
 

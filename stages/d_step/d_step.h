@@ -1,6 +1,6 @@
 /* d_step's private parts: its state, shared by d_step.c (parameters, the
- * step, results and metrics) and d_inputs.c (real batches and fakes to
- * the device). */
+ * step, results and metrics), d_msgs.c (real batches and fakes to the
+ * device, D's weights out) and d_reg.c (the regularisers). */
 #ifndef GF_D_STEP_H
 #define GF_D_STEP_H
 
@@ -14,8 +14,11 @@ enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 /* device slots of one micro-step's results (gf_readback) */
 enum { V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ, NVALS };
 
-#define RECS 4       /* iterations whose results may be in flight */
 #define MAX_LAG 63   /* micro-steps whose results may be in flight */
+
+/* what an entry's value slots hold (gf_stepdrv_entry flags; n[0], n[1]:
+ * D outputs of the real and the fake half) */
+enum { F_NORM = 1 };    /* its update left the gradient's sum of squares in V_SUMSQ */
 
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
@@ -24,22 +27,13 @@ typedef struct sums {
 	int nr1;                /* D steps that computed R1 */
 } sums;
 
-/* An iteration whose results are being read back. */
+/* An iteration whose results are being read back (the driver's record
+ * slot): what the host knows of it, and its sums. */
 typedef struct rec {
-	int64_t v;              /* its iteration (0-based), -1 = free */
-	int folded;             /* micro-steps read back */
-	int closed;             /* its host part is final (step, images, staleness) */
 	int64_t mstep;          /* its metrics step */
 	int64_t stale_max;
 	sums t;
 } rec;
-
-/* A micro-step whose results are in flight (readback order). */
-typedef struct pend {
-	int64_t v;
-	size_t nr, nf;          /* D outputs of the real and the fake half */
-	int norm;               /* its update left the gradient's sum of squares in V_SUMSQ */
-} pend;
 
 /* A real batch staged for the device (double-buffered). */
 typedef struct stage {
@@ -78,14 +72,9 @@ typedef struct dstep {
 	int classes;            /* D takes labels */
 	float *real_dev, *fake_dev;   /* (max_batch, input) the step's inputs, fixed for graph steps */
 	int32_t *rlab_dev, *flab_dev; /* (max_batch) */
-	gf_stepgraph *sg;
-	gf_readback *rb;
+	gf_stepdrv *drv;        /* captured steps, results read later */
 	gf_devmsg *dm;
-	int lag;                /* micro-steps whose results stay in flight (0: read at once) */
-	int eager;              /* a feature needs the host inside the step */
-	pend pend[MAX_LAG + 1];
-	int pend_head, npend;
-	rec recs[RECS];
+	rec recs[GF_STEPDRV_RECS];
 	gf_backend *cbe;        /* copy instance: real batches to the device on its own stream, or NULL */
 	stage st[2];
 	int ahead;              /* staged slot not used yet (sync: the next iteration's first batch), -1 = none */
@@ -109,7 +98,11 @@ typedef struct dstep {
 	gf_ada ada;
 } dstep;
 
-/* ---- d_inputs.c ---- */
+/* ---- d_msgs.c ---- */
+
+/* A device tensor over one of the step's input buffers: images (D's input
+ * shape) or, with labels, int32 labels; n samples. */
+gf_tensor d_dev_tensor(const dstep *s, void *data, int labels, int64_t n);
 
 /* Takes a real batch into a staging slot (*slot): on an async backend its
  * copy to the device starts at once on the copy stream. */
@@ -127,5 +120,36 @@ void d_release_staged(dstep *s);
 int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale);
 /* The fakes into the step's input buffers; the message is let go. */
 int d_use_fakes(dstep *s, gf_ctx *ctx, gf_msg *m);
+/* D's weights (version v) to g_step: a device copy behind an event on one
+ * device, else packed on the host; with the fakes g_step must make per
+ * step. */
+int d_push_weights(dstep *s, gf_ctx *ctx);
+
+/* ---- d_reg.c: the regularisers (ADA, LeCam, R1, WGAN-GP) ---- */
+
+/* r1, r1_every, gp: what they may be combined with. */
+int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p);
+/* The penalty's buffers and generator, once D and its input buffers exist. */
+int d_penalty_setup(dstep *s, gf_ctx *ctx);
+/* ADA: the ada layer of D, its p, the controller's options and state. */
+int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p, size_t nout);
+/* After a D step that used `images` real images: p moves every
+ * ada_interval steps. */
+int d_ada_after_step(dstep *s, gf_ctx *ctx, double images);
+/* LeCam's term for one half-step's n outputs, scaled like its loss: its
+ * value added to *reg, its gradient added to dpred. */
+int d_lecam_add(dstep *s, const gf_tensor *out, int fake, size_t n, float scale, double *reg);
+/* The penalty of D's last forward, weighted like a half of D's loss times
+ * gain, its gradient added to D's (or written: accumulate 0), with dy (may
+ * be NULL) walked in the same pass; its value into *value. */
+int d_penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, double gain, const float *dy,
+              unsigned accumulate, double *value);
+/* WGAN-GP on one micro-batch: D's gradient norm at the interpolates of xr
+ * and xf pulled to 1; its value added to *value. */
+int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf,
+              double *value);
+/* StyleGAN2's lazy R1 step on the last D step's real batch: the penalty
+ * times r1_every, an optimiser update; its value added to *value. */
+int d_r1_lazy(dstep *s, gf_ctx *ctx, double *value);
 
 #endif

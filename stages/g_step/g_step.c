@@ -38,17 +38,9 @@
  * same batch, so a resumed run continues exactly from d_step's data
  * position. G's dropout is its noise (no z).
  *
- * Path length (StyleGAN2, `pl` = w; docs/train.md "Gradient penalties"):
- * on a batch of max(1, batch / 2) fresh z, the lengths L_i = |J_z^T y_i|
- * of G's input gradient for y ~ N(0, I) / sqrt(H W) (the engine's double
- * backward, gf_penalty), or for a G whose table names penalty points
- * (StyleGAN2's: its ws) the RMS over the ws of the gradients there,
- * sqrt(mean_k |J_wk^T y_i|^2) as StyleGAN2-ADA's loss.py; their mean folded into an exponential moving
- * average a (decay pl_decay, checkpointed as "<instance>.pl_mean") and the
- * penalty w mean (L_i - a)^2. pl_every = k > 1: a step of its own after
- * every k-th G step, the penalty times k, Adam adjusted as for d_step's
- * lazy R1; pl_every = 1: in every G step. z, labels and y come from the
- * noise generator.
+ * Path length (StyleGAN2, `pl` = w; g_pl.c): pl_every = k > 1: a step
+ * of its own after every k-th G step, the penalty times k, Adam adjusted
+ * as for d_step's lazy R1; pl_every = 1: in every G step.
  *
  * On a GPU (docs/cuda.md, "Step stages"): the noise is drawn on the
  * device and G's forward is one CUDA graph, the rest of the step (the
@@ -58,12 +50,8 @@
  * memory, ordered by events, and the fakes leave between the two graphs,
  * so D's step starts while G's backward runs; G's loss and gradient norm
  * stay on the device and are read a step later, when that step's metrics
- * are pushed. Clipping and a data-parallel exchange need the host inside
- * the step: with them the step runs eagerly and is read at once. So does
- * the path length (its lengths come to the host): pl_every = 1 makes every
- * step eager; the lazy path-length step runs eagerly after the update of
- * every pl_every-th step, whose graphs stay captured.
-
+ * are pushed (the step driver, gf_stepdrv). What still needs the host
+ * inside a step, and so steps eagerly: docs/cuda.md's table.
  */
 #include <errno.h>
 #include <math.h>
@@ -82,34 +70,8 @@
 
 /* ---- setup ---- */
 
-/* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
-static int pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p)
-{
-	s->pl = (float)gf_param_num(p, "pl");
-	s->pl_every = (int)gf_param_int(p, "pl_every");
-	s->pl_decay = (float)gf_param_num(p, "pl_decay");
-	if (s->pl <= 0)
-		return 0;
-	if (s->paired)
-		return gf_fail(ctx, "parameter 'pl': the path length is a penalty on G's Jacobian with respect to its noise (or "
-		                    "its ws); "
-		                    "a paired (pix2pix) G takes images");
-	s->pl_batch = s->batch / 2 > 0 ? s->batch / 2 : 1;
-	if (gf_penalty_create(&s->pen, s->g, s->batch))
-		return gf_fail(ctx, "parameter 'pl': G (net): %s", gf_errmsg());
-	gf_tensor out;
-	gf_net_shapes(s->g, NULL, &out);
-	s->pl_n = (size_t)gf_tensor_numel(&out) / (size_t)out.shape[0];
-	double hw = out.ndim == 4 ? (double)out.shape[2] * (double)out.shape[3] : (double)s->pl_n;
-	s->pl_scale = (float)(1.0 / sqrt(hw));
-	size_t n = (size_t)s->pl_batch * s->pl_n;
-	if (!(s->pl_y = malloc(n * sizeof(float))) || s->be->ops->alloc(s->be, (void **)&s->pl_dev, n * sizeof(float)))
-		return gf_fail(ctx, "out of memory");
-	int64_t bits = 0;
-	int rc = gf_train_resume_i64(ctx, "pl_mean", &bits, 1);
-	memcpy(&s->pl_mean, &bits, sizeof(bits)); /* 0.0 on a fresh run */
-	return rc;
-}
+static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val);
+static int finish(void *self, gf_ctx *ctx, int ri, int64_t step0);
 
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
@@ -118,8 +80,6 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (!s)
 		return -ENOMEM;
 	*self = s;
-	for (int i = 0; i < RECS; i++)
-		s->recs[i].step = -1;
 	s->batch = (int)gf_param_int(p, "batch");
 	s->acc = (int)gf_param_int(p, "accumulate");
 	s->cls = (int)gf_param_int(p, "class");
@@ -193,11 +153,12 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		    gf_port_set_allocator(ctx, 0, IN_REAL, &pinned))
 			gf_info(ctx, "(A, B) batches stay in pageable memory: %s", gf_errmsg());
 	}
-	if (gf_stepgraph_create(&s->sg, s->be, gf_param_bool(p, "graphs"), "G step") ||
-	    gf_readback_create(&s->rb, s->be, NVALS, s->acc + 1 > MAX_LAG ? MAX_LAG + 1 : s->acc + 2) ||
-	    gf_devmsg_create(&s->dm, s->be))
+	gf_stepdrv_conf dc = { .what = "G step", .unit = "step", .nvals = NVALS,
+	                       .max_lag = s->acc + 1 > MAX_LAG ? MAX_LAG : s->acc + 1, .graphs = gf_param_bool(p, "graphs"),
+	                       .self = s, .fold = fold, .finish = finish };
+	if (gf_stepdrv_create(&s->drv, s->be, &dc) || gf_devmsg_create(&s->dm, s->be))
 		return gf_fail(ctx, "%s", gf_errmsg());
-	if ((rc = pl_setup(s, ctx, p)))
+	if ((rc = g_pl_setup(s, ctx, p)))
 		return rc;
 	s->dver = -1;
 	s->fakes_per_step = 1;
@@ -211,7 +172,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* The labels of the fakes (G's and the replica's input, the fakes
  * message's), on the device. */
-static gf_tensor lab_tensor(const gstep *s, int n)
+gf_tensor g_lab_tensor(const gstep *s, int n)
 {
 	int64_t ls[1] = { n };
 	gf_tensor t = gf_tensor_make(s->lab_dev, GF_I32, 1, ls);
@@ -220,17 +181,30 @@ static gf_tensor lab_tensor(const gstep *s, int n)
 	return t;
 }
 
+/* G forward's host side: a data-parallel slice drawn on the host, or the
+ * generator the device draws from (gf_stepdrv_run's arg). */
+struct gen {
+	int sliced;
+	const gf_rng *z_rng;
+};
+
 /* The ops of G's forward on fresh noise (training mode): the noise drawn
  * on the device (data parallel: this rank's slice, drawn on the host and
- * copied in before). */
-static int generate_ops(gstep *s, gf_ctx *ctx, int sliced, const gf_rng *z_rng)
+ * copied in before); pix2pix's on its (A, B) batch. */
+static int generate_ops(void *self, gf_ctx *ctx, void *arg)
 {
+	gstep *s = self;
+	const struct gen *a = arg;
+	if (s->paired)
+		return g_generate_paired_ops(s, ctx);
+	int sliced = a->sliced;
+	const gf_rng *z_rng = a->z_rng;
 	size_t nz = (size_t)s->batch * (size_t)s->zdim;
 	int64_t zs[2] = { s->batch, s->zdim };
 	int rc = sliced ? 0 : s->be->ops->rng_normal(s->be, s->z_dev, nz, 0.0f, 1.0f, z_rng);
 	if (rc)
 		return gf_fail(ctx, "step %lld: noise: %s", (long long)s->step, gf_errmsg());
-	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = lab_tensor(s, s->batch);
+	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = g_lab_tensor(s, s->batch);
 	z.device = s->be->device;
 	z.device_index = s->be->device_index;
 	if ((rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN)))
@@ -268,170 +242,39 @@ static int generate(gstep *s, gf_ctx *ctx)
 			return gf_fail(ctx, "step %lld: noise to the device: %s", (long long)s->step, gf_errmsg());
 		key = (uint64_t)s->batch | (uint64_t)sliced << 32;
 	}
-	if ((rc = gf_stepgraph_begin(s->sg, key | (uint64_t)1 << 40, s->eager)))
-		return gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
-	rc = s->paired ? g_generate_paired_ops(s, ctx) : generate_ops(s, ctx, sliced, &z_rng);
-	if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
-		rc = gf_fail(ctx, "step %lld: G forward: %s", (long long)s->step, gf_errmsg());
-	return rc;
+	struct gen a = { sliced, &z_rng };
+	return gf_stepdrv_run(s->drv, ctx, s->step, "G forward", key | (uint64_t)1 << 40, 0, generate_ops, &a);
 }
 
-/* ---- path length (eager: the lengths come to the host) ---- */
-
-/* The path-length penalty on a batch of its own (pl_batch fresh z, drawn
- * on the host from the noise generator), times gain, into G's gradients
- * (written: the caller adds the adversarial ones after it, or updates with
- * it alone). */
-static int pl_step(gstep *s, gf_ctx *ctx, double gain, double *value)
-{
-	int n = s->pl_batch;
-	size_t nz = (size_t)n * (size_t)s->zdim, ny = (size_t)n * s->pl_n;
-	const gf_run_info *run = gf_ctx_run(ctx);
-	int sliced = gf_trainer_sliced(s->tr), rank = sliced ? run->rank : 0, world = sliced ? run->world : 1;
-	if (sliced)
-		gf_dist_normal_slice(&s->noise, s->z, nz, rank, world);
-	else
-		gf_rng_normal(&s->noise, s->z, nz, 0.0f, 1.0f);
-	gf_labels_draw(s->draw, &s->noise, s->labels, n, rank, world);
-	gf_rng_normal(&s->noise, s->pl_y, ny, 0.0f, s->pl_scale);
-	gf_backend *be = s->be;
-	int64_t zs[2] = { n, s->zdim };
-	gf_tensor z = gf_tensor_make(s->z_dev, GF_F32, 2, zs), lab = lab_tensor(s, n);
-	z.device = be->device;
-	z.device_index = be->device_index;
-	double mean;
-	int rc = be->ops->copy(be, s->z_dev, s->z, nz * sizeof(float), GF_COPY_H2D);
-	if (!rc && s->classes)
-		rc = be->ops->copy(be, s->lab_dev, s->labels, (size_t)n * sizeof(int32_t), GF_COPY_H2D);
-	if (!rc)
-		rc = be->ops->copy(be, s->pl_dev, s->pl_y, ny * sizeof(float), GF_COPY_H2D);
-	if (!rc)
-		rc = gf_net_forward(s->g, &z, s->classes ? &lab : NULL, GF_TRAIN);
-	if (!rc)
-		rc = gf_penalty_lengths(s->pen, s->pl_dev, &mean);
-	if (rc)
-		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
-	/* StyleGAN2: the mean moves first, the penalty is around the new mean */
-	s->pl_mean += s->pl_decay * (mean - s->pl_mean);
-	rc = gf_penalty_apply(s->pen, GF_PENALTY_DISTANCE, s->pl, s->pl_mean, gain, NULL, GF_NEED_DW, value);
-	if (rc == GF_ESTOP || rc == GF_EFAIL)
-		return rc;
-	if (rc)
-		return gf_fail(ctx, "step %lld: path length: %s", (long long)s->step, gf_errmsg());
-	if (!isfinite(*value))
-		return gf_fail(ctx, "step %lld: the path-length penalty is %g (non-finite); the last good checkpoint is kept",
-		               (long long)s->step, *value);
-	return 0;
-}
-
-/* Pushes G's current output as a fakes message: in device memory with an
- * event when d_step takes that (one device), else copied to the host. */
-static int push_fakes(gstep *s, gf_ctx *ctx)
-{
-	gf_tensor out;
-	gf_net_output(s->g, &out);
-	if (s->paired)
-		out = g_dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
-	gf_msg *m;
-	int rc = gf_msg_get(ctx, OUT_FAKES, &m);
-	if (rc)
-		return rc;
-	int64_t ls[1] = { out.shape[0] };
-	float *x = gf_msg_tensor(m, 0, GF_F32, out.ndim, out.shape);
-	int32_t *lab = gf_msg_tensor(m, 1, GF_I32, 1, ls);
-	if (!x || !lab) {
-		gf_msg_release(m);
-		return gf_fail(ctx, "out of memory");
-	}
-	gf_backend *be = s->be;
-	if (s->dev_fakes) {
-		for (int i = 0; i < 2; i++) {
-			m->t[i].device = be->device;
-			m->t[i].device_index = be->device_index;
-		}
-		rc = be->ops->copy(be, x, out.data, gf_tensor_bytes(&out), GF_COPY_D2D);
-		if (!rc)
-			rc = be->ops->copy(be, lab, s->lab_dev, (size_t)ls[0] * sizeof(int32_t), GF_COPY_D2D);
-		if (!rc)
-			rc = gf_devmsg_ready(s->dm, m);
-	} else {
-		rc = be->ops->copy(be, x, out.data, gf_tensor_bytes(&out), GF_COPY_D2H);
-		if (!rc)
-			memcpy(lab, s->paired ? s->real_labels : s->labels, (size_t)ls[0] * sizeof(int32_t));
-	}
-	if (rc) {
-		gf_msg_release(m);
-		return gf_fail(ctx, "copying fakes: %s", gf_errmsg());
-	}
-	m->version = s->dver;
-	m->step = s->step;
-	m->label = s->cls;
-	return gf_push(ctx, OUT_FAKES, m);
-}
-
-/* Takes D's weights: in sync mode exactly the version of this step, in
- * async mode the newest available (waiting only for the very first). */
-static int take_weights(gstep *s, gf_ctx *ctx)
-{
-	gf_msg *m = NULL, *next;
-	int rc;
-	if (!s->async || s->dver < 0) {
-		if ((rc = gf_pop(ctx, IN_DW, &m)))
-			return rc;
-	}
-	if (s->async)
-		while (gf_try_pop(ctx, IN_DW, &next) == 0) {
-			gf_msg_release(m);
-			m = next;
-		}
-	if (!m)
-		return 0;
-	if (!s->async && m->version != s->step) {
-		long long v = (long long)m->version;
-		gf_msg_release(m);
-		return gf_fail(ctx, "synchronous mode: G step %lld received D weights of version %lld "
-		                    "(are g_step and d_step both in mode \"sync\", resumed from the same checkpoint?)",
-		               (long long)s->step, v);
-	}
-	/* the weights taken a step ago: their copies into the replica ran */
-	if ((rc = gf_devmsg_release(s->dm, 0)) || (rc = gf_weights_unpack(s->d, m))) {
-		gf_msg_release(m);
-		return gf_fail(ctx, "D weights: %s", gf_errmsg());
-	}
-	s->dver = m->version;
-	s->dev_weights += m->event != NULL;
-	s->fakes_per_step = (int64_t)gf_msg_scalar(m, "fakes_per_step", 1);
-	if ((rc = gf_devmsg_hold(s->dm, m))) /* a device message: until the copies ran */
-		return gf_fail(ctx, "D weights: %s", gf_errmsg());
-	return 0;
-}
-
-static int push_weights(gstep *s, gf_ctx *ctx)
-{
-	gf_msg *m;
-	if (!gf_port_edges(ctx, 1, OUT_WEIGHTS))
-		return 0;
-	int rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->step, &m);
-	return rc ? rc : gf_push(ctx, OUT_WEIGHTS, m);
-}
+/* A micro-step's ops and what they report (gf_stepdrv_run's arg):
+ * micro >= 0 a micro-batch after G's forward, micro < 0 the update alone. */
+struct micro {
+	int micro, update, host_update;
+	gf_stepdrv_entry *e;
+	rec *r;
+};
 
 /* The update, in the last micro-step's graph or in one of its own. */
-static int update_ops(gstep *s, int host_update, rec *r, pend *p)
+static int update_ops(gstep *s, const struct micro *m)
 {
-	if (host_update)
-		return gf_trainer_update(s->tr, s->step, &r->gnorm);
-	p->norm = 1;
-	return gf_trainer_update_dev(s->tr, s->step, gf_readback_slots(s->rb) + V_SUMSQ);
+	if (m->host_update)
+		return gf_trainer_update(s->tr, s->step, &m->r->gnorm);
+	m->e->flags |= F_NORM;
+	return gf_trainer_update_dev(s->tr, s->step, gf_stepdrv_slots(s->drv) + V_SUMSQ);
 }
 
 /* The ops of one micro-batch after G's forward: the replica on the fakes,
  * G's loss, the replica's input gradient and G's backward into G's
  * gradients, and the update when `update` (the last micro-batch, unless
  * extra fakes are made before the update). */
-static int train_ops(gstep *s, gf_ctx *ctx, int micro, int update, int host_update, rec *r, pend *p)
+static int train_ops(void *self, gf_ctx *ctx, void *arg)
 {
-	double *slot = gf_readback_slots(s->rb);
-	gf_tensor lab = lab_tensor(s, s->batch), fake, dout, dfake;
+	gstep *s = self;
+	struct micro *m = arg;
+	if (m->micro < 0)
+		return update_ops(s, m);
+	double *slot = gf_stepdrv_slots(s->drv);
+	gf_tensor lab = g_lab_tensor(s, s->batch), fake, dout, dfake;
 	gf_net_output(s->g, &fake);
 	if (s->paired)
 		fake = g_dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
@@ -447,31 +290,24 @@ static int train_ops(gstep *s, gf_ctx *ctx, int micro, int update, int host_upda
 	gf_net_dx(s->d, &dfake);
 	if (s->paired && (rc = g_paired_grad(s, ctx, &dfake, (float *)(void *)(slot + V_L1))))
 		return rc;
-	int last = micro == s->acc - 1;
+	int last = m->micro == s->acc - 1;
 	if (last)
 		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
-	unsigned acc = micro || s->pl_acc ? GF_ACCUMULATE : 0; /* pl_every = 1: onto the path length's gradient */
+	unsigned acc = m->micro || s->pl_acc ? GF_ACCUMULATE : 0; /* pl_every = 1: onto the path length's gradient */
 	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | acc)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
 		           : gf_fail(ctx, "step %lld: G backward: %s", (long long)s->step, gf_errmsg());
-	p->loss = 1;
-	return update ? update_ops(s, host_update, r, p) : 0;
-}
-
-static rec *rec_of(gstep *s, int64_t step)
-{
-	rec *r = &s->recs[step % RECS];
-	return r->step == step ? r : NULL;
+	m->e->flags |= F_LOSS;
+	return m->update ? update_ops(s, m) : 0;
 }
 
 /* Pushes a step's metrics once all its results are read back. */
-static int finish(gstep *s, gf_ctx *ctx, rec *r)
+static int finish(void *self, gf_ctx *ctx, int ri, int64_t step0)
 {
-	if (!r->closed || r->folded < r->need)
-		return 0;
-	int64_t step = r->step + 1; /* metrics name a step by the updates done */
-	r->step = -1;
+	gstep *s = self;
+	const rec *r = &s->recs[ri];
+	int64_t step = step0 + 1; /* metrics name a step by the updates done */
 	gf_msg *m;
 	int rc = gf_trainer_metrics(s->tr, OUT_METRICS, step, &m);
 	if (rc || !m)
@@ -487,68 +323,44 @@ static int finish(gstep *s, gf_ctx *ctx, rec *r)
 	return gf_push(ctx, OUT_METRICS, m);
 }
 
-/* Reads back micro-steps until at most `keep` are in flight: G's loss
- * checked and summed, the L1 term, the update's norm. */
-static int settle(gstep *s, gf_ctx *ctx, int keep)
+/* One entry's values, read back: G's loss checked and summed, the L1
+ * term, the update's norm. */
+static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val)
 {
-	while (gf_readback_count(s->rb) > keep) {
-		int64_t tag;
-		const double *val;
-		double busy;
-		int rc = gf_readback_take(s->rb, &tag, &val, &busy);
-		if (rc)
-			return gf_fail(ctx, "G step results: %s", gf_errmsg());
-		pend p = s->pend[s->pend_head];
-		s->pend_head = (s->pend_head + 1) % (MAX_LAG + 1);
-		s->npend--;
-		rec *r = rec_of(s, p.step);
-		if (!r)
-			return gf_fail(ctx, "G step results of step %lld arrived without their step", (long long)p.step);
-		float l, l1;
-		memcpy(&l, val + V_LOSS, sizeof(l));
-		memcpy(&l1, val + V_L1, sizeof(l1));
-		if (p.loss && (rc = gf_trainer_check_loss(s->tr, p.step, l)))
+	(void)ctx;
+	gstep *s = self;
+	rec *r = &s->recs[ri];
+	float l, l1;
+	memcpy(&l, val + V_LOSS, sizeof(l));
+	memcpy(&l1, val + V_L1, sizeof(l1));
+	int rc;
+	if ((e->flags & F_LOSS) && (rc = gf_trainer_check_loss(s->tr, e->step, l)))
+		return rc;
+	if (e->flags & F_LOSS)
+		r->loss += l;
+	if ((e->flags & F_LOSS) && s->paired && s->l1 > 0) {
+		if ((rc = gf_trainer_check_loss(s->tr, e->step, l1)))
 			return rc;
-		if (p.loss)
-			r->loss += l;
-		if (p.loss && s->paired && s->l1 > 0) {
-			if ((rc = gf_trainer_check_loss(s->tr, p.step, l1)))
-				return rc;
-			r->l1_sum += (double)l1 / s->l1; /* l1 carries the weight l1 / accumulate */
-		}
-		if (p.norm && (rc = gf_trainer_check_norm(s->tr, p.step, val[V_SUMSQ], &r->gnorm)))
-			return rc;
-		gf_report_busy(ctx, busy, gf_readback_device_timed(s->rb));
-		r->folded++;
-		if ((rc = finish(s, ctx, r)))
-			return rc;
+		r->l1_sum += (double)l1 / s->l1; /* l1 carries the weight l1 / accumulate */
 	}
+	if ((e->flags & F_NORM) && (rc = gf_trainer_check_norm(s->tr, e->step, val[V_SUMSQ], &r->gnorm)))
+		return rc;
 	return 0;
 }
 
 /* One micro-batch after G's forward (micro >= 0), or the update alone
- * (micro < 0), as a captured step of its own; its results become a
- * readback entry. */
+ * (micro < 0), as a captured step of its own; its results become an
+ * entry of the step's record. */
 static int micro_step(gstep *s, gf_ctx *ctx, int micro, int update, rec *r)
 {
 	int host_update = update && !gf_trainer_update_on_device(s->tr);
 	int n = s->paired ? s->nreal : s->batch;
-	pend p = { .step = s->step };
+	gf_stepdrv_entry e = { .step = s->step };
+	struct micro m = { micro, update, host_update, &e, r };
 	uint64_t key = (uint64_t)n | (uint64_t)(micro == 0) << 32 | (uint64_t)update << 33 |
 	               (update ? gf_trainer_update_key(s->tr, s->step) : 0) << 34 | (uint64_t)(micro < 0 ? 3 : 2) << 40;
-	int rc = gf_stepgraph_begin(s->sg, key, s->eager || host_update);
-	if (rc)
-		return gf_fail(ctx, "step %lld: G step: %s", (long long)s->step, gf_errmsg());
-	rc = micro < 0 ? update_ops(s, host_update, r, &p) : train_ops(s, ctx, micro, update, host_update, r, &p);
-	if ((rc = gf_stepgraph_end(s->sg, rc)) && rc != GF_EFAIL && rc != GF_ESTOP)
-		rc = gf_fail(ctx, "step %lld: G step: %s", (long long)s->step, gf_errmsg());
-	if (rc)
-		return rc;
-	if ((rc = gf_readback_push(s->rb, s->step)))
-		return gf_fail(ctx, "G step: %s", gf_errmsg());
-	s->pend[(s->pend_head + s->npend) % (MAX_LAG + 1)] = p;
-	s->npend++;
-	return settle(s, ctx, s->lag);
+	int rc = gf_stepdrv_run(s->drv, ctx, s->step, NULL, key, host_update, train_ops, &m);
+	return rc ? rc : gf_stepdrv_push(s->drv, ctx, &e);
 }
 
 static int push_state(gstep *s, gf_ctx *ctx)
@@ -556,7 +368,7 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	gf_state *st;
 	char k[160];
 	/* a checkpoint is a read point: every result in flight is checked first */
-	int rc = settle(s, ctx, 0);
+	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
 	if (rc || (rc = gf_trainer_state_begin(s->tr, s->step, &st)) || !st)
 		return rc;
 	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
@@ -574,8 +386,8 @@ static int push_state(gstep *s, gf_ctx *ctx)
  * handshake is done. */
 static void plan(gstep *s, gf_ctx *ctx)
 {
-	s->eager = gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) || (s->pl > 0 && s->pl_every == 1);
-	s->deferred = gf_readback_deferred(s->rb) && !s->eager;
+	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) ||
+	                            (s->pl > 0 && s->pl_every == 1));
 	gf_allocator dev;
 	s->dev_fakes = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
 	               gf_port_device_ok(ctx, OUT_FAKES, s->be->device, s->be->device_index) &&
@@ -596,7 +408,7 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 	if (s->async) /* resumed: the progress line starts at the restored step */
 		gf_report_resume(ctx, s->step);
 	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
-		if ((rc = take_weights(s, ctx)))
+		if ((rc = g_take_weights(s, ctx)))
 			return rc;
 		/* a stop may have been decided while we waited */
 		if (gf_should_stop(ctx))
@@ -607,49 +419,43 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 				break;
 			return rc;
 		}
-		rec *r = &s->recs[s->step % RECS];
-		if (r->step >= 0)
-			return gf_fail(ctx, "step %lld: the results of step %lld are still in flight", (long long)s->step,
-			               (long long)r->step);
-		memset(r, 0, sizeof(*r));
-		r->step = s->step;
 		/* D consumes more fake batches than G's micro-batches make: the
 		 * extra ones come from G before its update, so the update runs
 		 * apart */
-		int apart = s->fakes_per_step > s->acc;
-		r->need = s->acc + apart;
-		s->lag = s->deferred ? (r->need > MAX_LAG ? MAX_LAG : r->need) : 0; /* one step in flight */
+		int apart = s->fakes_per_step > s->acc, ri;
+		if ((rc = gf_stepdrv_open(s->drv, ctx, s->step, s->acc + apart, &ri)))
+			return rc;
+		rec *r = &s->recs[ri];
+		memset(r, 0, sizeof(*r));
 		int64_t pushed = 0;
 		/* path length: in this step (pl_every = 1, before its micro-batches),
 		 * or a step of its own after its update */
 		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
 		s->pl_acc = pl_now && s->pl_every == 1;
-		if (s->pl_acc && (rc = pl_step(s, ctx, 1.0, &r->pl)))
+		if (s->pl_acc && (rc = g_pl_step(s, ctx, 1.0, &r->pl)))
 			return rc;
 		for (int micro = 0; micro < s->acc; micro++) {
-			if ((rc = gf_readback_begin(s->rb)))
-				return gf_fail(ctx, "G step: %s", gf_errmsg());
-			if ((rc = generate(s, ctx)))
+			if ((rc = gf_stepdrv_begin(s->drv, ctx)) || (rc = generate(s, ctx)))
 				return rc;
 			/* the fakes leave before G's backward: D's step overlaps it */
 			if (pushed < s->fakes_per_step) {
-				if ((rc = push_fakes(s, ctx)))
+				if ((rc = g_push_fakes(s, ctx)))
 					return rc;
 				pushed++;
 			}
 			if ((rc = micro_step(s, ctx, micro, micro == s->acc - 1 && !apart, r)))
 				return rc;
 		}
-		if (apart && (rc = gf_readback_begin(s->rb)))
-			return gf_fail(ctx, "G step: %s", gf_errmsg());
+		if (apart && (rc = gf_stepdrv_begin(s->drv, ctx)))
+			return rc;
 		for (; pushed < s->fakes_per_step; pushed++)
-			if ((rc = generate(s, ctx)) || (rc = push_fakes(s, ctx)))
+			if ((rc = generate(s, ctx)) || (rc = g_push_fakes(s, ctx)))
 				return rc;
 		if (apart && (rc = micro_step(s, ctx, -1, 1, r)))
 			return rc;
 		if (pl_now && !s->pl_acc) {
 			gf_trainer_arm(s->tr, s->step); /* data parallel: buckets leave during the double backward */
-			if ((rc = pl_step(s, ctx, s->pl_every, &r->pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
+			if ((rc = g_pl_step(s, ctx, s->pl_every, &r->pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
 				return rc;
 		}
 		r->pl_ran = pl_now;
@@ -657,10 +463,9 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
-		r->closed = 1;
-		if ((rc = finish(s, ctx, r)))
+		if ((rc = gf_stepdrv_close(s->drv, ctx, s->step - 1)))
 			return rc;
-		if (s->publish_every > 0 && s->step % s->publish_every == 0 && (rc = push_weights(s, ctx)))
+		if (s->publish_every > 0 && s->step % s->publish_every == 0 && (rc = g_push_weights(s, ctx)))
 			return rc;
 		if (s->ckpt_every > 0 && s->step % s->ckpt_every == 0 && (rc = push_state(s, ctx)))
 			return rc;
@@ -674,14 +479,12 @@ static int gstep_run(void *self, gf_ctx *ctx)
 	s->ctx = ctx;
 	int rc = gstep_loop(s, ctx);
 	if (rc == 0) /* the results still in flight: the last metrics */
-		rc = settle(s, ctx, 0);
+		rc = gf_stepdrv_settle(s->drv, ctx, 0);
 	gf_devmsg_release(s->dm, 0);
-	int64_t e, c, r;
-	gf_stepgraph_counts(s->sg, &e, &c, &r);
-	if (c + r > 0 || gf_train_async(s->be))
-		gf_info(ctx, "G steps: %lld eager, %lld captured, %lld replayed as graphs%s%s", (long long)e, (long long)c,
-		        (long long)r, s->dev_fakes ? "; fakes in device memory" : "",
-		        s->dev_weights ? "; D weights in device memory" : "");
+	char extra[96];
+	snprintf(extra, sizeof(extra), "%s%s", s->dev_fakes ? "; fakes in device memory" : "",
+	         s->dev_weights ? "; D weights in device memory" : "");
+	gf_stepdrv_summary(s->drv, ctx, extra);
 	return rc == GF_ESTOP ? 0 : rc;
 }
 
@@ -690,7 +493,7 @@ static int gstep_run(void *self, gf_ctx *ctx)
 static int gstep_flush(void *self, gf_ctx *ctx)
 {
 	gstep *s = self;
-	int rc = push_weights(s, ctx);
+	int rc = g_push_weights(s, ctx);
 	if (rc == 0)
 		rc = push_state(s, ctx);
 	return rc == GF_ESTOP ? 0 : rc;
@@ -699,11 +502,8 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 static void gstep_destroy(void *self)
 {
 	gstep *s = self;
-	if (s->be && s->rb && gf_readback_deferred(s->rb))
-		s->be->ops->sync(s->be); /* nothing of ours in flight any more */
-	gf_readback_destroy(s->rb);
+	gf_stepdrv_destroy(s->drv); /* waits for what is in flight */
 	gf_devmsg_destroy(s->dm);
-	gf_stepgraph_destroy(s->sg);
 	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->z_dev,
 	                 (float *)(void *)s->lab_dev, s->pl_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
@@ -777,7 +577,6 @@ static const gf_param_desc params[] = {
 	GF_TRAIN_ORTHO_PARAMS,
 	GF_TRAIN_BACKEND_PARAMS,
 };
-
 
 GF_STAGE_EXPORT const gf_stage_desc ganflow_stage = {
 	.abi = GF_STAGE_ABI,

@@ -14,26 +14,21 @@ enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 /* device slots of one micro-step's results (gf_readback) */
 enum { V_LOSS, V_L1, V_SUMSQ, NVALS };
 
-#define RECS 4       /* steps whose results may be in flight */
 #define MAX_LAG 63   /* micro-steps whose results may be in flight */
 
-/* A G step whose results are being read back. */
+/* what an entry's value slots hold (gf_stepdrv_entry flags) */
+enum {
+	F_LOSS = 1,             /* a micro-step: its loss (and L1 term) in V_LOSS (V_L1) */
+	F_NORM = 2,             /* its update left the gradient's sum of squares in V_SUMSQ */
+};
+
+/* A G step whose results are being read back (the driver's record slot). */
 typedef struct rec {
-	int64_t step;           /* 0-based step, -1 = free */
-	int folded, closed;
-	int need;               /* entries of the step: its micro-steps, and its update when that runs apart */
 	double loss, l1_sum;
 	float gnorm;
 	int pl_ran;             /* the path length ran in this step (host values) */
 	double pl, pl_mean;
 } rec;
-
-/* A micro-step whose results are in flight (readback order). */
-typedef struct pend {
-	int64_t step;
-	int loss;               /* a micro-step: its loss (and L1 term) in V_LOSS (V_L1) */
-	int norm;               /* its update left the gradient's sum of squares in V_SUMSQ */
-} pend;
 
 typedef struct gstep {
 	gf_trainer *tr;         /* G, its optimiser, update, state */
@@ -69,18 +64,12 @@ typedef struct gstep {
 	int32_t *real_labels;   /* (batch) labels of the last (A, B) batch */
 	int nreal;              /* samples in it */
 	/* the device side (docs/cuda.md) */
-	gf_stepgraph *sg;
-	gf_readback *rb;
+	gf_stepdrv *drv;        /* captured steps, results read later */
 	gf_devmsg *dm;
-	int lag;                /* entries whose results stay in flight (0: read at once) */
-	int deferred;           /* results may stay in flight (a backend with events, no host in the step) */
-	int eager;              /* a feature needs the host inside the step */
 	int dev_fakes;          /* fakes go to d_step in device memory */
 	int64_t dev_weights;    /* D weights messages that came in device memory */
-	pend pend[MAX_LAG + 1];
-	int pend_head, npend;
-	rec recs[RECS];
-	/* path length (g_step.c): its lengths come to the host, so a step that
+	rec recs[GF_STEPDRV_RECS];
+	/* path length (g_pl.c): its lengths come to the host, so a step that
 	 * computes it runs eagerly */
 	float pl, pl_decay;     /* weight (0 = none), decay of its mean */
 	int pl_every, pl_batch;
@@ -92,6 +81,29 @@ typedef struct gstep {
 	size_t pl_n;            /* G output values per sample */
 	float pl_scale;         /* 1 / sqrt(H W) */
 } gstep;
+
+/* A device tensor of the labels of the fakes (lab_dev), n of them. */
+gf_tensor g_lab_tensor(const gstep *s, int n);
+
+/* ---- g_msgs.c ---- */
+
+/* Pushes G's current output as a fakes message: in device memory with an
+ * event when d_step takes that (one device), else copied to the host. */
+int g_push_fakes(gstep *s, gf_ctx *ctx);
+/* Takes D's weights into the replica: in sync mode exactly the version of
+ * this step, in async mode the newest available (waiting only for the
+ * very first). */
+int g_take_weights(gstep *s, gf_ctx *ctx);
+/* G's weights to the weights port, when it is connected. */
+int g_push_weights(gstep *s, gf_ctx *ctx);
+
+/* ---- g_pl.c (StyleGAN2's path length) ---- */
+
+/* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
+int g_pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p);
+/* The path-length penalty on a batch of its own, times gain, into G's
+ * gradients (written); its value into *value. */
+int g_pl_step(gstep *s, gf_ctx *ctx, double gain, double *value);
 
 /* ---- g_paired.c (pix2pix) ---- */
 

@@ -429,6 +429,20 @@ PY
   check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmptf.log'" "precision = tf32 on the CPU should be fp32: $(cat "$T/cmptf.log")"
   gr "$T/bf" steps=2 precision=bf16
   check "[ $? -ne 0 ] && grep -q 'precision bf16 is not supported' '$T/bf.log'" "bf16 on the CPU should be refused by name: $(tail -2 "$T/bf.log")"
+  # classifier_step runs its step through the same step driver: under the
+  # check, one warm-up and one capture, then replays; the classifier and its
+  # checkpoint are the eager run's bit for bit
+  for mode in e c; do
+    env=""
+    [ $mode = c ] && env="GANFLOW_CPU_DEVICE_CHECK=1"
+    env $env "$G" run "$S/pipelines/classifier_fashion.lua" data="$DATA" test= batch=16 log=1 steps=6 \
+      out="$T/clf$mode.safetensors" dir="$T/clf$mode" quiet=true >"$T/clf$mode.log" 2>&1
+    check "[ $? -eq 0 ]" "classifier ($mode) failed: $(tail -3 "$T/clf$mode.log")"
+  done
+  check "grep -q 'classifier steps: 1 eager, 1 captured, 4 replayed as graphs' '$T/clfc.log'" "the classifier's steps should be captured: $(grep -h 'steps:' "$T/clfc.log")"
+  "$B/tests/st_compare" "$T/clfe.safetensors" "$T/clfc.safetensors" >"$T/cmpclf.log" 2>&1 &&
+    "$B/tests/st_compare" "$(latest "$T/clfe")" "$(latest "$T/clfc")" >>"$T/cmpclf.log" 2>&1
+  check "[ $? -eq 0 ]" "the classifier's graph steps differ from eager ones: $(cat "$T/cmpclf.log")"
   # graphs = false: no captures, the same results
   GANFLOW_CPU_DEVICE_CHECK=1 gr "$T/off" steps=$n graphs=false
   check "[ $? -eq 0 ] && [ \"\$(grep -c ' 0 captured, 0 replayed' '$T/off.log')\" = 2 ]" "graphs = false still captured: $(grep -h 'steps:' "$T/off.log")"

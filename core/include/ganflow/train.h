@@ -340,6 +340,112 @@ int gf_readback_deferred(const gf_readback *r);
 /* 1 when *busy is timed on the device (events), 0 on the host. */
 int gf_readback_device_timed(const gf_readback *r);
 
+/* ---- the step driver: the captured-step protocol of every step stage ---- */
+
+/* One driver per step stage (d_step, g_step, classifier_step) runs the
+ * protocol of docs/cuda.md ("Step stages") so that the stage says only
+ * what its step computes:
+ *  - a step's device work is an *entry*: gf_stepdrv_begin (its device time
+ *    starts), one or more gf_stepdrv_run (each a bracket: eager the first
+ *    time its key is met, captured the second, replayed after; eager
+ *    always when the stage or the plan says so), gf_stepdrv_push (the
+ *    values its ops left in gf_stepdrv_slots are queued for the host);
+ *  - entries belong to a *record*, the stage's unit of metrics (an
+ *    iteration of D, a step of G): gf_stepdrv_open before its first entry,
+ *    gf_stepdrv_close after its last; the stage keeps its sums in its own
+ *    array of GF_STEPDRV_RECS, indexed by the record's slot;
+ *  - results are read a step later: after each push the driver takes the
+ *    entries beyond the lag (the entries of one record when results may
+ *    stay in flight, 0 when they may not), calls the stage's fold for
+ *    each, reports its busy time (gf_report_busy) and, once a closed
+ *    record has all its entries, the stage's finish (its metrics);
+ *    gf_stepdrv_settle(0) is a read point (a checkpoint, the end).
+ * Errors are set on ctx naming the stage's unit and step ("iteration 12:
+ * D step: ..."). */
+typedef struct gf_stepdrv gf_stepdrv;
+
+#define GF_STEPDRV_RECS 4 /* records whose results may be in flight */
+
+/* An entry as the stage pushed it: its record's step, and what the stage
+ * needs to fold its values (flags: which slots hold what; n: sizes). */
+typedef struct gf_stepdrv_entry {
+	int64_t step;
+	unsigned flags;
+	int64_t n[2];
+} gf_stepdrv_entry;
+
+typedef struct gf_stepdrv_conf {
+	const char *what;       /* the step in errors and the end-of-run line: "D step" */
+	const char *unit;       /* what a record is called in errors: "iteration", "step" */
+	int nvals;              /* value slots a step's ops write (8 bytes each) */
+	int max_lag;            /* entries whose results may be in flight, at most */
+	int graphs;             /* the stage's `graphs` parameter */
+	void *self;             /* passed to fold and finish */
+	/* Folds one entry's values into the stage's record slot r: checks and
+	 * sums. Returns 0 or an error set on ctx. */
+	int (*fold)(void *self, gf_ctx *ctx, int r, const gf_stepdrv_entry *e, const double *vals);
+	/* Record slot r (of step `step`) is complete: push its metrics.
+	 * Returns 0, GF_ESTOP or an error set on ctx. */
+	int (*finish)(void *self, gf_ctx *ctx, int r, int64_t step);
+} gf_stepdrv_conf;
+
+/* The driver of a stage on backend be (the trainer's); conf is copied
+ * (its strings must outlive the driver). Returns 0 or an error (gf_errmsg). */
+int gf_stepdrv_create(gf_stepdrv **out, gf_backend *be, const gf_stepdrv_conf *conf);
+/* Waits for what is still in flight on the device, then frees. */
+void gf_stepdrv_destroy(gf_stepdrv *d);
+
+/* Once the stage knows (after the exchange handshake): eager = 1 when a
+ * feature needs the host inside its steps (every step then runs eagerly
+ * and is read at once). */
+void gf_stepdrv_plan(gf_stepdrv *d, int eager);
+/* 1 when results may stay in flight (a backend with events, not eager). */
+int gf_stepdrv_deferred(const gf_stepdrv *d);
+/* The plan's eager flag. */
+int gf_stepdrv_eager(const gf_stepdrv *d);
+
+/* Opens the record of step `step`, of `need` entries; *r receives its
+ * slot (0 .. GF_STEPDRV_RECS - 1). Fails when that slot's record is still
+ * in flight. */
+int gf_stepdrv_open(gf_stepdrv *d, gf_ctx *ctx, int64_t step, int need, int *r);
+/* Adds entries to the open record of step (a lazy penalty step decided
+ * late). */
+void gf_stepdrv_need(gf_stepdrv *d, int64_t step, int more);
+/* Closes the record of step: finish runs once its entries are folded
+ * (now, if they are). */
+int gf_stepdrv_close(gf_stepdrv *d, gf_ctx *ctx, int64_t step);
+
+/* The value slots of the step being queued (fixed for the driver's life). */
+double *gf_stepdrv_slots(gf_stepdrv *d);
+
+/* An entry begins: its device time starts here. */
+int gf_stepdrv_begin(gf_stepdrv *d, gf_ctx *ctx);
+
+/* The ops of a step, called between the brackets. Returns 0, GF_ESTOP,
+ * GF_EFAIL (set on ctx) or an error (gf_errmsg). */
+typedef int (*gf_stepdrv_ops)(void *self, gf_ctx *ctx, void *arg);
+
+/* Runs ops(self, ctx, arg) as one bracketed step of kind `key` (what
+ * makes two steps' op sequences differ) for record step `step`; `what`
+ * names it in errors (NULL: conf's). eager = 1: eagerly whatever the key
+ * (the step needs the host). */
+int gf_stepdrv_run(gf_stepdrv *d, gf_ctx *ctx, int64_t step, const char *what, uint64_t key, int eager,
+                   gf_stepdrv_ops ops, void *arg);
+
+/* The entry begun is queued: its values become an entry of e->step's
+ * record; then the entries beyond the lag are read and folded. */
+int gf_stepdrv_push(gf_stepdrv *d, gf_ctx *ctx, const gf_stepdrv_entry *e);
+
+/* Reads entries until at most keep are in flight (0: a read point). */
+int gf_stepdrv_settle(gf_stepdrv *d, gf_ctx *ctx, int keep);
+
+/* Steps run eagerly, captured and replayed; with what the stage adds
+ * ("; fakes in device memory"), the end-of-run line "D steps: 3 eager,
+ * 1 captured, 96 replayed as graphs..." when anything was captured or
+ * the backend is a device. */
+void gf_stepdrv_counts(const gf_stepdrv *d, int64_t *eager, int64_t *captured, int64_t *replayed);
+void gf_stepdrv_summary(const gf_stepdrv *d, gf_ctx *ctx, const char *extra);
+
 /* ---- messages in device memory (docs/cuda.md's protocol) ---- */
 
 typedef struct gf_devmsg gf_devmsg;

@@ -1,8 +1,9 @@
-/* d_step's inputs on their way to the device: real batches staged
+/* d_step's messages: real batches on their way to the device, staged
  * through a copy stream (double-buffered, ordered by events, each message
- * kept until its copy ran) and fakes from g_step (in device memory behind
+ * kept until its copy ran), and fakes from g_step (in device memory behind
  * an event on one device, or host memory), copied into the fixed buffers
- * a captured step reads. See d_step.c and docs/cuda.md. */
+ * a captured step reads; D's weights out to g_step. See d_step.c and
+ * docs/cuda.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,24 @@
 #include "d_step.h"
 
 /* ---- real batches ---- */
+
+/* A device tensor over one of the step's input buffers. */
+gf_tensor d_dev_tensor(const dstep *s, void *data, int labels, int64_t n)
+{
+	gf_tensor t;
+	if (labels) {
+		int64_t sh[1] = { n };
+		t = gf_tensor_make(data, GF_I32, 1, sh);
+	} else {
+		t = s->din;
+		t.shape[0] = n;
+		t.data = data;
+	}
+	t.device = s->be->device;
+	t.device_index = s->be->device_index;
+	return t;
+}
+
 
 /* Takes a real batch into staging slot *slot: on an async backend its
  * copy to the device starts at once on the copy stream (the compute stream
@@ -200,4 +219,28 @@ int d_take_next_real(dstep *s, gf_ctx *ctx)
 	gf_msg *m;
 	int rc = gf_pop(ctx, IN_REAL, &m);
 	return rc ? rc : d_stage_real(s, ctx, m, &s->ahead);
+}
+
+/* ---- D's weights ---- */
+
+int d_push_weights(dstep *s, gf_ctx *ctx)
+{
+	gf_msg *m;
+	int rc;
+	if (!s->dev_weights) {
+		if ((rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->v, &m)))
+			return rc;
+	} else {
+		/* on one device: a copy of D's blocks behind an event, no host */
+		if ((rc = gf_msg_get(ctx, OUT_WEIGHTS, &m)))
+			return rc;
+		if ((rc = gf_weights_pack_dev(m, s->d, s->v)) || (rc = gf_devmsg_ready(s->dm, m))) {
+			gf_msg_release(m);
+			return gf_fail(ctx, "D weights: %s", gf_errmsg());
+		}
+		m->step = s->v;
+		m->label = s->cls;
+	}
+	gf_msg_set_scalar(m, "fakes_per_step", (double)s->d_steps * s->acc);
+	return gf_push(ctx, OUT_WEIGHTS, m);
 }
