@@ -44,6 +44,7 @@ local opt = gf.args {
   ada_p = 0.0,         -- ADA: p at the start
   d_bn = "auto",       -- D's batch norms: true, false; auto = true unless gp > 0
   d_dropout = 0.25,    -- D's dropout2d probability after each block (0: none)
+  clip = 0.0,          -- clip each network's gradient to this global L2 norm (0: none)
   size = 32,           -- image side (the backbone needs a multiple of 16)
   samples = 250,       -- sample grid every this many steps
   log = 50,            -- metrics line every this many steps
@@ -72,11 +73,11 @@ local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, eval = op
                           eval_features = opt.eval_features, eval_weights = opt.eval_weights }
 local d = gf.stage "d_step" { name = "d", net = D, opt = adam, loss = opt.loss, max_batch = opt.batch,
                               d_steps = opt.n_dis, r1 = opt.r1, r1_every = opt.r1_every, gp = opt.gp,
-                              precision = opt.precision,
+                              precision = opt.precision, clip = opt.clip,
                               ada_target = opt.ada_target, ada_kimg = opt.ada_kimg }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch, opt = adam, loss = opt.loss,
                               pl = opt.pl, pl_every = opt.pl_every, publish_every = out.publish,
-                              precision = opt.precision }
+                              precision = opt.precision, clip = opt.clip }
 
 gf.connect(real.batch, d.real)
 gf.connect(g.fakes, d.fakes, { depth = opt.n_dis }) -- synchronous: one G step's fakes in flight

@@ -6,7 +6,7 @@
 if(TARGET backend_cuda)
   gf_add_test(test_cuda_load SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_load.c LIBS ${CMAKE_DL_LIBS}
               LABELS nn gpu TIMEOUT 120)
-  foreach(t ops net graph dbwd sg2 ada)
+  foreach(t ops net graph dbwd sg2 ada recipe)
     gf_add_test(test_cuda_${t} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_${t}.c LIBS CUDA::cudart m
                 LABELS gpu TIMEOUT 900)
     target_include_directories(test_cuda_${t} SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

@@ -34,3 +34,5 @@ add_test(NAME test_nn_ckpt_python
           ${CMAKE_CURRENT_LIST_DIR}/ref/check_ckpt.py)
 set_tests_properties(test_nn_ckpt_python PROPERTIES SKIP_RETURN_CODE 77 LABELS nn TIMEOUT 120
   ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+# The recipe ops (clip_dev, LeCam, ADA's controller, penalty factors) against the host arithmetic they replace.
+gf_add_test(test_nn_recipe SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_recipe.c LABELS nn train TIMEOUT 60)

@@ -5,6 +5,7 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/backend_cpu.c
   ${GF_NN_DIR}/cpu/team.c
   ${GF_NN_DIR}/cpu/ops_cpu.c
+  ${GF_NN_DIR}/cpu/recipe_cpu.c
   ${GF_NN_DIR}/cpu/conv_cpu.c
   ${GF_NN_DIR}/cpu/winograd_cpu.c
   ${GF_NN_DIR}/cpu/bn_cpu.c

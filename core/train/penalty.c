@@ -28,18 +28,16 @@ struct gf_penalty {
 	size_t pn[GF_NET_MAX_POINTS];   /* their features per sample */
 	float *ones;          /* (max_batch, nout) device: the seed of R1 and WGAN-GP */
 	float *t;             /* (max_batch, nin) device: dP/dg */
-	float *dev;           /* (2, max_batch) device: |g_i|^2, then the factors */
-	float *host;          /* (max_batch) host floats */
-	double *len;          /* (max_batch) |g_i| */
+	float *dev;           /* (npts + 1, max_batch) device: |g_ik|^2 per point, then the factors */
 };
 
 int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch)
 {
 	*out = NULL;
 	gf_backend *be = gf_net_backend(net);
-	if (!GF_BACKEND_HAS(be, row_dot) || !GF_BACKEND_HAS(be, row_scale))
-		return gf_seterr(GF_EUNSUPPORTED, "gradient penalty: the %s backend has no row_dot/row_scale ops",
-		                 be->ops->name);
+	if (!GF_BACKEND_HAS(be, row_dot) || !GF_BACKEND_HAS(be, row_scale) || !GF_BACKEND_HAS(be, penalty_factors))
+		return gf_seterr(GF_EUNSUPPORTED, "gradient penalty: the %s backend has no row_dot/row_scale/penalty_factors "
+		                 "ops", be->ops->name);
 	int rc = gf_net_check_backward2(net);
 	if (rc)
 		return rc;
@@ -64,11 +62,9 @@ int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch)
 	}
 	p->nout = (size_t)gf_tensor_numel(&o) / (size_t)o.shape[0];
 	size_t mb = (size_t)max_batch;
-	p->host = malloc(mb * sizeof(float));
-	p->len = malloc(mb * sizeof(double));
-	if (!p->host || !p->len || (rc = be->ops->alloc(be, (void **)&p->ones, mb * p->nout * sizeof(float))) ||
+	if ((rc = be->ops->alloc(be, (void **)&p->ones, mb * p->nout * sizeof(float))) ||
 	    (rc = be->ops->alloc(be, (void **)&p->t, mb * p->nin * sizeof(float))) ||
-	    (rc = be->ops->alloc(be, (void **)&p->dev, 2 * mb * sizeof(float))) ||
+	    (rc = be->ops->alloc(be, (void **)&p->dev, (size_t)(p->npts + 1) * mb * sizeof(float))) ||
 	    (rc = be->ops->fill(be, p->ones, mb * p->nout, 1.0f))) {
 		gf_penalty_destroy(p);
 		return rc ? rc : gf_seterr(-ENOMEM, "gradient penalty: out of memory");
@@ -85,12 +81,10 @@ void gf_penalty_destroy(gf_penalty *p)
 	for (int i = 0; i < 3; i++)
 		if (dev[i])
 			p->be->ops->free(p->be, dev[i]);
-	free(p->host);
-	free(p->len);
 	free(p);
 }
 
-int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean)
+int gf_penalty_lengths(gf_penalty *p, const float *seed)
 {
 	gf_tensor x, g;
 	int rc = gf_net_output(p->net, &x);
@@ -104,59 +98,30 @@ int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean)
 		return rc;
 	int points = gf_net_penalty_points(p->net) > 0;
 	size_t off = 0;
-	for (int i = 0; i < B; i++)
-		p->len[i] = 0;
 	for (int k = 0; k < p->npts; k++) {
 		if ((rc = points ? gf_net_point_grad(p->net, k, &g) : gf_net_dx(p->net, &g)) ||
-		    (rc = o->row_dot(p->be, p->dev, g.data, g.data, B, (int)p->pn[k], 0)) ||
-		    (rc = o->copy(p->be, p->host, p->dev, (size_t)B * sizeof(float), GF_COPY_D2H)))
+		    (rc = o->row_dot(p->be, p->dev + (size_t)k * p->max_batch, g.data, g.data, B, (int)p->pn[k], 0)))
 			return rc;
 		/* t = g now: the factors scale it in place (the double backward
 		 * overwrites the network's copy of g) */
 		if ((rc = o->copy(p->be, p->t + off, g.data, (size_t)B * p->pn[k] * sizeof(float), GF_COPY_D2D)))
 			return rc;
 		off += (size_t)B * p->pn[k];
-		for (int i = 0; i < B; i++)
-			p->len[i] += (double)p->host[i];
-	}
-	double s = 0;
-	for (int i = 0; i < B; i++) {
-		p->len[i] = sqrt(p->npts > 1 ? p->len[i] / p->npts : p->len[i]);
-		s += p->len[i];
 	}
 	p->B = B;
-	*mean = s / B;
 	return 0;
 }
 
-int gf_penalty_apply(gf_penalty *p, gf_penalty_kind kind, double weight, double center, double scale,
-                     const float *dy, unsigned flags, double *value)
+int gf_penalty_apply(gf_penalty *p, const gf_penalty_desc *d, double *center_st, double *out, const float *dy,
+                     unsigned flags)
 {
 	int B = p->B, rc;
 	if (!B)
 		return gf_seterr(GF_EPARAM, "gradient penalty: no lengths (gf_penalty_lengths first)");
 	p->B = 0;
-	double v = 0;
-	for (int i = 0; i < B; i++) {
-		double l = p->len[i], c;
-		if (kind == GF_PENALTY_SQUARE) {
-			/* weight / 2 |g|^2: dP/dg = weight g / B */
-			v += 0.5 * l * l;
-			c = weight / B;
-		} else {
-			/* weight (|g| - center)^2: dP/dg = 2 weight (|g| - center) g / (|g| B);
-			 * at g = 0 the subgradient 0, as torch's norm */
-			v += (l - center) * (l - center);
-			c = l > 0 ? 2.0 * weight * (l - center) / (l * B) : 0.0;
-		}
-		if (p->npts > 1)   /* |g| the RMS over the points: d|g|/dg_k = g_k / (K |g|) */
-			c /= p->npts;
-		p->host[i] = (float)(scale * c);
-	}
-	*value = weight * v / B;
 	const gf_backend_ops *o = p->be->ops;
-	float *f = p->dev + p->max_batch;
-	if ((rc = o->copy(p->be, f, p->host, (size_t)B * sizeof(float), GF_COPY_H2D)))
+	float *f = p->dev + (size_t)p->npts * p->max_batch;
+	if ((rc = o->penalty_factors(p->be, f, out, center_st, p->dev, B, p->max_batch, p->npts, d)))
 		return rc;
 	size_t off = 0;
 	for (int k = 0; k < p->npts; k++) {

@@ -33,7 +33,16 @@ struct gf_stepdrv {
 	gf_stepdrv_entry *pend; /* (max_lag + 1) queued entries, readback order */
 	int pend_head, npend;
 	struct rec recs[GF_STEPDRV_RECS];
+	int64_t records;        /* closed */
+	int64_t w_first, w_begin; /* host_waits at the first entry, at this one's begin; -1: none yet */
+	int64_t waits_in;       /* waits while entries were queued */
 };
+
+/* The backend's count of host waits, or -1. */
+static int64_t waits(const gf_stepdrv *d)
+{
+	return GF_BACKEND_HAS(d->be, host_waits) ? d->be->ops->host_waits(d->be) : -1;
+}
 
 int gf_stepdrv_create(gf_stepdrv **out, gf_backend *be, const gf_stepdrv_conf *conf)
 {
@@ -47,6 +56,7 @@ int gf_stepdrv_create(gf_stepdrv **out, gf_backend *be, const gf_stepdrv_conf *c
 		d->c.max_lag = 0;
 	for (int i = 0; i < GF_STEPDRV_RECS; i++)
 		d->recs[i].step = -1;
+	d->w_first = d->w_begin = -1;
 	d->pend = calloc((size_t)d->c.max_lag + 1, sizeof(*d->pend));
 	if (!d->pend)
 		return gf_seterr(-ENOMEM, "out of memory");
@@ -140,6 +150,7 @@ int gf_stepdrv_close(gf_stepdrv *d, gf_ctx *ctx, int64_t step)
 	if (!x)
 		return gf_fail(ctx, "%s %lld closed without being open", d->c.unit, (long long)step);
 	x->closed = 1;
+	d->records++;
 	return complete(d, ctx, x);
 }
 
@@ -147,6 +158,9 @@ int gf_stepdrv_close(gf_stepdrv *d, gf_ctx *ctx, int64_t step)
 
 int gf_stepdrv_begin(gf_stepdrv *d, gf_ctx *ctx)
 {
+	d->w_begin = waits(d);
+	if (d->w_first < 0)
+		d->w_first = d->w_begin;
 	int rc = gf_readback_begin(d->rb);
 	return rc ? gf_fail(ctx, "%s: %s", d->c.what, gf_errmsg()) : 0;
 }
@@ -175,6 +189,10 @@ int gf_stepdrv_push(gf_stepdrv *d, gf_ctx *ctx, const gf_stepdrv_entry *e)
 {
 	if (d->npend > d->c.max_lag)
 		return gf_fail(ctx, "%s: %d entries in flight already", d->c.what, d->npend);
+	int64_t w = waits(d);
+	if (w >= 0 && d->w_begin >= 0)
+		d->waits_in += w - d->w_begin;
+	d->w_begin = -1;
 	int rc = gf_readback_push(d->rb, e->step);
 	if (rc)
 		return gf_fail(ctx, "%s: %s", d->c.what, gf_errmsg());
@@ -216,11 +234,25 @@ void gf_stepdrv_counts(const gf_stepdrv *d, int64_t *eager, int64_t *captured, i
 	gf_stepgraph_counts(d->sg, eager, captured, replayed);
 }
 
+void gf_stepdrv_waits(const gf_stepdrv *d, int64_t *inside, int64_t *total, int64_t *forced)
+{
+	int64_t w = waits(d);
+	*inside = w >= 0 ? d->waits_in : -1;
+	*total = w >= 0 && d->w_first >= 0 ? w - d->w_first : -1;
+	*forced = gf_stepgraph_forced(d->sg);
+}
+
 void gf_stepdrv_summary(const gf_stepdrv *d, gf_ctx *ctx, const char *extra)
 {
-	int64_t e, c, r;
+	int64_t e, c, r, in, all, forced;
 	gf_stepgraph_counts(d->sg, &e, &c, &r);
-	if (c + r > 0 || gf_train_async(d->be))
-		gf_info(ctx, "%ss: %lld eager, %lld captured, %lld replayed as graphs%s", d->c.what, (long long)e,
-		        (long long)c, (long long)r, extra ? extra : "");
+	gf_stepdrv_waits(d, &in, &all, &forced);
+	if (!(c + r > 0 || gf_train_async(d->be)))
+		return;
+	char w[160] = "";
+	if (in >= 0)
+		snprintf(w, sizeof(w), ", %lld host waits inside steps, %.2f per %s", (long long)in,
+		         d->records ? (double)all / (double)d->records : 0.0, d->c.unit);
+	gf_info(ctx, "%ss: %lld eager, %lld captured, %lld replayed as graphs (%lld eager after warm-up%s)%s", d->c.what,
+	        (long long)e, (long long)c, (long long)r, (long long)forced, w, extra ? extra : "");
 }

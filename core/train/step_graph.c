@@ -35,6 +35,7 @@ struct gf_stepgraph {
 	int capturing;
 	uint64_t clock;
 	int64_t neager, ncaptured, nreplayed;
+	int64_t nforced;           /* eager because asked to (or no graphs), not a warm-up */
 };
 
 int gf_stepgraph_create(gf_stepgraph **out, gf_backend *be, int enabled, const char *what)
@@ -80,6 +81,7 @@ int gf_stepgraph_begin(gf_stepgraph *g, uint64_t key, int eager)
 	g->clock++;
 	if (!g->enabled || eager) {
 		g->neager++;
+		g->nforced++;
 		return 0;
 	}
 	int slot = -1, lru = 0;
@@ -149,6 +151,11 @@ int gf_stepgraph_end(gf_stepgraph *g, int rc)
 	else
 		g->nreplayed++;
 	return 0;
+}
+
+int64_t gf_stepgraph_forced(const gf_stepgraph *g)
+{
+	return g->nforced;
 }
 
 void gf_stepgraph_counts(const gf_stepgraph *g, int64_t *eager, int64_t *captured, int64_t *replayed)

@@ -323,7 +323,7 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 
 int gf_trainer_update_on_device(const gf_trainer *t)
 {
-	return gf_exchange_client_mode(t->xc) == GF_DIST_NONE && t->clip == 0.0f &&
+	return gf_exchange_client_mode(t->xc) == GF_DIST_NONE && (t->clip == 0.0f || GF_BACKEND_HAS(t->be, clip_dev)) &&
 	       !(t->ortho != 0.0f && t->prec == GF_PREC_FP16) && GF_BACKEND_HAS(t->be, reduce_dev);
 }
 
@@ -341,7 +341,7 @@ int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
 {
 	const gf_trainer_conf *c = &t->conf;
 	if (!gf_trainer_update_on_device(t))
-		return gf_seterr(GF_EUNSUPPORTED, "%s update: needs the host (exchange, clip or fp16 ortho)", c->what);
+		return gf_seterr(GF_EUNSUPPORTED, "%s update: needs the host (exchange or fp16 ortho)", c->what);
 	int rc = ortho(t, step);
 	if (rc)
 		return rc;
@@ -350,8 +350,9 @@ int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
 	size_t n;
 	float *g = gf_net_block(t->net, GF_GRADS, &n);
 	/* the norm before the update, as gf_net_clip_grad_norm measures it
-	 * (sumsq's bits), left on the device */
-	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) || (rc = gf_optim_step(t->opt)))
+	 * (sumsq's bits), left on the device; clipping scales by it there */
+	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) ||
+	    (t->clip > 0 && (rc = t->be->ops->clip_dev(t->be, g, n, sumsq, t->clip))) || (rc = gf_optim_step(t->opt)))
 		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
 	return t->ema ? ema_update(t, step) : 0;
 }

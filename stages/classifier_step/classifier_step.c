@@ -237,9 +237,8 @@ static int step(clf *s, gf_ctx *ctx, gf_msg *m)
 	return gf_stepdrv_close(s->drv, ctx, s->step - 1);
 }
 
-static int clf_run(void *self, gf_ctx *ctx)
+static int clf_loop(clf *s, gf_ctx *ctx)
 {
-	clf *s = self;
 	while (!gf_should_stop(ctx) && !(gf_ctx_steps(ctx) > 0 && s->step >= gf_ctx_steps(ctx))) {
 		gf_msg *m;
 		int rc = gf_pop(ctx, IN_BATCH, &m);
@@ -251,6 +250,14 @@ static int clf_run(void *self, gf_ctx *ctx)
 			return rc;
 	}
 	return 0;
+}
+
+static int clf_run(void *self, gf_ctx *ctx)
+{
+	clf *s = self;
+	int rc = clf_loop(s, ctx);
+	gf_stepdrv_summary(s->drv, ctx, NULL);
+	return rc;
 }
 
 /* Accuracy on the test split, decoded as the training data was. */

@@ -30,9 +30,17 @@
  * replica with D's weights and is checkpointed with D) from the signs of
  * D's outputs on the real batches (gf_ada: ada_target, ada_interval,
  * ada_kimg). ada_p and ada_rt go to the metrics; the controller's partial
- * interval is checkpointed as "<instance>.ada". The signs are read on the
- * host as each real half-step ends, so a D with an ada layer steps eagerly
- * (as with LeCam).
+ * interval is checkpointed as "<instance>.ada".
+ *
+ * On a GPU all of it stays inside the captured steps (docs/cuda.md
+ * "Nothing eager"): LeCam's averages, ADA's sign sums and counts live in a
+ * few device doubles (rst) that backend ops update (lecam_dev, lecam_avg,
+ * ada_signs, ada_update), the penalties' per-sample factors come from a
+ * kernel (gf_penalty, penalty_factors) and land their values in the step's
+ * result slots, WGAN-GP's interpolation weights are drawn on the device,
+ * and the lazy R1 step is a captured step of its own. The host reads p,
+ * r_t and the penalties a step later with the losses, for the metrics, and
+ * the state at checkpoints (read points).
  */
 #include <errno.h>
 #include <math.h>
@@ -45,9 +53,10 @@
 
 #include "d_step.h"
 
-/* ADA: the ada layer of D, its p, the controller's options and state.
- * The options' ranges are checked by the runtime (the table below). */
-int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p, size_t nout)
+/* ADA: the ada layer of D, its p, the controller's options, its state
+ * (restored) into the device doubles. The options' ranges are checked by
+ * the runtime (d_step.c's table). */
+int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p)
 {
 	char key[64], view[96];
 	int n = gf_net_count_type(s->d, "ada", key, sizeof(key));
@@ -67,27 +76,67 @@ int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p, size_t nout)
 			s->ada_p = gf_net_block(s->d, GF_BUFFERS, NULL) + v[i].offset;
 	if (!s->ada_p)
 		return gf_fail(ctx, "parameter 'net': D's ada layer has no buffer '%s'", view);
-	if (!s->out_host && !(s->out_host = malloc(nout * sizeof(float))))
-		return gf_fail(ctx, "out of memory");
 	int64_t st[5];
 	gf_ada_save(&s->ada, st);
 	int rc = gf_train_resume_i64(ctx, "ada", st, 5); /* after gf_trainer_resume: p is D's, restored */
 	if (rc)
 		return rc;
 	gf_ada_load(&s->ada, st);
-	if ((rc = s->be->ops->copy(s->be, &s->p, s->ada_p, sizeof(float), GF_COPY_D2H)))
-		return gf_fail(ctx, "ada: %s", gf_errmsg());
 	return 0;
 }
 
-/* After a D step that used `images` real images: p moves every
- * ada_interval steps. */
-int d_ada_after_step(dstep *s, gf_ctx *ctx, double images)
+/* The state of LeCam and ADA between the host structures (checkpoints,
+ * resume) and the device doubles the steps update: to the device
+ * (to_dev), or back (a read point: nothing of the step is in flight). */
+int d_reg_state(dstep *s, gf_ctx *ctx, int to_dev)
 {
-	if (!s->ada_p || !gf_ada_step(&s->ada, (int64_t)images, &s->p))
+	double st[RST_N];
+	const gf_backend_ops *o = s->be->ops;
+	int rc;
+	if (!to_dev) {
+		if ((rc = o->copy(s->be, st, s->rst, sizeof(st), GF_COPY_D2H)))
+			return gf_fail(ctx, "iteration %lld: LeCam/ADA state: %s", (long long)s->v, gf_errmsg());
+		s->lecam.set = st[RST_LECAM] != 0;
+		s->lecam.ema[0] = st[RST_LECAM + 1];
+		s->lecam.ema[1] = st[RST_LECAM + 2];
+		s->ada.signs = (int64_t)st[RST_ADA];
+		s->ada.count = (int64_t)st[RST_ADA + 1];
+		s->ada.images = (int64_t)st[RST_ADA + 2];
+		s->ada.steps = (int64_t)st[RST_ADA + 3];
+		s->ada.rt = st[RST_ADA + 4];
 		return 0;
-	int rc = s->be->ops->copy(s->be, s->ada_p, &s->p, sizeof(float), GF_COPY_H2D);
-	return rc ? gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg()) : 0;
+	}
+	memset(st, 0, sizeof(st));
+	st[RST_LECAM] = s->lecam.set;
+	st[RST_LECAM + 1] = s->lecam.ema[0];
+	st[RST_LECAM + 2] = s->lecam.ema[1];
+	st[RST_ADA] = (double)s->ada.signs;
+	st[RST_ADA + 1] = (double)s->ada.count;
+	st[RST_ADA + 2] = (double)s->ada.images;
+	st[RST_ADA + 3] = (double)s->ada.steps;
+	st[RST_ADA + 4] = s->ada.rt;
+	if ((rc = o->copy(s->be, s->rst, st, sizeof(st), GF_COPY_H2D)))
+		return gf_fail(ctx, "LeCam/ADA state: %s", gf_errmsg());
+	return 0;
+}
+
+/* The ops that end a D step, in the last captured step of it (its last
+ * micro-step's, or the lazy R1 step's): ADA's p moves every ada_interval
+ * steps (its value and r_t into the step's slots), LeCam's averages take
+ * the step's means (the iteration's last D step: their sums restart). */
+int d_step_tail(dstep *s, gf_ctx *ctx, double images, int last_of_iter, gf_stepdrv_entry *e)
+{
+	const gf_backend_ops *o = s->be->ops;
+	double *slot = gf_stepdrv_slots(s->drv);
+	int rc = 0;
+	if (s->ada_p) {
+		rc = o->ada_update(s->be, s->ada_p, s->rst + RST_ADA, slot + V_ADA_P, images, s->ada.interval, s->ada.target,
+		                   s->ada.kimg);
+		e->flags |= F_ADA;
+	}
+	if (!rc && s->lecam.lambda > 0)
+		rc = o->lecam_avg(s->be, s->rst + RST_LECAM, s->lecam.decay, last_of_iter);
+	return rc ? gf_fail(ctx, "iteration %lld: LeCam/ADA: %s", (long long)s->v, gf_errmsg()) : 0;
 }
 
 /* r1, r1_every, gp: what they may be combined with. */
@@ -108,70 +157,56 @@ int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
 	return 0;
 }
 
-/* The penalty's buffers and generator, once D and its input buffers exist. */
+/* The penalty's buffers and generator, once D and its input buffers
+ * exist; the device doubles of LeCam and ADA. */
 int d_penalty_setup(dstep *s, gf_ctx *ctx)
 {
+	gf_backend *be = s->be;
+	if (be->ops->alloc(be, (void **)&s->rst, RST_N * sizeof(double)) ||
+	    be->ops->fill(be, (float *)(void *)s->rst, 2 * RST_N, 0.0f))
+		return gf_fail(ctx, "out of memory");
 	if (s->r1 <= 0 && s->gp <= 0)
 		return 0;
 	if (gf_penalty_create(&s->pen, s->d, s->max_batch))
 		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1 > 0 ? "r1" : "gp", gf_errmsg());
 	if (s->gp <= 0)
 		return 0;
-	gf_backend *be = s->be;
-	if (!(s->eps_host = malloc((size_t)s->max_batch * sizeof(float))) ||
-	    be->ops->alloc(be, (void **)&s->eps_dev, (size_t)s->max_batch * sizeof(float)) ||
+	if (be->ops->alloc(be, (void **)&s->eps_dev, (size_t)s->max_batch * sizeof(float)) ||
 	    be->ops->alloc(be, (void **)&s->xhat_dev, (size_t)s->max_batch * s->in_numel * sizeof(float)))
 		return gf_fail(ctx, "out of memory for WGAN-GP's interpolates");
 	gf_rng_init(&s->gp_rng, gf_ctx_run(ctx)->seed, gf_train_stream(ctx, "gp"));
 	return gf_train_resume_rng(ctx, "gp_rng", &s->gp_rng);
 }
 
-/* LeCam's term for one half-step's outputs (copied to the host: LeCam
- * runs eagerly), scaled like its loss: its value added to *reg, its
- * gradient added to dpred. */
-int d_lecam_add(dstep *s, const gf_tensor *out, int fake, size_t n, float scale, double *reg)
-{
-	const gf_backend_ops *o = s->be->ops;
-	int rc = o->copy(s->be, s->out_host, out->data, n * sizeof(float), GF_COPY_D2H);
-	if (rc)
-		return rc;
-	*reg += gf_lecam_grad(&s->lecam, s->out_host, n, fake, scale, s->reg_host);
-	rc = o->copy(s->be, s->reg_dev, s->reg_host, n * sizeof(float), GF_COPY_H2D);
-	return rc ? rc : o->axpy(s->be, s->dpred, s->reg_dev, n, 1.0f);
-}
-
 /* The penalty of D's last forward, weighted like a half of D's loss (1/2,
  * over the micro-batches) times gain, its gradient added to D's (or
- * written: accumulate 0), with dy (may be NULL) walked in the same pass. */
-int d_penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, double gain, const float *dy,
-                   unsigned accumulate, double *value)
+ * written: accumulate 0), with dy (may be NULL) walked in the same pass;
+ * its value and mean length into out (2 device doubles: result slots). */
+int d_penalty(dstep *s, gf_ctx *ctx, int distance, float weight, double gain, const float *dy, unsigned accumulate,
+              double *out)
 {
-	double mean;
-	const char *what = kind == GF_PENALTY_SQUARE ? "R1" : "gradient";
-	int rc = gf_penalty_lengths(s->pen, NULL, &mean);
+	gf_penalty_desc d = { .distance = distance, .weight = weight, .center = 1.0, .scale = 0.5 * gain / s->acc };
+	int rc = gf_penalty_lengths(s->pen, NULL);
 	if (!rc)
-		rc = gf_penalty_apply(s->pen, kind, weight, 1.0, 0.5 * gain / s->acc, dy, GF_NEED_DW | accumulate, value);
+		rc = gf_penalty_apply(s->pen, &d, NULL, out, dy, GF_NEED_DW | accumulate);
 	if (rc == GF_ESTOP || rc == GF_EFAIL)
 		return rc;
-	if (rc)
-		return gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, what, gf_errmsg());
-	if (!isfinite(*value))
-		return gf_fail(ctx, "iteration %lld: the %s penalty is %g (non-finite); the last good checkpoint is kept",
-		               (long long)s->v, what, *value);
-	return 0;
+	return rc ? gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, distance ? "gradient" : "R1",
+	                    gf_errmsg())
+	          : 0;
 }
 
 /* WGAN-GP on one micro-batch, on the device: x^ = x_f + e (x - x_f) per
- * sample (e from the stage's generator, on the host), D's gradient norm
- * there pulled to 1. */
-int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf,
-                   double *value)
+ * sample (e drawn on the device from the stage's generator), D's gradient
+ * norm there pulled to 1; its value into the GP slots. */
+int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf)
 {
 	int64_t n = xr->shape[0] < xf->shape[0] ? xr->shape[0] : xf->shape[0];
 	size_t k = s->in_numel, all = (size_t)n * k;
 	const gf_backend_ops *o = s->be->ops;
-	gf_rng_uniform(&s->gp_rng, s->eps_host, (size_t)n, 0.0f, 1.0f);
-	int rc = o->copy(s->be, s->eps_dev, s->eps_host, (size_t)n * sizeof(float), GF_COPY_H2D);
+	gf_rng eps = s->gp_rng;
+	s->gp_rng.offset += gf_rng_blocks((size_t)n); /* the host's draw, made by the device */
+	int rc = o->rng_uniform(s->be, s->eps_dev, (size_t)n, 0.0f, 1.0f, &eps);
 	if (!rc)
 		rc = o->copy(s->be, s->xhat_dev, xr->data, all * sizeof(float), GF_COPY_D2D);
 	if (!rc)
@@ -188,27 +223,32 @@ int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, c
 	lab.shape[0] = n;
 	if ((rc = gf_net_forward(s->d, &xh, s->classes ? &lab : NULL, GF_TRAIN)))
 		return gf_fail(ctx, "iteration %lld: D forward on the interpolates: %s", (long long)s->v, gf_errmsg());
-	double v;
-	if ((rc = d_penalty(s, ctx, GF_PENALTY_DISTANCE, s->gp, 1.0, NULL, GF_ACCUMULATE, &v)))
-		return rc;
-	*value += v / s->acc;
-	return 0;
+	return d_penalty(s, ctx, GF_PENALTY_DISTANCE, s->gp, 1.0, NULL, GF_ACCUMULATE, gf_stepdrv_slots(s->drv) + V_GP);
 }
 
-/* StyleGAN2's lazy R1: after D step `step` (counted over the run) when
- * step % r1_every == 0, a step of its own on that step's real batch (still
- * in real_dev): the penalty times r1_every, an optimiser update; eager,
- * between the graph steps. */
-int d_r1_lazy(dstep *s, gf_ctx *ctx, double *value)
+/* StyleGAN2's lazy R1 (gf_stepdrv_run's ops, a captured step of its own):
+ * after D step `step` (counted over the run) when step % r1_every == 0, on
+ * that step's real batch (still in real_dev): the penalty times r1_every
+ * (its value into the R1 slots), an optimiser update (its norm too); and
+ * the D step's tail when it ends the D step. */
+int d_r1_lazy_ops(void *self, gf_ctx *ctx, void *arg)
 {
+	dstep *s = self;
+	d_lazy *a = arg;
+	double *slot = gf_stepdrv_slots(s->drv);
 	gf_tensor x = d_dev_tensor(s, s->real_dev, 0, s->r1_n), lab = d_dev_tensor(s, s->rlab_dev, 1, s->r1_n);
 	int rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
 	if (rc)
 		return gf_fail(ctx, "iteration %lld: D forward (R1): %s", (long long)s->v, gf_errmsg());
 	gf_trainer_arm(s->tr, s->v); /* data parallel: buckets leave during the double backward's walk */
-	double v;
-	if ((rc = d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, &v)))
+	if ((rc = d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, s->r1_every, NULL, 0, slot + V_R1)))
 		return rc;
-	*value += v;
-	return gf_trainer_update(s->tr, s->v, NULL);
+	a->e->flags |= F_LAZY;
+	if (a->host_update) {
+		rc = gf_trainer_update(s->tr, s->v, NULL);
+	} else {
+		a->e->flags |= F_NORM;
+		rc = gf_trainer_update_dev(s->tr, s->v, slot + V_SUMSQ);
+	}
+	return rc ? rc : d_step_tail(s, ctx, a->images, a->last_of_iter, a->e);
 }

@@ -119,10 +119,6 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->in_numel = (size_t)(gf_tensor_numel(&s->din) / s->din.shape[0]);
 	s->classes = gf_net_classes(s->d) > 0;
 	size_t nout = (size_t)gf_tensor_numel(&dout);
-	if (s->lecam.lambda > 0 &&
-	    (!(s->out_host = malloc(nout * sizeof(float))) || !(s->reg_host = malloc(nout * sizeof(float))) ||
-	     s->be->ops->alloc(s->be, (void **)&s->reg_dev, nout * sizeof(float))))
-		return gf_fail(ctx, "out of memory");
 	if (s->be->ops->alloc(s->be, (void **)&s->dpred, nout * sizeof(float)) ||
 	    (s->async && gf_fake_cache_create(&s->cache, (int)gf_param_int(p, "cache"), (int)gf_param_int(p, "reuse"),
 	                                      s->staleness)))
@@ -153,20 +149,26 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->lecam.set = (int)lc[0];
 	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
-	return d_ada_setup(s, ctx, p, nout);
+	if ((rc = d_ada_setup(s, ctx, p)))
+		return rc;
+	return d_reg_state(s, ctx, 1);
 }
 
 /* ---- the loop ---- */
 
 /* ---- the step ---- */
 
-/* D forward + loss + backward on one batch; the loss and the sum of D's
- * outputs stay in the device slots loss and sum; *nout: D's outputs. The
- * real half-step with r1 and r1_every = 1 adds R1 (into *r1) in the same
- * walk. */
+/* D forward + loss + backward on one batch; the loss, the sum of D's
+ * outputs and LeCam's term stay in the step's slots; *nout: D's outputs.
+ * The real half-step counts ADA's signs and, with r1 and r1_every = 1,
+ * adds R1 in the same walk. */
 static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor *labels, int fake,
-                     unsigned accumulate, float *loss, double *sum, size_t *nout, double *reg, double *r1)
+                     unsigned accumulate, size_t *nout)
 {
+	double *slot = gf_stepdrv_slots(s->drv);
+	float *loss = (float *)(void *)(slot + (fake ? V_LOSS_FAKE : V_LOSS_REAL));
+	double *sum = slot + (fake ? V_SUM_FAKE : V_SUM_REAL);
+	const gf_backend_ops *o = s->be->ops;
 	int rc = gf_net_forward(s->d, x, s->classes ? labels : NULL, GF_TRAIN);
 	if (rc)
 		return gf_fail(ctx, "iteration %lld: D forward: %s", (long long)s->v, gf_errmsg());
@@ -177,22 +179,17 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 		return rc;
 	size_t n = (size_t)gf_tensor_numel(&out);
 	*nout = n;
-	if ((rc = s->be->ops->reduce_dev(s->be, sum, out.data, n, 0)))
+	if ((rc = o->reduce_dev(s->be, sum, out.data, n, 0)))
 		return gf_fail(ctx, "iteration %lld: D's mean output: %s", (long long)s->v, gf_errmsg());
-	if (!fake && s->ada_p) { /* ADA's signs: eager, as LeCam */
-		if ((rc = s->be->ops->copy(s->be, s->out_host, out.data, n * sizeof(float), GF_COPY_D2H)))
-			return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
-		gf_ada_observe(&s->ada, s->out_host, n, s->loss.d == GF_LOSS_BCE);
-	}
-	if (s->lecam.lambda > 0 && s->lecam.set && (rc = d_lecam_add(s, &out, fake, n, 0.5f / (float)s->acc, reg)))
+	if (!fake && s->ada_p && (rc = o->ada_signs(s->be, s->rst + RST_ADA, out.data, n,
+	                                            s->loss.d == GF_LOSS_BCE ? 0.5f : 0.0f)))
+		return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
+	if (s->lecam.lambda > 0 && (rc = o->lecam_dev(s->be, s->dpred, slot + (fake ? V_LECAM_FAKE : V_LECAM_REAL),
+	                                              s->rst + RST_LECAM, out.data, n, fake, s->lecam.lambda,
+	                                              0.5f / (float)s->acc, s->acc)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
-	if (!fake && s->r1 > 0 && s->r1_every == 1) {
-		double v;
-		if ((rc = d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, 1.0, s->dpred, accumulate, &v)))
-			return rc;
-		*r1 += v / s->acc;
-		return 0;
-	}
+	if (!fake && s->r1 > 0 && s->r1_every == 1)
+		return d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, 1.0, s->dpred, accumulate, slot + V_R1);
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
@@ -205,7 +202,9 @@ struct micro {
 	int micro, host_update;
 	int64_t nr, nf;
 	gf_stepdrv_entry *e;
-	rec *r;
+	int tail;               /* it ends the D step (no lazy R1 step follows) */
+	int last_of_iter;       /* ... the iteration's last */
+	double images;          /* the D step's real images */
 };
 
 /* The ops of one micro-step, graph-captured or not: both halves on the
@@ -215,55 +214,88 @@ static int step_ops(void *self, gf_ctx *ctx, void *arg)
 {
 	dstep *s = self;
 	struct micro *m = arg;
-	rec *r = m->r;
 	double *slot = gf_stepdrv_slots(s->drv);
 	gf_tensor xr = d_dev_tensor(s, s->real_dev, 0, m->nr), lr = d_dev_tensor(s, s->rlab_dev, 1, m->nr);
 	gf_tensor xf = d_dev_tensor(s, s->fake_dev, 0, m->nf), lf = d_dev_tensor(s, s->flab_dev, 1, m->nf);
 	unsigned a = m->micro ? GF_ACCUMULATE : 0;
 	int last = m->micro == s->acc - 1;
 	size_t nout;
-	int rc = half_step(s, ctx, &xr, &lr, 0, a, (float *)(void *)(slot + V_LOSS_REAL), slot + V_SUM_REAL, &nout,
-	                   &r->t.lecam, &r->t.r1);
+	int rc = half_step(s, ctx, &xr, &lr, 0, a, &nout);
 	if (rc)
 		return rc;
+	m->e->flags |= F_HALVES | (s->r1 > 0 && s->r1_every == 1 ? F_R1 : 0) | (s->gp > 0 ? F_GP : 0);
 	m->e->n[0] = (int64_t)nout;
 	/* WGAN-GP before the fake half: the exchange's buckets leave during
 	 * the last backward of the D step, the fake half-step's */
-	if (s->gp > 0 && (rc = d_gp_step(s, ctx, &xr, &lr, &xf, &r->t.gp)))
+	if (s->gp > 0 && (rc = d_gp_step(s, ctx, &xr, &lr, &xf)))
 		return rc;
 	if (last)
 		gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
-	if ((rc = half_step(s, ctx, &xf, &lf, 1, GF_ACCUMULATE, (float *)(void *)(slot + V_LOSS_FAKE),
-	                    slot + V_SUM_FAKE, &nout, &r->t.lecam, NULL)))
+	if ((rc = half_step(s, ctx, &xf, &lf, 1, GF_ACCUMULATE, &nout)))
 		return rc;
 	m->e->n[1] = (int64_t)nout;
 	if (!last)
 		return 0;
-	if (m->host_update)
-		return gf_trainer_update(s->tr, s->v, NULL);
-	m->e->flags |= F_NORM;
-	return gf_trainer_update_dev(s->tr, s->v, slot + V_SUMSQ);
+	if (m->host_update) {
+		rc = gf_trainer_update(s->tr, s->v, NULL);
+	} else {
+		m->e->flags |= F_NORM;
+		rc = gf_trainer_update_dev(s->tr, s->v, slot + V_SUMSQ);
+	}
+	return rc || !m->tail ? rc : d_step_tail(s, ctx, m->images, m->last_of_iter, m->e);
 }
 
-/* One micro-step's values, read back: the losses checked and summed, D's
- * mean outputs, the update's norm, in the order an eager step adds them. */
+/* A penalty's value, checked. */
+static int penalty_value(gf_ctx *ctx, int64_t v, const char *what, double x)
+{
+	if (isfinite(x))
+		return 0;
+	return gf_fail(ctx, "iteration %lld: the %s penalty is %g (non-finite); the last good checkpoint is kept",
+	               (long long)v, what, x);
+}
+
+/* One entry's values, read back: the losses checked and summed, D's mean
+ * outputs, LeCam's terms, the penalties, the update's norm, ADA's p and
+ * r_t, in the order an eager step adds them up. */
 static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val)
 {
-	(void)ctx;
 	dstep *s = self;
 	rec *r = &s->recs[ri];
-	float lr, lf;
-	memcpy(&lr, val + V_LOSS_REAL, sizeof(lr));
-	memcpy(&lf, val + V_LOSS_FAKE, sizeof(lf));
 	int rc;
-	if ((rc = gf_trainer_check_loss(s->tr, e->step, lr)) || (rc = gf_trainer_check_loss(s->tr, e->step, lf)))
-		return rc;
-	r->t.loss += lr;
-	r->t.dreal += val[V_SUM_REAL] / (double)e->n[0] / s->acc;
-	r->t.loss += lf;
-	r->t.dfake += val[V_SUM_FAKE] / (double)e->n[1] / s->acc;
+	if (e->flags & F_HALVES) {
+		float lr, lf;
+		memcpy(&lr, val + V_LOSS_REAL, sizeof(lr));
+		memcpy(&lf, val + V_LOSS_FAKE, sizeof(lf));
+		if ((rc = gf_trainer_check_loss(s->tr, e->step, lr)) || (rc = gf_trainer_check_loss(s->tr, e->step, lf)))
+			return rc;
+		if ((e->flags & F_R1) && (rc = penalty_value(ctx, e->step, "R1", val[V_R1])))
+			return rc;
+		if ((e->flags & F_GP) && (rc = penalty_value(ctx, e->step, "gradient", val[V_GP])))
+			return rc;
+		r->t.loss += lr;
+		r->t.dreal += val[V_SUM_REAL] / (double)e->n[0] / s->acc;
+		r->t.loss += lf;
+		r->t.dfake += val[V_SUM_FAKE] / (double)e->n[1] / s->acc;
+		if (s->lecam.lambda > 0) {
+			r->t.lecam += val[V_LECAM_REAL];
+			r->t.lecam += val[V_LECAM_FAKE];
+		}
+		if (e->flags & F_R1)
+			r->t.r1 += val[V_R1] / s->acc;
+		if (e->flags & F_GP)
+			r->t.gp += val[V_GP] / s->acc;
+	}
+	if (e->flags & F_LAZY) {
+		if ((rc = penalty_value(ctx, e->step, "R1", val[V_R1])))
+			return rc;
+		r->t.r1 += val[V_R1];
+	}
 	if ((e->flags & F_NORM) && (rc = gf_trainer_check_norm(s->tr, e->step, val[V_SUMSQ], NULL)))
 		return rc;
+	if (e->flags & F_ADA) {
+		r->ada_p = val[V_ADA_P];
+		r->ada_rt = val[V_ADA_RT];
+	}
 	return 0;
 }
 
@@ -289,9 +321,9 @@ static int finish(void *self, gf_ctx *ctx, int ri, int64_t v)
 	if (s->gp > 0)
 		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
 	if (s->ada_p) {
-		gf_msg_set_scalar(m, "ada_p", s->p);
-		if (!isnan(s->ada.rt))
-			gf_msg_set_scalar(m, "ada_rt", s->ada.rt);
+		gf_msg_set_scalar(m, "ada_p", r->ada_p);
+		if (!isnan(r->ada_rt))
+			gf_msg_set_scalar(m, "ada_rt", r->ada_rt);
 	}
 	if (s->async) {
 		gf_msg_set_scalar(m, "staleness", t->stale / (s->d_steps * s->acc));
@@ -303,7 +335,7 @@ static int finish(void *self, gf_ctx *ctx, int ri, int64_t v)
 /* One micro-batch: a real and a fake batch, D's loss on both, gradients
  * summed into D's (and the update in the last micro-batch of a D step).
  * pos receives the real batch's data position. */
-static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2])
+static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2], struct micro *m)
 {
 	gf_msg *fake = NULL;
 	int64_t stale = 0;
@@ -326,16 +358,39 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2])
 	}
 	int last = micro == s->acc - 1;
 	gf_stepdrv_entry e = { .step = s->v };
-	struct micro m = { micro, last && !gf_trainer_update_on_device(s->tr), nr, nf, &e, r };
+	m->micro = micro;
+	m->host_update = last && !gf_trainer_update_on_device(s->tr);
+	m->nr = nr;
+	m->nf = nf;
+	m->e = &e;
+	m->images += (double)nr;
+	int tail = last && m->tail && (s->ada_p || s->lecam.lambda > 0);
 	uint64_t key = (uint64_t)nr | (uint64_t)nf << 24 | (uint64_t)(micro == 0) << 48 | (uint64_t)last << 49 |
-	               (last ? gf_trainer_update_key(s->tr, s->v) : 0) << 50;
+	               (last ? gf_trainer_update_key(s->tr, s->v) : 0) << 50 | (uint64_t)tail << 51 |
+	               (uint64_t)(tail && m->last_of_iter) << 52;
 	if ((rc = gf_stepdrv_begin(s->drv, ctx)) ||
-	    (rc = gf_stepdrv_run(s->drv, ctx, s->v, NULL, key, m.host_update, step_ops, &m)))
+	    (rc = gf_stepdrv_run(s->drv, ctx, s->v, NULL, key, m->host_update, step_ops, m)))
 		return rc;
 	r->t.images += (double)nr;
 	s->r1_n = nr;
 	pos[0] = real->epoch;
 	pos[1] = (int64_t)real->pos;
+	return gf_stepdrv_push(s->drv, ctx, &e);
+}
+
+/* The lazy R1 step after a D step (m: its last micro-step's), captured as
+ * a step of its own; it ends the D step (ADA, LeCam). */
+static int lazy_step(dstep *s, gf_ctx *ctx, const struct micro *m)
+{
+	gf_stepdrv_entry e = { .step = s->v };
+	d_lazy a = { !gf_trainer_update_on_device(s->tr), m->last_of_iter, m->images, &e };
+	int tail = s->ada_p || s->lecam.lambda > 0;
+	uint64_t key = (uint64_t)s->r1_n | (uint64_t)1 << 40 | (uint64_t)tail << 41 | (uint64_t)(tail && a.last_of_iter) << 42 |
+	               gf_trainer_update_key(s->tr, s->v) << 43;
+	int rc;
+	if ((rc = gf_stepdrv_begin(s->drv, ctx)) ||
+	    (rc = gf_stepdrv_run(s->drv, ctx, s->v, "D step (lazy R1)", key, a.host_update, d_r1_lazy_ops, &a)))
+		return rc;
 	return gf_stepdrv_push(s->drv, ctx, &e);
 }
 
@@ -347,7 +402,10 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
 	if (rc || (rc = gf_trainer_state_begin(s->tr, s->v, &st)) || !st)
 		return rc;
-	rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
+	/* LeCam's and ADA's state from the device (nothing is in flight) */
+	rc = s->lecam.lambda > 0 || s->ada_p ? d_reg_state(s, ctx, 0) : 0;
+	if (!rc)
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
 	if (!rc && s->lecam.lambda > 0) { /* the averages' bits, so a resumed run goes on exactly */
 		int64_t lc[3] = { s->lecam.set };
 		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
@@ -391,9 +449,7 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
  * eager step read at once. */
 static void plan(dstep *s, gf_ctx *ctx)
 {
-	gf_stepdrv_plan(s->drv, s->lecam.lambda > 0 || gf_trainer_exchanging(s->tr) ||
-	                            !gf_trainer_update_on_device(s->tr) || s->gp > 0 || (s->r1 > 0 && s->r1_every == 1) ||
-	                            s->ada_p);
+	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr));
 	gf_allocator dev;
 	s->dev_weights = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
 	                 gf_port_device_ok(ctx, OUT_WEIGHTS, s->be->device, s->be->device_index) &&
@@ -436,25 +492,24 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 	if ((rc = d_push_weights(s, ctx)))
 		return rc;
 	while (!(!s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx)) && !(s->async && gf_should_stop(ctx))) {
-		int ri;
-		if ((rc = gf_stepdrv_open(s->drv, ctx, s->v, s->d_steps * s->acc, &ri)))
+		/* lazy R1 after every r1_every-th D step of the run: an entry of its own */
+		int nlazy = 0, ri;
+		for (int k = 0; k < s->d_steps; k++)
+			nlazy += s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
+		if ((rc = gf_stepdrv_open(s->drv, ctx, s->v, s->d_steps * s->acc + nlazy, &ri)))
 			return rc;
 		rec *r = &s->recs[ri];
 		memset(r, 0, sizeof(*r));
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			double real0 = r->t.dreal, fake0 = r->t.dfake, images0 = r->t.images;
-			for (int micro = 0; micro < s->acc; micro++)
-				if ((rc = micro_step(s, ctx, micro, r, pos)))
-					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-			/* lazy R1 after every r1_every-th D step of the run */
 			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
-			if ((lazy && (rc = d_r1_lazy(s, ctx, &r->t.r1))) || (rc = d_ada_after_step(s, ctx, r->t.images - images0)))
+			struct micro m = { .tail = !lazy, .last_of_iter = k == s->d_steps - 1 };
+			for (int micro = 0; micro < s->acc; micro++)
+				if ((rc = micro_step(s, ctx, micro, r, pos, &m)))
+					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
+			if (lazy && (rc = lazy_step(s, ctx, &m)))
 				return rc == GF_ESTOP ? 0 : rc;
 			r->t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
-			/* LeCam runs eagerly, its results read at once: the means are in */
-			if (s->lecam.lambda > 0)
-				gf_lecam_average(&s->lecam, r->t.dreal - real0, r->t.dfake - fake0);
 		}
 		s->v++;
 		s->data_pos[0] = pos[0];
@@ -497,7 +552,6 @@ static void dstep_destroy(void *self)
 	d_release_staged(s);
 	gf_fake_cache_destroy(s->cache);
 	gf_penalty_destroy(s->pen);
-	free(s->eps_host);
 	for (int i = 0; i < 2 && s->cbe; i++) {
 		if (s->st[i].x)
 			s->cbe->ops->free(s->cbe, s->st[i].x);
@@ -510,13 +564,11 @@ static void dstep_destroy(void *self)
 	}
 	if (s->cbe)
 		gf_backend_close(s->cbe);
-	float *dev[] = { s->dpred, s->reg_dev, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
+	float *dev[] = { s->dpred, (float *)(void *)s->rst, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
 	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
-	free(s->out_host);
-	free(s->reg_host);
 	gf_trainer_destroy(s->tr);
 	free(s);
 }

@@ -11,14 +11,30 @@
 enum { IN_REAL, IN_FAKES, IN_REDUCED };
 enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
-/* device slots of one micro-step's results (gf_readback) */
-enum { V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ, NVALS };
+/* device slots of one entry's results (gf_stepdrv) */
+enum {
+	V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ,
+	V_LECAM_REAL, V_LECAM_FAKE,     /* LeCam's term on each half */
+	V_R1, V_R1_MEAN, V_GP, V_GP_MEAN, /* a penalty's value and mean length */
+	V_ADA_P, V_ADA_RT,              /* ADA's p and r_t after the D step */
+	NVALS
+};
+
+/* the device doubles of LeCam's and ADA's state (rst) */
+enum { RST_LECAM = 0, RST_ADA = 7, RST_N = 12 };
 
 #define MAX_LAG 63   /* micro-steps whose results may be in flight */
 
 /* what an entry's value slots hold (gf_stepdrv_entry flags; n[0], n[1]:
  * D outputs of the real and the fake half) */
-enum { F_NORM = 1 };    /* its update left the gradient's sum of squares in V_SUMSQ */
+enum {
+	F_NORM = 1,             /* its update left the gradient's sum of squares in V_SUMSQ */
+	F_HALVES = 2,           /* a micro-step: both halves' losses and sums, LeCam's terms */
+	F_R1 = 4,               /* R1 in the real half-step (V_R1, over the micro-batches) */
+	F_LAZY = 8,             /* the lazy R1 step (V_R1, whole) */
+	F_GP = 16,              /* WGAN-GP (V_GP) */
+	F_ADA = 32,             /* ADA's p and r_t (V_ADA_P, V_ADA_RT) */
+};
 
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
@@ -33,7 +49,16 @@ typedef struct rec {
 	int64_t mstep;          /* its metrics step */
 	int64_t stale_max;
 	sums t;
+	double ada_p, ada_rt;   /* after its last D step (read back) */
 } rec;
+
+/* The lazy R1 step's arg (d_r1_lazy_ops). */
+typedef struct d_lazy {
+	int host_update;
+	int last_of_iter;       /* it ends the iteration's last D step */
+	double images;          /* the D step's real images */
+	gf_stepdrv_entry *e;
+} d_lazy;
 
 /* A real batch staged for the device (double-buffered). */
 typedef struct stage {
@@ -59,13 +84,11 @@ typedef struct dstep {
 	int64_t gseen;          /* async: G updates behind the newest fakes used */
 	int64_t ckpt_basis;     /* async: gseen at the last state pushed */
 	float *dpred;           /* (max_batch, D outputs) device */
-	float *out_host;        /* LeCam, ADA: (max_batch, D outputs) */
+	double *rst;            /* (RST_N) device: LeCam's and ADA's state */
 	gf_fake_cache *cache;   /* async: recent fakes */
 	const char *reader;     /* the lmdb_reader feeding `real`, NULL = none (valid while the graph is) */
 	char data_classes[1024]; /* the classes that data holds, as ranges ("" = unknown or unconditional) */
-	gf_lecam lecam;         /* lambda 0 = none */
-	float *reg_host;        /* LeCam: (max_batch, D outputs) gradient, host */
-	float *reg_dev;         /* and device */
+	gf_lecam lecam;         /* lambda 0 = none; its state: rst's (the host copy at checkpoints) */
 	/* the device side (docs/cuda.md) */
 	gf_tensor din;          /* D's input shape (batch = max_batch) */
 	size_t in_numel;        /* floats per sample */
@@ -81,21 +104,17 @@ typedef struct dstep {
 	int snext;              /* slot the next batch is staged into */
 	int dev_weights;        /* D's weights go to g_step in device memory */
 	int64_t dev_fakes;      /* fakes messages that came in device memory */
-	/* gradient penalties (d_step.c): they read the gradient lengths on the
-	 * host, so a step that computes one runs eagerly */
+	/* gradient penalties (d_reg.c) */
 	float r1, gp;           /* gamma, lambda; 0 = none */
 	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
 	gf_penalty *pen;        /* r1 or gp */
 	gf_rng gp_rng;          /* gp: the interpolation weights */
-	float *eps_host;        /* gp: (max_batch) the weights, host */
-	float *eps_dev;         /* and device */
+	float *eps_dev;         /* gp: (max_batch) the weights, device */
 	float *xhat_dev;        /* gp: (max_batch, D input) the interpolates, device */
 	int64_t r1_n;           /* lazy R1: the size of the D step's last real batch, still in real_dev */
-	/* ADA (d_step.c): p moves from the signs of D's outputs on the reals,
-	 * read on the host, so a D with an ada layer steps eagerly */
+	/* ADA (d_reg.c): p moves from the signs of D's outputs on the reals */
 	float *ada_p;           /* the ada layer's buffer "p" (device), NULL: D has no ada layer */
-	float p;                /* its value */
-	gf_ada ada;
+	gf_ada ada;             /* its options; its state: rst's (the host copy at checkpoints) */
 } dstep;
 
 /* ---- d_msgs.c ---- */
@@ -129,27 +148,28 @@ int d_push_weights(dstep *s, gf_ctx *ctx);
 
 /* r1, r1_every, gp: what they may be combined with. */
 int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p);
-/* The penalty's buffers and generator, once D and its input buffers exist. */
+/* The penalty's buffers and generator, once D and its input buffers exist;
+ * the device doubles of LeCam and ADA. */
 int d_penalty_setup(dstep *s, gf_ctx *ctx);
 /* ADA: the ada layer of D, its p, the controller's options and state. */
-int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p, size_t nout);
-/* After a D step that used `images` real images: p moves every
- * ada_interval steps. */
-int d_ada_after_step(dstep *s, gf_ctx *ctx, double images);
-/* LeCam's term for one half-step's n outputs, scaled like its loss: its
- * value added to *reg, its gradient added to dpred. */
-int d_lecam_add(dstep *s, const gf_tensor *out, int fake, size_t n, float scale, double *reg);
+int d_ada_setup(dstep *s, gf_ctx *ctx, const gf_value *p);
+/* LeCam's and ADA's state between the host (checkpoints, resume) and the
+ * device doubles: to the device, or back at a read point. */
+int d_reg_state(dstep *s, gf_ctx *ctx, int to_dev);
+/* The ops that end a D step (ADA's p, LeCam's averages), in its last
+ * captured step, whose entry e they mark. */
+int d_step_tail(dstep *s, gf_ctx *ctx, double images, int last_of_iter, gf_stepdrv_entry *e);
 /* The penalty of D's last forward, weighted like a half of D's loss times
  * gain, its gradient added to D's (or written: accumulate 0), with dy (may
- * be NULL) walked in the same pass; its value into *value. */
-int d_penalty(dstep *s, gf_ctx *ctx, gf_penalty_kind kind, float weight, double gain, const float *dy,
-              unsigned accumulate, double *value);
+ * be NULL) walked in the same pass; its value and mean length into out (2
+ * device doubles). */
+int d_penalty(dstep *s, gf_ctx *ctx, int distance, float weight, double gain, const float *dy, unsigned accumulate,
+              double *out);
 /* WGAN-GP on one micro-batch: D's gradient norm at the interpolates of xr
- * and xf pulled to 1; its value added to *value. */
-int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf,
-              double *value);
-/* StyleGAN2's lazy R1 step on the last D step's real batch: the penalty
- * times r1_every, an optimiser update; its value added to *value. */
-int d_r1_lazy(dstep *s, gf_ctx *ctx, double *value);
+ * and xf pulled to 1; its value into the GP slots. */
+int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf);
+/* StyleGAN2's lazy R1 step (gf_stepdrv_ops, arg: d_lazy) on the last D
+ * step's real batch: the penalty times r1_every, an optimiser update. */
+int d_r1_lazy_ops(void *self, gf_ctx *ctx, void *arg);
 
 #endif

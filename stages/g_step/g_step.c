@@ -345,6 +345,14 @@ static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, cons
 	}
 	if ((e->flags & F_NORM) && (rc = gf_trainer_check_norm(s->tr, e->step, val[V_SUMSQ], &r->gnorm)))
 		return rc;
+	if (e->flags & F_PL) {
+		if (!isfinite(val[V_PL]))
+			return gf_fail(ctx, "step %lld: the path-length penalty is %g (non-finite); the last good checkpoint is "
+			                    "kept", (long long)e->step, val[V_PL]);
+		r->pl = val[V_PL];
+		r->pl_mean = val[V_PL_MEAN];
+		r->pl_ran = 1;
+	}
 	return 0;
 }
 
@@ -376,8 +384,8 @@ static int push_state(gstep *s, gf_ctx *ctx)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
 	if (!rc && s->pl > 0) { /* the mean's bits, so a resumed run goes on exactly */
 		int64_t bits;
-		memcpy(&bits, &s->pl_mean, sizeof(bits));
-		rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
+		if (!(rc = g_pl_mean(s, ctx, &bits)))
+			rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
 	}
 	return gf_trainer_state_push(s->tr, rc, s->step);
 }
@@ -386,8 +394,7 @@ static int push_state(gstep *s, gf_ctx *ctx)
  * handshake is done. */
 static void plan(gstep *s, gf_ctx *ctx)
 {
-	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr) ||
-	                            (s->pl > 0 && s->pl_every == 1));
+	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr));
 	gf_allocator dev;
 	s->dev_fakes = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
 	               gf_port_device_ok(ctx, OUT_FAKES, s->be->device, s->be->device_index) &&
@@ -423,16 +430,16 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 		 * extra ones come from G before its update, so the update runs
 		 * apart */
 		int apart = s->fakes_per_step > s->acc, ri;
-		if ((rc = gf_stepdrv_open(s->drv, ctx, s->step, s->acc + apart, &ri)))
+		/* path length: in this step (pl_every = 1, before its micro-batches),
+		 * or a step of its own after its update: an entry either way */
+		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
+		if ((rc = gf_stepdrv_open(s->drv, ctx, s->step, s->acc + apart + pl_now, &ri)))
 			return rc;
 		rec *r = &s->recs[ri];
 		memset(r, 0, sizeof(*r));
 		int64_t pushed = 0;
-		/* path length: in this step (pl_every = 1, before its micro-batches),
-		 * or a step of its own after its update */
-		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
 		s->pl_acc = pl_now && s->pl_every == 1;
-		if (s->pl_acc && (rc = g_pl_step(s, ctx, 1.0, &r->pl)))
+		if (s->pl_acc && (rc = g_pl_step(s, ctx, 1.0, 0)))
 			return rc;
 		for (int micro = 0; micro < s->acc; micro++) {
 			if ((rc = gf_stepdrv_begin(s->drv, ctx)) || (rc = generate(s, ctx)))
@@ -453,13 +460,8 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 				return rc;
 		if (apart && (rc = micro_step(s, ctx, -1, 1, r)))
 			return rc;
-		if (pl_now && !s->pl_acc) {
-			gf_trainer_arm(s->tr, s->step); /* data parallel: buckets leave during the double backward */
-			if ((rc = g_pl_step(s, ctx, s->pl_every, &r->pl)) || (rc = gf_trainer_update(s->tr, s->step, NULL)))
-				return rc;
-		}
-		r->pl_ran = pl_now;
-		r->pl_mean = s->pl_mean;
+		if (pl_now && !s->pl_acc && (rc = g_pl_step(s, ctx, s->pl_every, 1)))
+			return rc;
 		s->step++;
 		if (s->async)
 			gf_report_step(ctx, s->step, 0); /* async: G's updates are the run's steps */
@@ -505,12 +507,11 @@ static void gstep_destroy(void *self)
 	gf_stepdrv_destroy(s->drv); /* waits for what is in flight */
 	gf_devmsg_destroy(s->dm);
 	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->z_dev,
-	                 (float *)(void *)s->lab_dev, s->pl_dev };
+	                 (float *)(void *)s->lab_dev, s->pl_dev, (float *)(void *)s->pl_mean_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
 	free(s->real_labels);
-	free(s->pl_y);
 	gf_penalty_destroy(s->pen);
 	gf_net_destroy(s->d);
 	gf_trainer_destroy(s->tr);

@@ -12,7 +12,7 @@ enum { IN_DW, IN_REDUCED, IN_REAL };
 enum { OUT_FAKES, OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 
 /* device slots of one micro-step's results (gf_readback) */
-enum { V_LOSS, V_L1, V_SUMSQ, NVALS };
+enum { V_LOSS, V_L1, V_SUMSQ, V_PL, V_PL_LEN, V_PL_MEAN, NVALS };
 
 #define MAX_LAG 63   /* micro-steps whose results may be in flight */
 
@@ -20,13 +20,14 @@ enum { V_LOSS, V_L1, V_SUMSQ, NVALS };
 enum {
 	F_LOSS = 1,             /* a micro-step: its loss (and L1 term) in V_LOSS (V_L1) */
 	F_NORM = 2,             /* its update left the gradient's sum of squares in V_SUMSQ */
+	F_PL = 4,               /* the path length: its penalty, mean length and moving mean in V_PL.. */
 };
 
 /* A G step whose results are being read back (the driver's record slot). */
 typedef struct rec {
 	double loss, l1_sum;
 	float gnorm;
-	int pl_ran;             /* the path length ran in this step (host values) */
+	int pl_ran;             /* the path length ran in this step (read back) */
 	double pl, pl_mean;
 } rec;
 
@@ -69,15 +70,13 @@ typedef struct gstep {
 	int dev_fakes;          /* fakes go to d_step in device memory */
 	int64_t dev_weights;    /* D weights messages that came in device memory */
 	rec recs[GF_STEPDRV_RECS];
-	/* path length (g_pl.c): its lengths come to the host, so a step that
-	 * computes it runs eagerly */
+	/* path length (g_pl.c): a captured step of its own */
 	float pl, pl_decay;     /* weight (0 = none), decay of its mean */
 	int pl_every, pl_batch;
 	int pl_acc;             /* this step's G backward adds to a path-length gradient */
-	double pl_mean;         /* the moving average of the lengths */
+	double *pl_mean_dev;    /* the moving average of the lengths (a device double) */
 	gf_penalty *pen;
-	float *pl_y;            /* (pl_batch, G output) host noise */
-	float *pl_dev;          /* and device */
+	float *pl_dev;          /* (pl_batch, G output) the noise y, device */
 	size_t pl_n;            /* G output values per sample */
 	float pl_scale;         /* 1 / sqrt(H W) */
 } gstep;
@@ -102,8 +101,11 @@ int g_push_weights(gstep *s, gf_ctx *ctx);
 /* pl, pl_every, pl_decay: the penalty's buffers and its mean, once G exists. */
 int g_pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p);
 /* The path-length penalty on a batch of its own, times gain, into G's
- * gradients (written); its value into *value. */
-int g_pl_step(gstep *s, gf_ctx *ctx, double gain, double *value);
+ * gradients (written), as an entry of the step's record (its value and
+ * mean read back); update: then G's update (a step of its own). */
+int g_pl_step(gstep *s, gf_ctx *ctx, double gain, int update);
+/* The moving mean's bits from the device (a checkpoint: a read point). */
+int g_pl_mean(gstep *s, gf_ctx *ctx, int64_t *bits);
 
 /* ---- g_paired.c (pix2pix) ---- */
 

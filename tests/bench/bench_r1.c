@@ -67,22 +67,22 @@ static void plain_step(struct bench *b)
 static void r1_step(struct bench *b)
 {
 	gf_tensor out;
-	double mean, v;
+	gf_penalty_desc d = { .distance = GF_PENALTY_SQUARE, .weight = b->gamma, .scale = 0.5 };
 	CHECK(gf_net_forward(b->d, &b->real, NULL, GF_TRAIN));
 	CHECK(gf_net_output(b->d, &out));
 	CHECK(gf_loss(b->be, b->loss, NULL, b->dpred, &out, NULL, 1.0f, 0.5f));
-	CHECK(gf_penalty_lengths(b->pen, NULL, &mean));
-	CHECK(gf_penalty_apply(b->pen, GF_PENALTY_SQUARE, b->gamma, 1.0, 0.5, b->dpred, GF_NEED_DW, &v));
+	CHECK(gf_penalty_lengths(b->pen, NULL));
+	CHECK(gf_penalty_apply(b->pen, &d, NULL, NULL, b->dpred, GF_NEED_DW));
 	half(b, &b->fake, b->fake_target, GF_ACCUMULATE);
 	CHECK(gf_optim_step(b->opt));
 }
 
 static void reg_step(struct bench *b)
 {
-	double mean, v;
+	gf_penalty_desc d = { .distance = GF_PENALTY_SQUARE, .weight = b->gamma, .scale = 0.5 * b->every };
 	CHECK(gf_net_forward(b->d, &b->real, NULL, GF_TRAIN));
-	CHECK(gf_penalty_lengths(b->pen, NULL, &mean));
-	CHECK(gf_penalty_apply(b->pen, GF_PENALTY_SQUARE, b->gamma, 1.0, 0.5 * b->every, NULL, GF_NEED_DW, &v));
+	CHECK(gf_penalty_lengths(b->pen, NULL));
+	CHECK(gf_penalty_apply(b->pen, &d, NULL, NULL, NULL, GF_NEED_DW));
 	CHECK(gf_optim_step(b->opt));
 }
 

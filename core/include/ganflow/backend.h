@@ -50,6 +50,12 @@ extern "C" {
 #define GF_BACKEND_ABI 1
 
 typedef struct gf_backend gf_backend;
+/* penalty_factors: which penalty and its constants. */
+typedef struct gf_penalty_desc {
+	int distance;           /* 0: weight / 2 |g|^2 (R1); 1: weight (|g| - c)^2 (WGAN-GP, path length) */
+	double weight, center, decay, scale;
+} gf_penalty_desc;
+
 typedef struct gf_backend_ops gf_backend_ops;
 typedef struct gf_backend_stats gf_backend_stats;
 typedef struct gf_graph gf_graph;   /* a captured step (graph_begin), owned by its backend */
@@ -593,6 +599,55 @@ struct gf_backend_ops {
 	 * replays this op with each step's decay (StyleGAN2's ramp changes it
 	 * at every update). */
 	int (*ema)(gf_backend *be, float *avg, const float *w, size_t n, float decay);
+	/* ---- recipes inside the captured step (docs/cuda.md "Nothing eager") ----
+	 * Each reads and writes a few doubles of state in device memory, so a
+	 * step that needs them never waits for the host. */
+	/* Gradient clipping: g (n) *= coef when coef = max_norm / (sqrt(*sumsq)
+	 * + 1e-6) < 1 (gf_net_clip_grad_norm's arithmetic: coef in double,
+	 * applied as a float; a non-finite *sumsq leaves g). *sumsq: device. */
+	int (*clip_dev)(gf_backend *be, float *g, size_t n, const double *sumsq, float max_norm);
+	/* LeCam on one half-step's D outputs out (n): with st = (set, a_real,
+	 * a_fake, run_real, run_fake, base_real, base_fake) in device memory,
+	 * when set: r_i = relu(fake ? a_real - out_i : out_i - a_fake),
+	 * dy_i += (float)(+-2 lambda scale r_i / n) (- for fake), *value =
+	 * lambda scale sum r_i^2 / n (gf_lecam_grad's arithmetic); unset: *value
+	 * = 0, dy untouched. Always: run_{real|fake} += (sum_i out_i / n) /
+	 * acc, the D step's mean output as the step's metrics add it up. */
+	int (*lecam_dev)(gf_backend *be, float *dy, double *value, double *st, const float *out, size_t n, int fake,
+	                 float lambda, float scale, int acc);
+	/* After a D step: the means it added (run - base) move the averages
+	 * (gf_lecam_average: decay 0 on the first), set = 1, base = run; last:
+	 * the iteration's last D step, run = base = 0. */
+	int (*lecam_avg)(gf_backend *be, double *st, float decay, int last);
+	/* ADA's controller (gf_ada) on the device. ada_signs: st[0] += sum of
+	 * sign(out_i - mid) (0 at mid), st[1] += n, for D's n outputs on a real
+	 * batch. ada_update, after a D step of `images` real images, with st =
+	 * (signs, count, images, steps, r_t): images and steps counted; every
+	 * interval-th step r_t = signs / count (0 without outputs) and, kimg >
+	 * 0, *p += sign(r_t - target) images / (kimg 1000) clamped to [0, 1],
+	 * then the counts reset. out (2, device, may be NULL): p and r_t after
+	 * it, for the step's metrics. */
+	int (*ada_signs)(gf_backend *be, double *st, const float *out, size_t n, float mid);
+	int (*ada_update)(gf_backend *be, float *p, double *st, double *out, double images, int interval, double target,
+	                  double kimg);
+	/* A gradient penalty's per-sample factors (core/train/penalty.c):
+	 * from sq (npts rows of max_batch floats, row k's first b: |g_ik|^2),
+	 * l_i = sqrt(sum_k sq_ki / (npts > 1 ? npts : 1)) in double; with
+	 * center = *center_st moved first by decay (decay > 0: c += decay
+	 * (mean_i l_i - c), the path length's moving mean; center_st may be
+	 * NULL for a fixed center d->center): square: P = weight mean 0.5 l^2,
+	 * f_i = scale weight / b; distance: P = weight mean (l - c)^2, f_i =
+	 * scale 2 weight (l_i - c) / (l_i b) (0 at l_i = 0); f /= npts when
+	 * npts > 1. f (b) device floats; out (device doubles, may be NULL):
+	 * out[0] = P, out[1] = mean_i l_i. weight and scale are per-step
+	 * scalars (a schedule may change them). */
+	int (*penalty_factors)(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
+	                       int max_batch, int npts, const gf_penalty_desc *d);
+	/* How many times the host has waited for this instance's device so
+	 * far: sync, event_sync, copies to the host, a loss or sum returned
+	 * to the host. A counter, read without waiting (the step driver
+	 * counts the waits inside and between steps). */
+	int64_t (*host_waits)(gf_backend *be);
 };
 
 /* ada_params: the uniforms drawn and the transform kept per sample. */

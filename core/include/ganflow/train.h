@@ -180,16 +180,17 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm);
 /* ---- the update without the host (graph steps, docs/cuda.md) ---- */
 
 /* 1 when gf_trainer_update_dev can do this trainer's update: no gradient
- * exchange (its buckets and acknowledgements need the host), no clipping
- * (its coefficient comes from a norm on the host), no orthogonal
- * regularisation under fp16 (its weight follows the device's loss scale). */
+ * exchange (its buckets and acknowledgements need the host), no orthogonal
+ * regularisation under fp16 (its weight follows the device's loss scale).
+ * Clipping stays on the device (the backend's clip_dev scales by the norm
+ * reduce_dev left there). */
 int gf_trainer_update_on_device(const gf_trainer *t);
 
 /* The update of step `step` (0-based) with device ops only: the warm-up
  * learning rate, the orthogonal regularisation's gradient, the gradient
  * block's sum of squares into *sumsq (a double in the backend's memory,
- * read after the step: gf_trainer_check_norm), the optimiser step and the
- * EMA. Nothing in it waits for the host, so it may run inside a graph
+ * read after the step: gf_trainer_check_norm), clipping by it, the
+ * optimiser step and the EMA. Nothing in it waits for the host, so it may run inside a graph
  * step. Returns 0, GF_EUNSUPPORTED when gf_trainer_update_on_device is 0
  * (nothing done), or an error set on ctx. The same values as
  * gf_trainer_update, which measures the norm on the host. */
@@ -298,6 +299,9 @@ int gf_stepgraph_end(gf_stepgraph *g, int rc);
 
 /* Steps run eagerly, captured, and replayed so far. */
 void gf_stepgraph_counts(const gf_stepgraph *g, int64_t *eager, int64_t *captured, int64_t *replayed);
+/* Of the eager steps, those that were not a key's warm-up: asked to run
+ * eagerly (a feature that needs the host), or graphs off. */
+int64_t gf_stepgraph_forced(const gf_stepgraph *g);
 
 /* ---- step results read after the step (docs/cuda.md) ---- */
 
@@ -441,10 +445,18 @@ int gf_stepdrv_settle(gf_stepdrv *d, gf_ctx *ctx, int keep);
 
 /* Steps run eagerly, captured and replayed; with what the stage adds
  * ("; fakes in device memory"), the end-of-run line "D steps: 3 eager,
- * 1 captured, 96 replayed as graphs..." when anything was captured or
- * the backend is a device. */
+ * 1 captured, 96 replayed as graphs (0 eager after warm-up, 0 host waits
+ * inside steps, 1.00 per iteration)..." when anything was captured or the
+ * backend is a device. */
 void gf_stepdrv_counts(const gf_stepdrv *d, int64_t *eager, int64_t *captured, int64_t *replayed);
 void gf_stepdrv_summary(const gf_stepdrv *d, gf_ctx *ctx, const char *extra);
+
+/* On a backend that counts them (host_waits: the CUDA backend, the CPU
+ * device check), the host's waits for the device while entries were
+ * queued (between gf_stepdrv_begin and gf_stepdrv_push: 0 when nothing in
+ * a step needs the host) and over the whole run; -1 without the count.
+ * *forced: eager steps that were not a warm-up. */
+void gf_stepdrv_waits(const gf_stepdrv *d, int64_t *inside, int64_t *total, int64_t *forced);
 
 /* ---- messages in device memory (docs/cuda.md's protocol) ---- */
 
@@ -581,17 +593,22 @@ typedef enum {
 int gf_penalty_create(gf_penalty **out, gf_net *net, int max_batch);
 void gf_penalty_destroy(gf_penalty *p);
 
-/* After a forward: the backward of <seed, output> (seed: device, the
- * output's shape; NULL = ones, d sum(output)/dx) for g, and *mean =
- * mean_i |g_i|. */
-int gf_penalty_lengths(gf_penalty *p, const float *seed, double *mean);
+/* After a forward: queues the backward of <seed, output> (seed: device,
+ * the output's shape; NULL = ones, d sum(output)/dx) for g and its squared
+ * lengths per sample, on the device (nothing is read on the host). */
+int gf_penalty_lengths(gf_penalty *p, const float *seed);
 
-/* Then: *value = P (weight * mean phi, unscaled) and the gradient of
- * scale * P added to (GF_ACCUMULATE) or written into the network's
- * gradients (flags as gf_net_backward2, GF_NEED_DW); dy (may be NULL) is
- * an output gradient of the same forward walked in the same pass. */
-int gf_penalty_apply(gf_penalty *p, gf_penalty_kind kind, double weight, double center, double scale,
-                     const float *dy, unsigned flags, double *value);
+/* Then queues the penalty d (d->distance: GF_PENALTY_SQUARE or _DISTANCE;
+ * weight; center, or the moving center *center_st, a device double moved
+ * by d->decay first, the path length's mean; NULL: d->center) and the
+ * gradient of d->scale * P added to (GF_ACCUMULATE) or written into the
+ * network's gradients (flags as gf_net_backward2, GF_NEED_DW); dy (may be
+ * NULL) is an output gradient of the same forward walked in the same
+ * pass. out (2 device doubles, may be NULL) receives P (weight * mean phi,
+ * unscaled) and mean_i |g_i|, for the step's results. Usable inside a
+ * captured step. */
+int gf_penalty_apply(gf_penalty *p, const gf_penalty_desc *d, double *center_st, double *out, const float *dy,
+                     unsigned flags);
 
 /* StyleGAN2's lazy regularisation: with a penalty's update every `every`
  * updates, lr *= r and Adam's betas ^= r, r = every / (every + 1) (the

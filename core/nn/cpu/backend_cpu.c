@@ -103,6 +103,12 @@ static const gf_backend_ops cpu_ops = {
 	.ada_backward = gf_cpu_ada_backward,
 	.style_mix = gf_cpu_style_mix,
 	.ema = gf_cpu_ema,
+	.clip_dev = gf_cpu_clip_dev,
+	.lecam_dev = gf_cpu_lecam_dev,
+	.lecam_avg = gf_cpu_lecam_avg,
+	.ada_signs = gf_cpu_ada_signs,
+	.ada_update = gf_cpu_ada_update,
+	.penalty_factors = gf_cpu_penalty_factors,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

@@ -58,6 +58,16 @@ int gf_cpu_bias_grad(gf_backend *be, float *db, const float *dy, int n, int c, i
 int gf_cpu_axpy(gf_backend *be, float *y, const float *x, size_t n, float alpha);
 int gf_cpu_scale(gf_backend *be, float *x, size_t n, float s);
 int gf_cpu_ema(gf_backend *be, float *avg, const float *w, size_t n, float decay);
+/* recipe_cpu.c: the recipe ops that keep a step off the host */
+int gf_cpu_clip_dev(gf_backend *be, float *g, size_t n, const double *sumsq, float max_norm);
+int gf_cpu_lecam_dev(gf_backend *be, float *dy, double *value, double *st, const float *out, size_t n, int fake,
+                     float lambda, float scale, int acc);
+int gf_cpu_lecam_avg(gf_backend *be, double *st, float decay, int last);
+int gf_cpu_ada_signs(gf_backend *be, double *st, const float *out, size_t n, float mid);
+int gf_cpu_ada_update(gf_backend *be, float *p, double *st, double *out, double images, int interval, double target,
+                      double kimg);
+int gf_cpu_penalty_factors(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
+                           int max_batch, int npts, const gf_penalty_desc *d);
 int gf_cpu_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds,
                   size_t rows, size_t cols, int accumulate);
 int gf_cpu_act_forward(gf_backend *be, float *y, const float *x, size_t n, gf_act act, float param);

@@ -66,6 +66,7 @@ struct gf_cpu_check {
 	int failed;              /* an op inside the brackets was refused */
 	gf_graph *cur, *all;
 	int64_t ngraphs, nreplays;
+	int64_t waits;           /* ops where a GPU's host waits for its device */
 };
 
 int gf_cpu_check_wanted(void)
@@ -239,7 +240,8 @@ enum {
 	OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_SN_FWD, OP_SN_BWD, OP_ROW_DOT, OP_ROW_SCALE, OP_CBN_FWD, OP_CBN_BWD,
 	OP_AUG_FWD, OP_AUG_BWD, OP_GEMM_BATCHED, OP_REDUCE, OP_ACT_BWD2, OP_BN_BWD2, OP_POOL_GATHER, OP_AUG_LIN,
 	OP_MBSTD_FWD, OP_MBSTD_BWD, OP_MBSTD_BWD2, OP_BIAS_ACT_FWD, OP_BIAS_ACT_BWD, OP_RSQRT_EPS, OP_FIR_FWD, OP_FIR_BWD,
-	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD, OP_STYLE_MIX, OP_EMA
+	OP_ADA_PARAMS, OP_ADA_FWD, OP_ADA_BWD, OP_STYLE_MIX, OP_EMA,
+	OP_CLIP_DEV, OP_LECAM_DEV, OP_LECAM_AVG, OP_ADA_SIGNS, OP_ADA_UPDATE, OP_PENALTY_FACTORS
 };
 
 /* ---- memory and copies ---- */
@@ -280,6 +282,7 @@ static int k_copy(gf_backend *be, void *dst, const void *src, size_t bytes, gf_c
 	if (!bytes || dst == src)
 		return 0;
 	TRY(copy_rules(be, dst, src, bytes, kind, "a copy"));
+	K(be)->waits += kind == GF_COPY_D2H;
 	return gf_cpu_copy_plain(be, dst, src, bytes, kind);
 }
 
@@ -295,7 +298,13 @@ static int k_copy_async(gf_backend *be, void *dst, const void *src, size_t bytes
 
 static int k_sync(gf_backend *be)
 {
+	K(be)->waits++;
 	return host_op(be, "sync");
+}
+
+static int64_t k_host_waits(gf_backend *be)
+{
+	return K(be)->waits;
 }
 
 static void *k_pinned_alloc(void *ud, size_t bytes)
@@ -409,6 +418,7 @@ static int k_event_wait(gf_backend *be, void *event)
 static int k_event_sync(gf_backend *be, void *event)
 {
 	TRY(host_op(be, "event_sync"));
+	K(be)->waits++;
 	return ev_waitable(event, "event_sync");
 }
 
@@ -560,6 +570,57 @@ static int k_ema(gf_backend *be, float *avg, const float *w, size_t n, float dec
 	return gf_cpu_ema(be, avg, w, n, decay);
 }
 
+/* ---- the recipe ops (state in device memory, nothing on the host) ---- */
+
+static int k_clip_dev(gf_backend *be, float *g, size_t n, const double *sumsq, float max_norm)
+{
+	TRY(op(be, OP_CLIP_DEV, "clip_dev", P(g, sumsq), V(U(n), fb(max_norm)), 0));
+	return gf_cpu_clip_dev(be, g, n, sumsq, max_norm);
+}
+
+/* lambda and scale may follow a schedule: per-step scalars */
+static int k_lecam_dev(gf_backend *be, float *dy, double *value, double *st, const float *out, size_t n, int fake,
+                       float lambda, float scale, int acc)
+{
+	TRY(op(be, OP_LECAM_DEV, "lecam_dev", P(dy, value, st, out), V(U(n), U(fake), U(acc)), 1));
+	return gf_cpu_lecam_dev(be, dy, value, st, out, n, fake, lambda, scale, acc);
+}
+
+static int k_lecam_avg(gf_backend *be, double *st, float decay, int last)
+{
+	TRY(op(be, OP_LECAM_AVG, "lecam_avg", P(st), V(fb(decay), U(last)), 0));
+	return gf_cpu_lecam_avg(be, st, decay, last);
+}
+
+static int k_ada_signs(gf_backend *be, double *st, const float *out, size_t n, float mid)
+{
+	TRY(op(be, OP_ADA_SIGNS, "ada_signs", P(st, out), V(U(n), fb(mid)), 0));
+	return gf_cpu_ada_signs(be, st, out, n, mid);
+}
+
+/* the step's real images (a short last batch) are a per-step scalar */
+static int k_ada_update(gf_backend *be, float *p, double *st, double *out, double images, int interval,
+                        double target, double kimg)
+{
+	uint64_t t, k;
+	memcpy(&t, &target, sizeof(t));
+	memcpy(&k, &kimg, sizeof(k));
+	TRY(op(be, OP_ADA_UPDATE, "ada_update", P(p, st, out), V(U(interval), t, k), 1));
+	return gf_cpu_ada_update(be, p, st, out, images, interval, target, kimg);
+}
+
+/* weight and scale may follow a schedule: per-step scalars */
+static int k_penalty_factors(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
+                             int max_batch, int npts, const gf_penalty_desc *d)
+{
+	uint64_t c, dc;
+	memcpy(&c, &d->center, sizeof(c));
+	memcpy(&dc, &d->decay, sizeof(dc));
+	TRY(op(be, OP_PENALTY_FACTORS, "penalty_factors", P(f, out, center_st, sq),
+	       V(U(b), U(max_batch), U(npts), U(d->distance), c, dc), 1));
+	return gf_cpu_penalty_factors(be, f, out, center_st, sq, b, max_batch, npts, d);
+}
+
 static int k_copy2d(gf_backend *be, float *dst, size_t ldd, const float *src, size_t lds, size_t rows, size_t cols,
                     int acc)
 {
@@ -694,8 +755,10 @@ static int loss_sig(gf_backend *be, const char *name, float *out, float *dx, con
 static int k_loss(gf_backend *be, float *loss_host, float *dx, const float *x, const float *target,
                   const int32_t *labels, const gf_loss_desc *d)
 {
-	if (loss_host)
+	if (loss_host) {
 		TRY(host_op(be, "loss with a host value (use loss_dev)"));
+		K(be)->waits++;
+	}
 	TRY(loss_sig(be, "loss", NULL, dx, x, target, labels, d));
 	return gf_cpu_loss(be, loss_host, dx, x, target, labels, d);
 }
@@ -716,6 +779,7 @@ static int k_optim(gf_backend *be, float *p, const float *g, float *state, size_
 static int k_sumsq(gf_backend *be, double *out, const float *x, size_t n)
 {
 	TRY(host_op(be, "sumsq (it returns a host value; reduce_dev keeps it on the device)"));
+	K(be)->waits++;
 	return gf_cpu_sumsq(be, out, x, n);
 }
 
@@ -933,6 +997,13 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->axpy = k_axpy;
 	ops->scale = k_scale;
 	ops->ema = k_ema;
+	ops->clip_dev = k_clip_dev;
+	ops->lecam_dev = k_lecam_dev;
+	ops->lecam_avg = k_lecam_avg;
+	ops->ada_signs = k_ada_signs;
+	ops->ada_update = k_ada_update;
+	ops->penalty_factors = k_penalty_factors;
+	ops->host_waits = k_host_waits;
 	ops->copy2d = k_copy2d;
 	ops->conv2d_forward = k_conv_fwd;
 	ops->conv2d_backward = k_conv_bwd;

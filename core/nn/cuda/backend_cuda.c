@@ -107,6 +107,7 @@ static int cu_copy(gf_backend *be, void *dst, const void *src, size_t bytes, gf_
 		return gf_cu_h2d(c, dst, src, bytes);
 	case GF_COPY_D2H:
 		TRY(gf_cu_no_graph(c, "a copy to host memory"));
+		c->waits++;
 		CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
 		CU_CHECK(cudaStreamSynchronize(c->stream));
 		return 0;
@@ -259,8 +260,14 @@ static int cu_event_sync(gf_backend *be, void *event)
 	gf_cuda *c = gf_cu(be);
 	TRY(gf_cu_enter(c));
 	TRY(gf_cu_no_graph(c, "event_sync"));
+	c->waits++;
 	CU_CHECK(cudaEventSynchronize((cudaEvent_t)event));
 	return 0;
+}
+
+static int64_t cu_host_waits(gf_backend *be)
+{
+	return gf_cu(be)->waits;
 }
 
 /* ---- options ---- */
@@ -515,6 +522,13 @@ static const gf_backend_ops cuda_ops = {
 	.ada_backward = gf_cu_ada_backward,
 	.style_mix = gf_cu_style_mix,
 	.ema = gf_cu_ema,
+	.clip_dev = gf_cu_clip_dev,
+	.lecam_dev = gf_cu_lecam_dev,
+	.lecam_avg = gf_cu_lecam_avg,
+	.ada_signs = gf_cu_ada_signs,
+	.ada_update = gf_cu_ada_update,
+	.penalty_factors = gf_cu_penalty_factors,
+	.host_waits = cu_host_waits,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

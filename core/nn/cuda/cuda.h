@@ -71,6 +71,15 @@ typedef union gf_cu_dyn {
 	struct {
 		float decay, rest;   /* rest = 1 - decay, rounded on the host */
 	} ema;
+	struct {
+		float lambda, scale; /* LeCam's weight and the half-step's scale (a schedule may move them) */
+	} lecam;
+	struct {
+		double images;       /* ADA: the D step's real images (a short last batch) */
+	} ada;
+	struct {
+		double weight, scale; /* a gradient penalty's (a schedule may move them) */
+	} pen;
 	unsigned char bytes[96];
 } gf_cu_dyn;
 
@@ -88,6 +97,7 @@ typedef struct gf_cu_alloc {
 
 typedef struct gf_cuda {
 	gf_backend be;           /* first: a gf_backend * is a gf_cuda * */
+	int64_t waits;           /* times the host waited for the stream or an event (host_waits) */
 	int dev;
 	char name[64];           /* device name */
 	cudaStream_t stream;
@@ -281,10 +291,24 @@ enum {
 	/* style mixing (sg2_cuda.c) */
 	GF_CU_OP_STYLE_MIX,
 	/* moving averages of weights (ops_cuda.c) */
-	GF_CU_OP_EMA
+	GF_CU_OP_EMA,
+	/* the recipe ops that keep a step off the host (recipe_cuda.c) */
+	GF_CU_OP_CLIP_DEV, GF_CU_OP_LECAM_DEV, GF_CU_OP_LECAM_AVG, GF_CU_OP_ADA_SIGNS, GF_CU_OP_ADA_UPDATE,
+	GF_CU_OP_PENALTY_FACTORS
 };
 
 /* ---- vtable ops by file ---- */
+
+/* recipe_cuda.c */
+int gf_cu_clip_dev(gf_backend *be, float *g, size_t n, const double *sumsq, float max_norm);
+int gf_cu_lecam_dev(gf_backend *be, float *dy, double *value, double *st, const float *out, size_t n, int fake,
+                    float lambda, float scale, int acc);
+int gf_cu_lecam_avg(gf_backend *be, double *st, float decay, int last);
+int gf_cu_ada_signs(gf_backend *be, double *st, const float *out, size_t n, float mid);
+int gf_cu_ada_update(gf_backend *be, float *p, double *st, double *out, double images, int interval, double target,
+                     double kimg);
+int gf_cu_penalty_factors(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
+                          int max_batch, int npts, const gf_penalty_desc *d);
 
 /* ops_cuda.c */
 int gf_cu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
@@ -372,6 +396,18 @@ cudaError_t gf_cu_scale_launch(cudaStream_t s, float *x, size_t n, float a);
 /* avg = avg * decay + rest * w, each operation rounded (scale then axpy) */
 cudaError_t gf_cu_ema_launch(cudaStream_t s, float *avg, const float *w, size_t n, float decay, float rest,
                              const gf_cu_dyn *dyn);
+/* recipe.cu: the recipe ops (docs/cuda.md "Nothing eager"), one small
+ * kernel each, their state in device doubles */
+cudaError_t gf_cu_clip_launch(cudaStream_t s, float *g, size_t n, const double *sumsq, float max_norm);
+cudaError_t gf_cu_lecam_launch(cudaStream_t s, float *dy, double *value, double *st, const float *out, size_t n,
+                               int fake, float lambda, float scale, int acc, const gf_cu_dyn *dyn);
+cudaError_t gf_cu_lecam_avg_launch(cudaStream_t s, double *st, float decay, int last);
+cudaError_t gf_cu_ada_signs_launch(cudaStream_t s, double *st, const float *out, size_t n, float mid);
+cudaError_t gf_cu_ada_update_launch(cudaStream_t s, float *p, double *st, double *out, double images, int interval,
+                                    double target, double kimg, const gf_cu_dyn *dyn);
+cudaError_t gf_cu_penalty_launch(cudaStream_t s, float *f, double *out, double *center_st, const float *sq, int b,
+                                 int max_batch, int npts, int distance, double weight, double center, double decay,
+                                 double scale, const gf_cu_dyn *dyn);
 cudaError_t gf_cu_copy2d_launch(cudaStream_t s, float *dst, size_t ldd, const float *src, size_t lds, size_t rows,
                                 size_t cols, int acc);
 cudaError_t gf_cu_bias_add_launch(cudaStream_t s, float *y, const float *b, int n, int c, int hw);

@@ -136,6 +136,7 @@ static const char *err_what(unsigned code)
 
 int gf_cu_sync_status(gf_cuda *c)
 {
+	c->waits++;
 	CU_CHECK(cudaMemcpyAsync(c->st_host, c->st_dev, sizeof(*c->st_dev), cudaMemcpyDeviceToHost, c->stream));
 	CU_CHECK(cudaStreamSynchronize(c->stream));
 	gf_cu_status *st = c->st_host;
