@@ -22,6 +22,10 @@ gf_add_test(test_safetensors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_safetensors.
 gf_add_test(test_nn_backbones SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_backbones.c LABELS nn TIMEOUT 180)
 gf_add_test(test_nn_api SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_api.c LABELS nn tsan TIMEOUT 60)
 gf_add_test(test_nn_ckpt SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ckpt.c LABELS nn TIMEOUT 60)
+# FLOPs against hand counts, the CPU's measured peak and its cache, the CUDA
+# table of datasheet peaks (its plain-C file compiled in: no GPU needed).
+gf_add_test(test_flops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flops.c ${CMAKE_SOURCE_DIR}/core/nn/cuda/peak_cuda.c
+  LABELS nn TIMEOUT 120)
 # The GPU step machinery on the CPU backend's device check (graph_cpu.c):
 # graph rules, replays, gf_stepgraph, gf_readback, gf_devmsg.
 gf_add_test(test_nn_devcheck SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_devcheck.c LABELS nn train TIMEOUT 60)

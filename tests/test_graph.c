@@ -4,8 +4,9 @@
  * and multi-edge inputs; back edges; every way a run ends (end of data,
  * step target, graceful and hard stop requests, grace timeout, failure in
  * create and mid-run) ends promptly with the right reason and message;
- * validation errors name what is wrong; and a stop agreed across ranks
- * ends after the step under way. Run under TSan too. */
+ * validation errors name what is wrong; a stop agreed across ranks
+ * ends after the step under way; the FLOPs and device peaks stages report
+ * add up as a run's MFU needs. Run under TSan too. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,6 +26,7 @@
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
 #include <ganflow/lua.h>
+#include <ganflow/params.h>
 
 #define MAX_EDGES 32
 
@@ -995,6 +997,91 @@ static void test_optional_ports(void **state)
 	gf_graph_destroy(g);
 }
 
+/* ---- FLOPs and peaks (a run's MFU) ---- */
+
+static const gf_port_desc flop_out[] = { { "out", "flops", GF_PORT_OPTIONAL, "" } };
+static const gf_port_desc flop_in[] = { { "inp", "flops", GF_PORT_MULTI, "" } };
+static const gf_param_desc flop_params[] = {
+	{ "dev", GF_PARAM_STR, "cpu", "", NULL },
+	{ "peak", GF_PARAM_NUM, "0", "", NULL },
+	{ "flops", GF_PARAM_NUM, "0", "", NULL },
+};
+
+/* reports its device's peak at create, then 100 steps of `flops` each */
+static int flop_create(gf_ctx *ctx, const gf_value *p, void **self)
+{
+	double *f = malloc(sizeof(double));
+	if (!f)
+		return -ENOMEM;
+	*f = gf_param_num(p, "flops");
+	*self = f;
+	gf_report_peak(ctx, gf_param_str(p, "dev"), gf_param_num(p, "peak"), "a test figure");
+	return 0;
+}
+
+static int flop_run(void *self, gf_ctx *ctx)
+{
+	for (int i = 0; i < 100; i++)
+		gf_report_flops(ctx, *(double *)self);
+	return 0;
+}
+
+/* once every source is done: what the graph holds */
+static int flop_probe_run(void *self, gf_ctx *ctx)
+{
+	(void)self;
+	gf_msg *m;
+	int rc;
+	while ((rc = gf_pop(ctx, 0, &m)) == 0)
+		gf_msg_release(m);
+	double f, p;
+	gf_flops_stats(ctx, &f, &p);
+	gf_report_value(ctx, "flops", f);
+	gf_report_value(ctx, "peak", p);
+	return rc == GF_EEOF ? 0 : rc;
+}
+
+static const gf_stage_desc flop_src = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "flop_src", .doc = "",
+	.outputs = flop_out, .noutputs = 1, .params = flop_params, .nparams = 3,
+	.create = flop_create, .run = flop_run, .destroy = free,
+};
+static const gf_stage_desc flop_probe = {
+	.abi = GF_STAGE_ABI, .size = sizeof(gf_stage_desc), .name = "flop_probe", .doc = "",
+	.inputs = flop_in, .ninputs = 1, .create = null_create, .run = flop_probe_run,
+};
+
+/* Stages on one device count its peak once (the largest), devices add up,
+ * a device without a known peak leaves the run without one; every
+ * instance's FLOPs add up. */
+static void test_flops_and_peaks(void **state)
+{
+	(void)state;
+	static const char *const srcs[] = { "{ dev = 'cpu', peak = 100, flops = 3 }",
+	                                    "{ dev = 'cpu', peak = 150, flops = 5 }",
+	                                    "{ dev = 'cuda:0', peak = 1000, flops = 7 }",
+	                                    "{ dev = 'cuda:1', peak = 0, flops = 11 }" };
+	for (int n = 3; n <= 4; n++) {
+		gf_graph *g;
+		assert_int_equal(gf_graph_create(&g), 0);
+		int probe;
+		assert_int_equal(gf_graph_add_desc(g, &flop_probe, "probe", NULL, 1, &probe), 0);
+		for (int i = 0; i < n; i++) {
+			char name[8];
+			snprintf(name, sizeof(name), "s%d", i);
+			gf_value v = lua_params(srcs[i]);
+			int node;
+			assert_int_equal(gf_graph_add_desc(g, &flop_src, name, &v, 1, &node), 0);
+			gf_value_free(&v);
+			link_(g, node, "out", probe, "inp", NULL);
+		}
+		assert_int_equal(run(g, 0), 0);
+		assert_true(value(g, "flops") == (n == 3 ? 1500.0 : 2600.0));
+		assert_true(value(g, "peak") == (n == 3 ? 1150.0 : 0.0));
+		gf_graph_destroy(g);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1104,7 @@ int main(void)
 		cmocka_unit_test(test_stall_watchdog),
 		cmocka_unit_test(test_optional_ports),
 		cmocka_unit_test(test_agreed_stop_in_flight),
+		cmocka_unit_test(test_flops_and_peaks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -324,8 +324,11 @@ int gf_net_forward(gf_net *net, const gf_tensor *x, const gf_tensor *labels, uns
 	net->dx_kept = 0;
 	for (int i = 0; i < net->k.nlayers; i++) {
 		struct layer *l = &net->k.layers[i];
-		if (!l->skip && (rc = l->kind->forward(&net->k, l, B, mode)))
+		if (l->skip)
+			continue;
+		if ((rc = l->kind->forward(&net->k, l, B, mode)))
 			return gf_net_layer_fail(l, rc);
+		gf_net_count_layer(net, l, B, 1);
 	}
 	net->batch = B;
 	net->k.mode = mode;
@@ -411,6 +414,7 @@ static int backward_layer(gf_net *net, struct layer *l, int B, unsigned flags)
 	g.dw = (flags & GF_NEED_DW) && has_params(l);
 	g.acc = (flags & GF_ACCUMULATE) != 0;
 	g.dx = in->needs && !in->is_label ? gf_layer_grad_dst(&net->k, l->in) : NULL;
+	gf_net_count_layer(net, l, B, (g.dx != NULL) + g.dw); /* each gradient costs a forward */
 	int rc = l->kind->backward(&net->k, l, B, &g);
 	if (!rc && g.dx)
 		rc = gf_layer_grad_done(&net->k, l->in, B);
@@ -551,6 +555,28 @@ int gf_net_zero_grad(gf_net *net)
 static double layer_flops(const gf_net *net, const struct layer *l, int B, int exec)
 {
 	return l->kind->flops ? l->kind->flops(&net->k, l, B, exec) : 0;
+}
+
+void gf_net_count_layer(gf_net *net, const struct layer *l, int B, int k)
+{
+	if (k <= 0 || !l->kind->flops)
+		return;
+	net->done[0] += k * layer_flops(net, l, B, 0);
+	net->done[1] += k * layer_flops(net, l, B, 1);
+}
+
+void gf_net_count(gf_net *net, double flops)
+{
+	net->done[0] += flops;
+	net->done[1] += flops;
+}
+
+void gf_net_flops_done(const gf_net *net, double *model, double *exec)
+{
+	if (model)
+		*model = net->done[0];
+	if (exec)
+		*exec = net->done[1];
 }
 
 void gf_net_flops(const gf_net *net, int batch, unsigned flags, double *model, double *exec)

@@ -193,6 +193,7 @@ int gf_net_backward2(gf_net *net, const float *t, const float *dy, unsigned flag
 		                     .dw = (flags & GF_NEED_DW) && l->nparam > 0 };
 		if ((rc = l->kind->backward2(&net->k, l, B, &g)))
 			return gf_net_layer_fail(l, rc);
+		gf_net_count_layer(net, l, B, (g.tout != NULL) + g.dw); /* J t and dW each cost a forward */
 		out->tzero = 0;
 	}
 

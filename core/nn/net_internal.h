@@ -41,7 +41,15 @@ struct gf_net {
 	int npoints;
 	float *ortho_ws;     /* gf_net_ortho_grad's workspace, kept so that a graph step sees the same buffer */
 	size_t ortho_n;      /* floats */
+
+	double done[2];      /* FLOPs run so far (gf_net_flops_done): model, exec */
 };
+
+/* net.c: adds layer l's forward FLOPs at batch B, times k, to net->done
+ * (what one of its passes just ran); and an amount outside the layers
+ * (ortho.c, optim.c) to both counts. */
+void gf_net_count_layer(gf_net *net, const struct layer *l, int B, int k);
+void gf_net_count(gf_net *net, double flops);
 
 /* net_build.c: parses the table into net->layers and net->nodes (shapes
  * inferred, parameters laid out, fusions applied). Errors name the layer. */

@@ -15,7 +15,8 @@ set(GF_NN_CPU_SOURCES
   ${GF_NN_DIR}/cpu/dbwd_cpu.c
   ${GF_NN_DIR}/cpu/graph_cpu.c
   ${GF_NN_DIR}/cpu/sg2_cpu.c
-  ${GF_NN_DIR}/cpu/ada_cpu.c)
+  ${GF_NN_DIR}/cpu/ada_cpu.c
+  ${GF_NN_DIR}/cpu/peak_cpu.c)
 # One file per layer kind (layer_kind.h), listed in layers/registry.c.
 set(GF_NN_LAYER_SOURCES
   ${GF_NN_DIR}/layers/registry.c

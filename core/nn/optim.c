@@ -228,6 +228,22 @@ void gf_optim_destroy(gf_optim *o)
 
 /* ---- steps ---- */
 
+/* The update's arithmetic per parameter, as the CPU kernels do it (ops_cpu.c):
+ * Adam m (3), v (4), the denominator (3), the step (3); optimistic Adam 2
+ * more for its extrapolated gradient; SGD 2, momentum 3 more, Nesterov 2
+ * more; weight decay 2 (decoupled: 1). For gf_net_flops_done. */
+static double update_flops(const gf_optim_conf *c)
+{
+	double f;
+	if (c->kind == GF_OPT_SGD)
+		f = 2 + (c->momentum != 0.0f ? 3 + (c->nesterov ? 2 : 0) : 0);
+	else
+		f = 13 + (c->kind == GF_OPT_OADAM ? 2 : 0);
+	if (c->weight_decay != 0.0f)
+		f += c->kind != GF_OPT_SGD && c->decoupled ? 1 : 2;
+	return f;
+}
+
 int gf_optim_step(gf_optim *o)
 {
 	gf_net *net = o->net;
@@ -256,6 +272,7 @@ int gf_optim_step(gf_optim *o)
 	int rc = np ? net->k.be->ops->optim_step(net->k.be, p, g, o->state, np, &a) : 0;
 	if (rc)
 		return rc;
+	gf_net_count(net, update_flops(c) * (double)np);
 	o->steps++;
 	return 0;
 }

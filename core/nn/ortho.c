@@ -117,6 +117,7 @@ int gf_net_ortho_grad(gf_net *net, float beta, const char *skip)
 		if (v[i].ndim < 2 || skipped(v[i].name, skip))
 			continue;
 		int r = (int)v[i].shape[0], c = (int)(v[i].numel / (size_t)r);
+		gf_net_count(net, 4.0 * r * c * (r < c ? r : c));
 		if ((rc = one(be, g + v[i].offset, p + v[i].offset, r, c, beta, ws))) {
 			char why[256];
 			snprintf(why, sizeof(why), "%s", gf_errmsg());

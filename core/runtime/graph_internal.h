@@ -159,6 +159,13 @@ struct gf_ctx {
 	atomic_int busy_kind;         /* 0 none reported, 1 host, 2 device */
 	int64_t busy_seen_ns;         /* the monitor's: busy_ns at its last window */
 	double busy_seen_t, busy_frac;
+	atomic_uint_least64_t flops;  /* f64: gf_report_flops's sum (the instance's thread writes it,
+	                                 others read it; relaxed: a figure shown) */
+	/* gf_report_peak's, under the graph's lock */
+	int peak_set;
+	double peak;                  /* FLOP/s, <= 0 unknown */
+	char peak_dev[32];
+	char peak_what[256];
 	struct in_port *in;   /* (ninputs) */
 	struct out_port *out; /* (noutputs) */
 };
@@ -317,7 +324,14 @@ struct gf_progress {
 	double t_last;
 	int64_t items_last, step_last;
 	double rate, step_rate;
+	double flops_t, flops_last, flop_rate; /* the FLOP/s window (>= 1 s; flop_rate < 0 before one) */
 };
+
+/* The FLOPs the graph's instances reported (gf_report_flops), and the peak
+ * FLOP/s of their devices, each device once (its largest figure): 0 when
+ * none was reported or one device's is unknown. */
+double gf_graph_flops(gf_graph *g);
+double gf_graph_peak(gf_graph *g);
 
 /* The live progress line: elapsed time, step, items/s, slowest edge, ETA,
  * published values. pr smooths the rates between calls (t_last = the

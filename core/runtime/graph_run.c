@@ -216,6 +216,7 @@ static int setup(gf_graph *g)
 			c->in_seq = -1;
 			atomic_init(&c->busy_ns, 0);
 			atomic_init(&c->busy_kind, 0);
+			atomic_init(&c->flops, 0);
 			if (n->workers > 1)
 				snprintf(c->name, sizeof(c->name), "%s#%d", n->name, w);
 			else
@@ -407,7 +408,7 @@ static double flushing_cpu(gf_graph *g)
 
 static void monitor(gf_graph *g)
 {
-	struct gf_progress pr = { .t_last = g->t_start };
+	struct gf_progress pr = { .t_last = g->t_start, .flops_t = g->t_start, .flop_rate = -1 };
 	int show = !(g->flags & GF_GRAPH_QUIET);
 	double tick = gf_log_tty() ? 0.25 : 1.0;
 	double next_progress = g->t_start + tick;

@@ -51,6 +51,71 @@ static void human_dur(char *buf, size_t size, double s)
 		snprintf(buf, size, "%.1fus", s * 1e6);
 }
 
+/* "41.2 GFLOP/s" (unit "FLOP/s") or "1.23 TFLOP" (unit "FLOP") */
+static void human_flops(char *buf, size_t size, double v, const char *unit)
+{
+	static const char prefix[] = " kMGTPE";
+	int i = 0;
+	while (v >= 1000 && prefix[i + 1]) {
+		v /= 1000;
+		i++;
+	}
+	if (i)
+		snprintf(buf, size, "%.*f %c%s", v < 10 ? 2 : v < 100 ? 1 : 0, v, prefix[i], unit);
+	else
+		snprintf(buf, size, "%.0f %s", v, unit);
+}
+
+/* ---- FLOPs and the devices' peaks ---- */
+
+double gf_graph_flops(gf_graph *g)
+{
+	double sum = 0;
+	for (int i = 0; i < g->ninst; i++)
+		sum += gf_load_relaxed_f64(&g->inst[i]->flops);
+	return sum;
+}
+
+/* The largest peak reported for the device of instance `from`, and
+ * whether `from` is the first instance to report that device. Under the
+ * lock. */
+static double device_peak(gf_graph *g, int from, int *first)
+{
+	const char *dev = g->inst[from]->peak_dev;
+	double best = 0;
+	*first = 1;
+	for (int j = 0; j < g->ninst; j++) {
+		const gf_ctx *c = g->inst[j];
+		if (!c->peak_set || strcmp(c->peak_dev, dev))
+			continue;
+		if (j < from)
+			*first = 0;
+		if (c->peak > best)
+			best = c->peak;
+	}
+	return best;
+}
+
+double gf_graph_peak(gf_graph *g)
+{
+	double sum = 0;
+	int any = 0, unknown = 0;
+	pthread_mutex_lock(&g->lock);
+	for (int i = 0; i < g->ninst; i++) {
+		int first;
+		if (!g->inst[i]->peak_set)
+			continue;
+		double p = device_peak(g, i, &first);
+		if (!first)
+			continue;
+		any = 1;
+		unknown |= !(p > 0);
+		sum += p;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return any && !unknown ? sum : 0;
+}
+
 /* ---- the progress line ---- */
 
 void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, char *buf, size_t size)
@@ -131,6 +196,21 @@ void gf_graph_progress_text(gf_graph *g, struct gf_progress *pr, double now, cha
 			len += (size_t)snprintf(buf + len, size - len, "  %s busy %.0f%% %s", c->name, 100 * c->busy_frac,
 			                        kind == 2 ? "device" : "host");
 	}
+	/* the run's FLOP/s and MFU over the last seconds (window >= 1 s, as
+	 * the busy fractions: FLOPs are reported as steps are queued) */
+	double flops = gf_graph_flops(g);
+	if (now - pr->flops_t >= 1.0) {
+		pr->flop_rate = flops > 0 ? (flops - pr->flops_last) / (now - pr->flops_t) : -1;
+		pr->flops_last = flops;
+		pr->flops_t = now;
+	}
+	if (pr->flop_rate >= 0 && len < size) {
+		double peak = gf_graph_peak(g);
+		human_flops(a, sizeof(a), pr->flop_rate, "FLOP/s");
+		len += (size_t)snprintf(buf + len, size - len, "  %s", a);
+		if (peak > 0 && len < size)
+			len += (size_t)snprintf(buf + len, size - len, " MFU %.1f%%", 100 * pr->flop_rate / peak);
+	}
 	pthread_mutex_lock(&g->lock);
 	for (int i = 0; i < g->nvalues && len < size; i++)
 		len += (size_t)snprintf(buf + len, size - len, "  %s %.4g", g->values[i].name, g->values[i].v);
@@ -156,6 +236,45 @@ static void print_busy(gf_graph *g, double el)
 		gf_log(GF_LOG_INFO, "%-24s %7.1f%% %10.2f  %s", c->name, 100 * s / el, s,
 		       kind == 2 ? "device time (timed events around each step)" : "host compute time of its steps");
 	}
+}
+
+/* The step stages' FLOPs over the whole run: each one's FLOP/s and MFU
+ * against its device's peak (stages sharing a device add up to the
+ * device's), then the run's against the peaks of its devices, each once. */
+static void print_flops(gf_graph *g, double el)
+{
+	double total = gf_graph_flops(g), peak = gf_graph_peak(g);
+	if (!(total > 0) || !(el > 0))
+		return;
+	char f[32], r[32], p[32];
+	gf_log(GF_LOG_INFO, "%-24s %12s %14s %7s  %s", "step stage", "FLOPs", "FLOP/s", "MFU", "peak of its device");
+	pthread_mutex_lock(&g->lock);
+	for (int i = 0; i < g->ninst; i++) {
+		gf_ctx *c = g->inst[i];
+		double n = gf_load_relaxed_f64(&c->flops);
+		if (!(n > 0) && !c->peak_set)
+			continue;
+		int first;
+		double dp = c->peak_set ? device_peak(g, i, &first) : 0;
+		char mfu[16] = "-";
+		if (dp > 0)
+			snprintf(mfu, sizeof(mfu), "%.1f%%", 100 * n / el / dp);
+		human_flops(f, sizeof(f), n, "FLOP");
+		human_flops(r, sizeof(r), n / el, "FLOP/s");
+		if (dp > 0)
+			human_flops(p, sizeof(p), dp, "FLOP/s");
+		gf_log(GF_LOG_INFO, "%-24s %12s %14s %7s  %s%s%s: %s", c->name, f, r, mfu, c->peak_set ? c->peak_dev : "no device",
+		       dp > 0 ? " " : "", dp > 0 ? p : "", c->peak_set ? c->peak_what : "its stage reported no peak");
+	}
+	pthread_mutex_unlock(&g->lock);
+	char mfu[16] = "-";
+	if (peak > 0)
+		snprintf(mfu, sizeof(mfu), "%.1f%%", 100 * total / el / peak);
+	human_flops(f, sizeof(f), total, "FLOP");
+	human_flops(r, sizeof(r), total / el, "FLOP/s");
+	human_flops(p, sizeof(p), peak, "FLOP/s");
+	gf_log(GF_LOG_INFO, "%-24s %12s %14s %7s  %s", "run", f, r, mfu,
+	       peak > 0 ? p : "no MFU: a device's peak is not known");
 }
 
 /* ---- what a stall looks like ---- */
@@ -305,4 +424,5 @@ void gf_graph_print_summary(gf_graph *g)
 	gf_graph_print_edges(g);
 	gf_graph_print_workers(g);
 	print_busy(g, el);
+	print_flops(g, el);
 }

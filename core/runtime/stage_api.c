@@ -539,6 +539,34 @@ void gf_report_busy(gf_ctx *c, double seconds, int device)
 	gf_store_relaxed_int(&c->busy_kind, device ? 2 : 1);
 }
 
+void gf_report_flops(gf_ctx *c, double flops)
+{
+	if (!(flops > 0))
+		return;
+	/* one writer (this instance's thread): a load and a store are enough;
+	 * relaxed, as busy_ns: readers show it */
+	gf_store_relaxed_f64(&c->flops, gf_load_relaxed_f64(&c->flops) + flops);
+}
+
+void gf_report_peak(gf_ctx *c, const char *device, double flop_s, const char *what)
+{
+	gf_graph *g = c->g;
+	pthread_mutex_lock(&g->lock);
+	c->peak_set = 1;
+	c->peak = flop_s > 0 ? flop_s : 0;
+	snprintf(c->peak_dev, sizeof(c->peak_dev), "%s", device ? device : "?");
+	snprintf(c->peak_what, sizeof(c->peak_what), "%s", what ? what : "");
+	pthread_mutex_unlock(&g->lock);
+}
+
+void gf_flops_stats(gf_ctx *c, double *flops, double *peak)
+{
+	if (flops)
+		*flops = gf_graph_flops(c->g);
+	if (peak)
+		*peak = gf_graph_peak(c->g);
+}
+
 void gf_report_resume(gf_ctx *c, int64_t step)
 {
 	if (step <= 0)

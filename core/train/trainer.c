@@ -45,7 +45,56 @@ struct gf_trainer {
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
 	gf_precision prec;      /* of the backend */
+	gf_net *counted[4];     /* the networks whose FLOPs it reports: its own, then gf_trainer_count_net's */
+	int ncounted;
+	double flops_seen;      /* their FLOPs at the last report */
 };
+
+/* ---- FLOPs and the device's peak (the run's MFU, <ganflow/stage.h>) ---- */
+
+/* The backend's peak to the runtime: one figure per device ("cuda:0",
+ * "cpu"), however many stages share it. */
+static void report_peak(gf_trainer *t)
+{
+	gf_backend *be = t->be;
+	char dev[32], what[256] = "";
+	double peak = 0;
+	if (be->device == GF_CPU)
+		snprintf(dev, sizeof(dev), "cpu");
+	else
+		snprintf(dev, sizeof(dev), "%s:%d", be->ops->name, be->device_index);
+	if (!GF_BACKEND_HAS(be, peak_flops))
+		snprintf(what, sizeof(what), "the %s backend reports no peak", be->ops->name);
+	else if (be->ops->peak_flops(be, &peak, what, sizeof(what))) {
+		peak = 0;
+		snprintf(what, sizeof(what), "%s", gf_errmsg());
+	}
+	gf_report_peak(t->ctx, dev, peak, what);
+}
+
+/* What its networks ran since the last report (the engine counts as it
+ * runs, replays of captured steps included). */
+static void report_flops(gf_trainer *t)
+{
+	double sum = 0, v;
+	for (int i = 0; i < t->ncounted; i++) {
+		gf_net_flops_done(t->counted[i], &v, NULL);
+		sum += v;
+	}
+	gf_report_flops(t->ctx, sum - t->flops_seen);
+	t->flops_seen = sum;
+}
+
+int gf_trainer_count_net(gf_trainer *t, gf_net *net)
+{
+	if (t->ncounted == (int)(sizeof(t->counted) / sizeof(t->counted[0])))
+		return gf_fail(t->ctx, "%s: more networks to count FLOPs of than the trainer holds", t->conf.what);
+	double v;
+	gf_net_flops_done(net, &v, NULL);
+	t->counted[t->ncounted++] = net;
+	t->flops_seen += v;   /* from now on */
+	return 0;
+}
 
 /* ---- set-up ---- */
 
@@ -102,6 +151,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 			return gf_fail(ctx, "%s (ema): %s", conf->what, gf_errmsg());
 	}
 	t->base_lr = oc.lr;
+	t->counted[t->ncounted++] = t->net;
+	report_peak(t);
 	return gf_exchange_client_create(&t->xc, ctx, conf->grads_port, conf->reduced_port, t->net, &t->opt,
 	                                 conf->what);
 }
@@ -318,6 +369,7 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 		return rc;
 	if (rc)
 		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	report_flops(t);
 	return t->ema ? ema_update(t, step) : 0;
 }
 
@@ -354,6 +406,7 @@ int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
 	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) ||
 	    (t->clip > 0 && (rc = t->be->ops->clip_dev(t->be, g, n, sumsq, t->clip))) || (rc = gf_optim_step(t->opt)))
 		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	report_flops(t);
 	return t->ema ? ema_update(t, step) : 0;
 }
 

@@ -102,7 +102,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	s->g = gf_trainer_net(s->tr);
 	s->be = gf_trainer_backend(s->tr);
 	if ((rc = gf_train_net(ctx, s->be, gf_param(p, "d_net"), s->batch, "D replica (d_net)", run->seed,
-	                       gf_train_stream(ctx, "replica"), &s->d)))
+	                       gf_train_stream(ctx, "replica"), &s->d)) ||
+	    (rc = gf_trainer_count_net(s->tr, s->d))) /* its FLOPs are the G step's too */
 		return rc;
 
 	/* G's output must be what D takes. */

@@ -12,7 +12,10 @@
  * range and mean so far, how often it changed, the workers its consumer
  * needs), and appends the line to RUN_DIR/metrics.jsonl, flushing it so a
  * crash loses at most the line being written. The latest figures also go to the live
- * progress line through gf_report_value.
+ * progress line through gf_report_value. Each line also has flop_s, the
+ * FLOP/s the step stages reported over the interval (gf_report_flops),
+ * and mfu, that rate over their devices' peak (gf_flops_stats; absent
+ * when no peak is known).
  *
  * The same figures go to the run's TensorBoard event file
  * (<ganflow/tfevents.h>; parameter tensorboard): every scalar of a line
@@ -66,6 +69,7 @@ typedef struct metrics {
 	double t0;           /* run start */
 	double t_line;       /* time of the previous line */
 	double images;       /* images since the previous line */
+	double flops_line;   /* the graph's FLOPs at the previous line (gf_flops_stats) */
 	int nacc;
 	acc a[MAX_NAMES];
 	int nsrc;
@@ -199,6 +203,22 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 	fputs(",\"images_per_s\":", f);
 	put_num(f, dt > 0 && m->images > 0 ? m->images / dt : NAN);
 	tb_scalar(m, ctx, "images_per_s", step, dt > 0 && m->images > 0 ? m->images / dt : NAN);
+	/* the FLOP/s the step stages queued over the interval, and its
+	 * fraction of their devices' peak (no peak known: no mfu) */
+	double flops, peak;
+	gf_flops_stats(ctx, &flops, &peak);
+	if (dt > 0 && flops > m->flops_line) {
+		double fs = (flops - m->flops_line) / dt;
+		fputs(",\"flop_s\":", f);
+		put_num(f, fs);
+		tb_scalar(m, ctx, "flop_s", step, fs);
+		if (peak > 0) {
+			fputs(",\"mfu\":", f);
+			put_num(f, fs / peak);
+			tb_scalar(m, ctx, "mfu", step, fs / peak);
+		}
+	}
+	m->flops_line = flops;
 	for (int i = 0; i < m->nacc; i++) {
 		acc *a = &m->a[i];
 		if (!strcmp(a->name, "images"))

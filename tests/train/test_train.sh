@@ -104,9 +104,34 @@ PY
 case $case_name in
 dcgan)
   every=$((STEPS / 4))
-  run dcgan_fashion "$T/r" steps=$STEPS samples=$every log=20 checkpoint_every=100
+  # not quiet: the log has the progress lines and the end-of-run tables
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=$BATCH dir="$T/r" steps=$STEPS samples=$every log=20 \
+    checkpoint_every=100 >"$T/r.log" 2>&1
   check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/r.log")"
   check_metrics "$T/r"
+  # FLOPs and MFU (docs/train.md): every training line has the FLOP/s of
+  # its interval and the MFU, a fraction of the CPU's SGEMM peak; per image
+  # that is one iteration's FLOPs, 700.9 MFLOP (tests/test_flops.c: D step
+  # 10.92, G step 689.98) and the two Adam updates (13 per parameter of G's
+  # 1.05M and D's 0.10M, over 16 images): 701.8 MFLOP, within the lag of a
+  # step or two between G's updates and D's metrics
+  out=$(/usr/bin/python3 - "$T/r/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+lines = [m for m in lines if "loss_d" in m and m["step"] > 20]
+bad = [m["step"] for m in lines
+       if not (isinstance(m.get("flop_s"), (int, float)) and m["flop_s"] > 0 and isinstance(m.get("mfu"), (int, float))
+               and 0 < m["mfu"] <= 1 and 0.9 < m["flop_s"] / m["images_per_s"] / 701.8e6 < 1.1)]
+print(len(lines), "lines; bad:", bad, "; mfu", [round(m.get("mfu", -1), 3) for m in lines])
+sys.exit(1 if bad or not lines else 0)
+PY
+)
+  check "[ $? -eq 0 ]" "flop_s / mfu in metrics.jsonl: $out"
+  echo "metrics.jsonl: $out"
+  check "grep -q 'FLOP/s MFU [0-9.]*%' '$T/r.log'" "no FLOP/s and MFU on the progress line: $(grep 'step ' "$T/r.log" | tail -1)"
+  check "grep -Eq '^run +[0-9.]+ [kMGT]?FLOP +[0-9.]+ [kMGT]?FLOP/s +[0-9.]+%' '$T/r.log'" \
+    "no run line in the FLOPs table: $(grep -A3 'peak of its device' "$T/r.log")"
+  check "grep -Eq '^d .*cpu [0-9.]+ GFLOP/s: SGEMM, [0-9]+ threads, measured' '$T/r.log'" "d's peak not the CPU's SGEMM: $(grep '^d ' "$T/r.log")"
   check "[ \"$(png_size "$T/r/samples/latest.png")\" = '274 274' ]" "8x8 grid of 32x32 images should be 274x274, got $(png_size "$T/r/samples/latest.png")"
   check "[ -f '$T/r/samples/$(printf 'step-%08d.png' $every)' ]" "no grid at step $every (samples=$every)"
   ck=$(latest "$T/r")
@@ -380,7 +405,7 @@ def load(d):
     for f in ("md.jsonl", "mg.jsonl"):
         for line in open(d + "/" + f):
             m = json.loads(line)
-            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "sources", "edges", "workers")})
+            out.append({k: v for k, v in m.items() if k not in ("time", "images_per_s", "flop_s", "mfu", "sources", "edges", "workers")})
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
 if a != b or len(a) < 2:

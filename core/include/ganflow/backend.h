@@ -648,6 +648,17 @@ struct gf_backend_ops {
 	 * to the host. A counter, read without waiting (the step driver
 	 * counts the waits inside and between steps). */
 	int64_t (*host_waits)(gf_backend *be);
+	/* ---- the device's peak (the denominator of a run's MFU) ----
+	 * *flop_s = the dense peak FLOP/s of the instance's device at the
+	 * precision its convolutions and GEMMs run in (bf16, fp16, tf32 where
+	 * allowed, else fp32) and `what` (snprintf rule) where the figure
+	 * comes from: on CUDA NVIDIA's datasheet figure for the device's name
+	 * (docs/cuda.md "Peak FLOP/s"), on the CPU the rate of the backend's
+	 * own SGEMM, measured once per CPU model and thread count and cached
+	 * (docs/train.md "FLOPs and MFU"). GF_EUNSUPPORTED: no figure for this
+	 * device and precision. Not inside a captured step; the CPU's first
+	 * call measures (a fifth of a second). */
+	int (*peak_flops)(gf_backend *be, double *flop_s, char *what, size_t size);
 };
 
 /* ada_params: the uniforms drawn and the transform kept per sample. */

@@ -268,6 +268,18 @@ int gf_net_zero_grad(gf_net *net);
  * Either pointer may be NULL. */
 void gf_net_flops(const gf_net *net, int batch, unsigned flags, double *model, double *exec);
 
+/* The FLOPs this network has run since it was built, counted as each pass
+ * runs, in gf_net_flops's convention (a layer kind's forward count per
+ * forward; that count again per input gradient and per weight gradient a
+ * backward computes; per output tangent and per weight term of a double
+ * backward), plus the orthogonal regularisation's GEMMs and an
+ * optimiser's update (gf_optim_step: its arithmetic per parameter). A
+ * captured step's replay runs the same host code, so it counts too. The
+ * difference of two readings is what the calls between them queued: how
+ * the step stages report their FLOPs (gf_trainer). Either pointer may be
+ * NULL. */
+void gf_net_flops_done(const gf_net *net, double *model, double *exec);
+
 /* One line per layer ("3 conv 128->128 k3 s1 p1 (64,128,16,16) fused:up2")
  * into buf (snprintf rule). */
 int gf_net_summary(const gf_net *net, char *buf, size_t size);

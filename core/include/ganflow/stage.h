@@ -326,6 +326,31 @@ void gf_report_value(gf_ctx *ctx, const char *name, double value);
  * whether the device waits for the data path or for the host. */
 void gf_report_busy(gf_ctx *ctx, double seconds, int device);
 
+/* Adds `flops` floating-point operations that a step stage's steps
+ * queued: the model's FLOPs, 2 per multiply-add of the convolutions and
+ * GEMMs and of their gradients (gf_net_flops_done; gf_trainer reports
+ * them at every update). Call it from the stage's own thread. The
+ * progress line shows the run's FLOP/s and MFU over the last seconds
+ * ("41.2 GFLOP/s MFU 38%"), the end-of-run summary a table over the whole
+ * run, the metrics stage flop_s and mfu on each line. */
+void gf_report_flops(gf_ctx *ctx, double flops);
+
+/* The peak FLOP/s of the device a step stage's steps run on, reported
+ * once (at create: the backend's peak_flops). `device` names the device
+ * ("cuda:0", "cpu"): stages sharing one count its peak once (the largest
+ * reported), different devices add up; `what` says where the figure
+ * comes from (a datasheet, a measurement), shown in the end-of-run table.
+ * flop_s <= 0: no peak is known for it (`what` says why), and no MFU is
+ * shown while a reported device has none. Thread-safe; copies both
+ * strings. */
+void gf_report_peak(gf_ctx *ctx, const char *device, double flop_s, const char *what);
+
+/* The FLOPs every instance of the graph (this rank's) has reported so far
+ * and the peak FLOP/s of their devices (0: none reported, or one unknown):
+ * a metrics stage's flop_s and mfu are their change over its interval.
+ * Thread-safe. */
+void gf_flops_stats(gf_ctx *ctx, double *flops, double *peak);
+
 /* Copies up to max edge statistics into out; returns the number of edges. */
 int gf_edge_stats(gf_ctx *ctx, gf_edge_stat *out, int max);
 

@@ -132,6 +132,17 @@ void gf_trainer_destroy(gf_trainer *t);
  * which may replace it for ZeRO-1). */
 gf_net *gf_trainer_net(const gf_trainer *t);
 gf_backend *gf_trainer_backend(const gf_trainer *t);
+
+/* FLOPs and MFU: gf_trainer_create reports its backend's peak FLOP/s to
+ * the runtime (gf_report_peak: the peak_flops op, measured once on the
+ * CPU), and every update (gf_trainer_update, _update_dev) reports the
+ * FLOPs its network ran since the last (gf_report_flops of
+ * gf_net_flops_done's difference: forwards, backwards, double backwards,
+ * the orthogonal regularisation and the update; docs/train.md "FLOPs and
+ * MFU"). count_net adds a network the stage also runs in its steps
+ * (g_step's replica of D); it must live until the trainer's last update.
+ * Up to 3; returns 0 or GF_EFAIL set on ctx. */
+int gf_trainer_count_net(gf_trainer *t, gf_net *net);
 gf_optim *gf_trainer_optim(const gf_trainer *t);
 
 /* The network's layer table as JSON (what checkpoints record as

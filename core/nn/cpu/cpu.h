@@ -49,6 +49,9 @@ static inline gf_cpu *gf_cpu_of(gf_backend *be)
  * Valid until the next call; ops carve their buffers out of one call. */
 float *gf_cpu_scratch(gf_cpu *c, size_t n);
 
+/* ---- peak_cpu.c: the peak_flops op (its SGEMM's rate, cached) ---- */
+int gf_cpu_peak_flops(gf_backend *be, double *flop_s, char *what, size_t size);
+
 /* ---- ops_cpu.c ---- */
 int gf_cpu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);

@@ -30,6 +30,7 @@
 #include <ganflow/log.h>
 
 #include "cuda.h"
+#include "peak_cuda.h"
 #include "ada.h"
 #include "dbwd.h"
 #include "sg2.h"
@@ -384,6 +385,20 @@ static int cu_stats(gf_backend *be, gf_backend_stats *out)
 	return rc;
 }
 
+/* The dense peak at the precision the convolutions and GEMMs run in
+ * (peak_cuda.c's table of datasheet figures by device name). */
+static int cu_peak_flops(gf_backend *be, double *flop_s, char *what, size_t size)
+{
+	gf_cuda *c = gf_cu(be);
+	int sms = 0, major = 0, minor = 0, khz = 0;
+	TRY(gf_cu_no_graph(c, "peak_flops"));
+	CU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->dev));
+	CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
+	CU_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
+	CU_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, c->dev));
+	return gf_cu_peak_lookup(c->name, sms, major, minor, khz, c->prec, c->tf32 || c->tf32_gemm, flop_s, what, size);
+}
+
 /* ---- create / destroy ---- */
 
 static void cu_destroy(gf_backend *be)
@@ -529,6 +544,7 @@ static const gf_backend_ops cuda_ops = {
 	.ada_update = gf_cu_ada_update,
 	.penalty_factors = gf_cu_penalty_factors,
 	.host_waits = cu_host_waits,
+	.peak_flops = cu_peak_flops,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given
