@@ -68,6 +68,27 @@ return function(gf)
   gf.sgd = optimiser("sgd")
   gf.oadam = optimiser("oadam")
 
+  --- gf.cosine{ from =, to =, kimg =, warmup_from =, warmup_kimg =, hold_kimg = } -> table
+  -- A schedule for a step stage's `schedule` table (docs/train.md "Schedules"):
+  -- R3GAN's cosine_decay_with_warmup over the images seen, from `from` to `to`
+  -- along half a cosine over `kimg` thousand images (after an optional linear
+  -- warm-up from warmup_from over warmup_kimg, and a hold of `from` over
+  -- hold_kimg), then `to`. E.g. R3GAN's CIFAR-10 learning rate:
+  --   g = gf.stage "g_step" { ..., schedule = { lr = gf.cosine{ from = 2e-4, to = 5e-5, kimg = 20000 } } }
+  function gf.cosine(t)
+    t = t or {}
+    local known = { from = true, to = true, kimg = true, warmup_from = true, warmup_kimg = true, hold_kimg = true }
+    for k in pairs(t) do
+      if not known[k] then error("gf.cosine: unknown key '" .. tostring(k) .. "'", 2) end
+    end
+    for _, k in ipairs { "from", "to", "kimg" } do
+      if type(t[k]) ~= "number" then error("gf.cosine: " .. k .. " must be a number, got " .. tostring(t[k]), 2) end
+    end
+    local s = { kind = "cosine" }
+    for k, v in pairs(t) do s[k] = v end
+    return s
+  end
+
   --- gf.scale{ global_batch =, lr =, rule =, base_world =, warmup =, max_batch =, world = } -> table
   -- ParaGAN's scaling manager for data-parallel runs (docs/dist.md).
   --   global_batch  images per step over all ranks (required)

@@ -47,8 +47,8 @@ static void compare(const recipe_out *g, const recipe_out *c)
 	CHECK(near("ada state", g->ast, c->ast, 5, 0));
 	CHECK(g->p == c->p);
 	CHECK(nearf("clipped", g->g, c->g, R_G, 1e-6));
-	CHECK(nearf("factors", &g->f[0][0], &c->f[0][0], 3 * R_B, 1e-6));
-	CHECK(near("penalties", &g->pout[0][0], &c->pout[0][0], 6, 1e-12));
+	CHECK(nearf("factors", &g->f[0][0], &c->f[0][0], 4 * R_B, 1e-6));
+	CHECK(near("penalties", &g->pout[0][0], &c->pout[0][0], 12, 1e-12));
 	CHECK(near("center", &g->center, &c->center, 1, 1e-12));
 }
 

@@ -307,11 +307,11 @@ static void test_penalty_flops(void **state)
 			NN_OK(gf_penalty_create(&p, d, B));
 			gf_tensor xt;
 			float *x = input(d, B, &xt), dy[3] = { 0.5f, -0.25f, 1.0f };
-			double mean, value;
+			gf_penalty_desc pd = { .distance = GF_PENALTY_SQUARE, .weight = 10.0, .scale = 1.0 };
 			NN_OK(gf_net_forward(d, &xt, NULL, GF_TRAIN));
-			NN_OK(gf_penalty_lengths(p, NULL, &mean));
+			NN_OK(gf_penalty_lengths(p, NULL));
 			assert_true(done(d) == B * (80 + 80));
-			NN_OK(gf_penalty_apply(p, GF_PENALTY_SQUARE, 10.0, 0.0, 1.0, lazy ? NULL : dy, GF_NEED_DW, &value));
+			NN_OK(gf_penalty_apply(p, &pd, NULL, NULL, lazy ? NULL : dy, GF_NEED_DW));
 			double walk = lazy ? (a == 1 ? 64 : 0) : 80 + 16;
 			print_message("R1 %s %s: %g FLOPs per sample\n", acts[a], lazy ? "lazy" : "in the step", done(d) / B);
 			assert_true(done(d) == B * (160 + 64 + 64 + 16 + walk));

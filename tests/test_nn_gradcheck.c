@@ -469,6 +469,8 @@ static void test_losses(void **state)
 	loss_check(GF_LOSS_LS, -2.0f, 2.0f, 1, 0);
 	loss_check(GF_LOSS_L1, 1.5f, 3.0f, 1, 0);
 	loss_check(GF_LOSS_CE, -3.0f, 3.0f, 0, 0);
+	loss_check(GF_LOSS_RELATIVISTIC, -3.0f, 3.0f, 0, 1.0f);   /* R3GAN's D: rows 0-2 real, 3-5 fake */
+	loss_check(GF_LOSS_RELATIVISTIC, -3.0f, 3.0f, 0, -1.0f);
 }
 
 int main(void)

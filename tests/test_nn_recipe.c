@@ -109,9 +109,10 @@ static void host_reference(gf_backend *be, recipe_out *o)
 	gf_rng_uniform(&r, sq, R_PTS * R_MAXB, 0.0f, 2.0f);
 	sq[R_MAXB + 2] = sq[2] = sq[2 * R_MAXB + 2] = 0.0f;
 	double center = 0.25;
-	for (int k = 0; k < 3; k++) {
-		int npts = k == 2 ? R_PTS : 1, distance = k > 0;
-		double weight = k == 2 ? 2.0 : 10.0, scale = k == 0 ? 0.25 : k == 1 ? 1.0 : 4.0, len[R_B], s = 0;
+	for (int k = 0; k < 4; k++) {
+		int npts = k == 2 ? R_PTS : 1, distance = k == 1 || k == 2, part = k == 3 ? 4 : R_B;
+		double weight = k == 3 ? 0.05 : k == 2 ? 2.0 : 10.0, scale = k == 0 ? 0.25 : k == 1 ? 1.0 : k == 2 ? 4.0 : 0.5;
+		double len[R_B], s = 0;
 		for (int i = 0; i < R_B; i++) {
 			len[i] = 0;
 			for (int j = 0; j < npts; j++)
@@ -119,16 +120,19 @@ static void host_reference(gf_backend *be, recipe_out *o)
 			len[i] = sqrt(npts > 1 ? len[i] / npts : len[i]);
 			s += len[i];
 		}
-		double mean = s / R_B, c = 1.0, v = 0;
+		double mean = s / R_B, c = 1.0, v = 0, v2 = 0;
 		if (k == 2) {
 			center += 0.01 * (mean - center);
 			c = center;
 		}
 		for (int i = 0; i < R_B; i++) {
 			double x;
-			if (!distance) {
+			if (!distance && i >= part) { /* R2: the second part, weight 0.03, its own mean */
+				v2 += 0.5 * len[i] * len[i];
+				x = 0.03 / (R_B - part);
+			} else if (!distance) {
 				v += 0.5 * len[i] * len[i];
-				x = weight / R_B;
+				x = weight / part;
 			} else {
 				v += (len[i] - c) * (len[i] - c);
 				x = len[i] > 0 ? 2.0 * weight * (len[i] - c) / (len[i] * R_B) : 0.0;
@@ -137,8 +141,10 @@ static void host_reference(gf_backend *be, recipe_out *o)
 				x /= npts;
 			o->f[k][i] = (float)(scale * x);
 		}
-		o->pout[k][0] = weight * v / R_B;
+		o->pout[k][0] = weight * v / part;
 		o->pout[k][1] = mean;
+		if (k == 3)
+			o->pout[k][2] = 0.03 * v2 / (R_B - part);
 	}
 	o->center = center;
 }

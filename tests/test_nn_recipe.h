@@ -23,8 +23,8 @@ typedef struct recipe_out {
 	double ast[5], aout[R_STEPS][2]; /* ADA's state, and (p, r_t) after each step */
 	float p;
 	float g[R_G];                   /* a gradient clipped by its norm */
-	float f[3][R_B];                /* penalty factors: square, distance (fixed), distance (moving) */
-	double pout[3][2], center;
+	float f[4][R_B];                /* penalty factors: square, distance (fixed), distance (moving), R1 + R2 */
+	double pout[4][3], center;
 } recipe_out;
 
 static inline float *recipe_dev(gf_backend *be, const void *host, size_t bytes)
@@ -47,7 +47,7 @@ static inline void recipe_outputs(float *out, int i, int fake)
  * averaged after each, the iteration's last every third) and ADA (signs of
  * the real half, p updated every 4 steps, images 16 or a short 9);
  * clipping of a gradient by its own norm; the three penalty kinds on the
- * squared lengths of R_PTS points. When graphs: LeCam and ADA run captured
+ * squared lengths of R_PTS points, and R1 + R2 on the two parts of a batch. When graphs: LeCam and ADA run captured
  * at step 1 and replayed after, with each step's scale and images
  * (per-step scalars); the iteration's last steps (a constant of their own)
  * run eagerly between the replays. */
@@ -109,15 +109,16 @@ static inline void recipe_run(gf_backend *be, int graphs, recipe_out *o)
 	float *sqd = recipe_dev(be, sq, sizeof(sq)), *fd = recipe_dev(be, sq, sizeof(sq));
 	double c0 = 0.25;
 	double *cd = (double *)recipe_dev(be, &c0, sizeof(c0));
-	gf_penalty_desc d[3] = {
+	gf_penalty_desc d[4] = {
 		{ .distance = 0, .weight = 10.0, .scale = 0.25 },
 		{ .distance = 1, .weight = 10.0, .center = 1.0, .scale = 1.0 },
 		{ .distance = 1, .weight = 2.0, .decay = 0.01, .scale = 4.0 },
+		{ .distance = 0, .weight = 0.05, .scale = 0.5, .split = 4, .weight2 = 0.03 },
 	};
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 4; k++) {
 		NN_OK(x->penalty_factors(be, fd, val, k == 2 ? cd : NULL, sqd, R_B, R_MAXB, k == 2 ? R_PTS : 1, &d[k]));
 		NN_OK(x->copy(be, o->f[k], fd, sizeof(o->f[k]), GF_COPY_D2H));
-		NN_OK(x->copy(be, o->pout[k], val, 2 * sizeof(double), GF_COPY_D2H));
+		NN_OK(x->copy(be, o->pout[k], val, (k == 3 ? 3 : 2) * sizeof(double), GF_COPY_D2H));
 	}
 	NN_OK(x->copy(be, &o->center, cd, sizeof(double), GF_COPY_D2H));
 	void *all[] = { lst, ast, val, p, dy, dout[0], dout[1], gd, sqd, fd, cd };

@@ -16,6 +16,7 @@ static const char *const names[GF_LOSS_COUNT] = {
 	[GF_LOSS_L1] = "l1",
 	[GF_LOSS_CE] = "ce",
 	[GF_LOSS_WGAN] = "wgan",
+	[GF_LOSS_RELATIVISTIC] = "relativistic",
 };
 
 int gf_loss_parse(const char *name, gf_loss_kind *kind)
@@ -27,7 +28,7 @@ int gf_loss_parse(const char *name, gf_loss_kind *kind)
 		}
 	}
 	return gf_seterr(GF_EPARAM, "unknown loss '%s' (bce, bce_logits, nonsat, nonsat_logits, hinge_d, hinge_g, "
-	                 "ls, l1, ce, wgan)", name ? name : "(null)");
+	                 "ls, l1, ce, wgan, relativistic)", name ? name : "(null)");
 }
 
 const char *gf_loss_name(gf_loss_kind kind)
@@ -46,6 +47,9 @@ static int loss_call(gf_backend *be, gf_loss_kind kind, float *loss, int dev, fl
 	if (pred->device != be->device)
 		return gf_seterr(GF_EPARAM, "loss %s: prediction is not on the backend's device", names[kind]);
 	gf_loss_desc d = { kind, (int)pred->shape[0], (int)(gf_tensor_numel(pred) / pred->shape[0]), target_value, scale };
+	if (kind == GF_LOSS_RELATIVISTIC && (pred->shape[0] % 2 || target))
+		return gf_seterr(GF_ESHAPE, "loss relativistic: pairs of rows i and i + n/2 need an even batch and no "
+		                 "target tensor, got %s", gf_tensor_shape_str(pred, a, sizeof(a)));
 	const float *t = NULL;
 	const int32_t *labels = NULL;
 	if (kind == GF_LOSS_CE) {

@@ -292,6 +292,11 @@ void gf_optim_set_lr(gf_optim *o, float lr)
 	o->conf.lr = lr;
 }
 
+void gf_optim_set_beta2(gf_optim *o, float beta2)
+{
+	o->conf.beta2 = beta2;
+}
+
 const gf_optim_conf *gf_optim_config(const gf_optim *o)
 {
 	return &o->conf;

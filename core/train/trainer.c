@@ -42,6 +42,11 @@ struct gf_trainer {
 	double ema_kimg;        /* > 0: StyleGAN2's half-life in thousands of images (decay per update) */
 	double ema_rampup;      /* > 0: the half-life at most this fraction of the images seen */
 	int64_t warmup;         /* lr_warmup updates, 0 = none */
+	struct {
+		char name[32];
+		gf_schedule s;
+	} sched[12];            /* parameter `schedule` */
+	int nsched;
 	int64_t last_state;     /* step of the last part pushed, -1 = none */
 	int64_t begun;          /* step of the part being built */
 	gf_precision prec;      /* of the backend */
@@ -98,6 +103,49 @@ int gf_trainer_count_net(gf_trainer *t, gf_net *net)
 
 /* ---- set-up ---- */
 
+/* Parameter `schedule`: { option = gf.cosine{...}, ... }, each option one
+ * the trainer applies (lr, beta2, ema_kimg) or the stage declared. */
+static int parse_schedules(gf_trainer *t, const gf_value *v)
+{
+	if (!v || v->type == GF_VNIL)
+		return 0;
+	if (v->type != GF_VMAP)
+		return gf_fail(t->ctx, "parameter 'schedule': expected a table { option = gf.cosine{...} }, got a %s",
+		               gf_vtype_name(v->type));
+	char known[256] = "lr, beta2, ema_kimg";
+	for (int j = 0; t->conf.schedules && t->conf.schedules[j]; j++)
+		snprintf(known + strlen(known), sizeof(known) - strlen(known), ", %s", t->conf.schedules[j]);
+	for (size_t i = 0; i < v->u.c.len; i++) {
+		const char *k = v->u.c.keys[i];
+		int ok = !strcmp(k, "lr") || !strcmp(k, "beta2") || !strcmp(k, "ema_kimg");
+		for (int j = 0; !ok && t->conf.schedules && t->conf.schedules[j]; j++)
+			ok = !strcmp(k, t->conf.schedules[j]);
+		if (!ok)
+			return gf_fail(t->ctx, "parameter 'schedule': %s has no option '%s' to schedule (%s)",
+			               gf_ctx_name(t->ctx), k, known);
+		if (t->nsched >= (int)(sizeof(t->sched) / sizeof(t->sched[0])) || strlen(k) >= sizeof(t->sched[0].name))
+			return gf_fail(t->ctx, "parameter 'schedule': too many schedules");
+		snprintf(t->sched[t->nsched].name, sizeof(t->sched[0].name), "%s", k);
+		if (gf_schedule_parse(&v->u.c.items[i], k, &t->sched[t->nsched].s))
+			return gf_fail(t->ctx, "parameter 'schedule': %s", gf_errmsg());
+		t->nsched++;
+	}
+	return 0;
+}
+
+const gf_schedule *gf_trainer_schedule(const gf_trainer *t, const char *name)
+{
+	for (int i = 0; i < t->nsched; i++)
+		if (!strcmp(t->sched[i].name, name))
+			return &t->sched[i].s;
+	return NULL;
+}
+
+double gf_trainer_images(const gf_trainer *t, int64_t step)
+{
+	return (double)step * (double)(t->conf.images > 0 ? t->conf.images : t->conf.max_batch);
+}
+
 int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf_trainer_conf *conf)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -124,7 +172,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	const gf_value *table = gf_value_get(p, "net");
 	char what[64];
 	snprintf(what, sizeof(what), "%s (net)", conf->what);
-	if ((rc = gf_train_net(ctx, t->be, table, conf->max_batch, what, run->seed, gf_train_stream(ctx, "init"),
+	if ((rc = gf_train_net(ctx, t->be, table, conf->net_batch > 0 ? conf->net_batch : conf->max_batch, what, run->seed,
+	                       gf_train_stream(ctx, "init"),
 	                       &t->net)))
 		return rc;
 	if ((rc = gf_value_to_json(table, &t->table)))
@@ -132,6 +181,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	if ((rc = gf_state_create(&t->state)))
 		return gf_fail(ctx, "out of memory");
 
+	if ((rc = parse_schedules(t, gf_value_get(p, "schedule"))))
+		return rc;
 	gf_optim_conf oc = conf->opt;
 	const gf_value *ov = gf_value_get(p, "opt");
 	if (ov && ov->type != GF_VNIL && gf_optim_conf_parse(&oc, ov))
@@ -143,7 +194,8 @@ int gf_trainer_create(gf_trainer **out, gf_ctx *ctx, const gf_value *p, const gf
 	t->ema_start = gf_value_as_int(gf_value_get(p, "ema_start"), 0, NULL);
 	t->ema_kimg = gf_value_as_num(gf_value_get(p, "ema_kimg"), 0, NULL);
 	t->ema_rampup = gf_value_as_num(gf_value_get(p, "ema_rampup"), 0, NULL);
-	if (t->ema_decay > 0 || t->ema_kimg > 0) { /* parameters and buffers only: a batch of 1 for its activations */
+	if (t->ema_decay > 0 || t->ema_kimg > 0 || gf_trainer_schedule(t, "ema_kimg")) {
+		/* parameters and buffers only: a batch of 1 for its activations */
 		snprintf(what, sizeof(what), "%s (ema)", conf->what);
 		if ((rc = gf_train_net(ctx, t->be, table, 1, what, run->seed, gf_train_stream(ctx, "init"), &t->ema)))
 			return rc;
@@ -350,14 +402,30 @@ static int ema_update(gf_trainer *t, int64_t step)
 	return 0;
 }
 
+/* The optimiser's lr (warm-up, schedule), beta2 and the average's
+ * half-life for update `step`: per-step scalars of the ops that use them. */
+static void schedules(gf_trainer *t, int64_t step)
+{
+	const gf_schedule *lr = gf_trainer_schedule(t, "lr"), *b2 = gf_trainer_schedule(t, "beta2"),
+	                  *ek = gf_trainer_schedule(t, "ema_kimg");
+	double nimg = gf_trainer_images(t, step);
+	if (t->warmup > 0 || lr) {
+		float base = lr ? (float)gf_schedule_at(lr, nimg) : t->base_lr;
+		gf_optim_set_lr(t->opt, t->warmup > 0 ? base * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup) : base);
+	}
+	if (b2)
+		gf_optim_set_beta2(t->opt, (float)gf_schedule_at(b2, nimg));
+	if (ek)
+		t->ema_kimg = gf_schedule_at(ek, nimg);
+}
+
 int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 {
 	const gf_trainer_conf *c = &t->conf;
 	int rc = gf_exchange_client_reduce(t->xc);
 	if (rc || (rc = ortho(t, step)))
 		return rc;
-	if (t->warmup > 0)
-		gf_optim_set_lr(t->opt, t->base_lr * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup));
+	schedules(t, step);
 	float n = 0;
 	rc = gf_exchange_client_update(t->xc, t->clip, &n);
 	if (norm)
@@ -397,8 +465,7 @@ int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
 	int rc = ortho(t, step);
 	if (rc)
 		return rc;
-	if (t->warmup > 0)
-		gf_optim_set_lr(t->opt, t->base_lr * (float)fmin(1.0, (double)(step + 1) / (double)t->warmup));
+	schedules(t, step);
 	size_t n;
 	float *g = gf_net_block(t->net, GF_GRADS, &n);
 	/* the norm before the update, as gf_net_clip_grad_norm measures it
@@ -527,6 +594,11 @@ int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out)
 		return rc;
 	m->step = step;
 	m->source = gf_ctx_name(t->ctx);
+	for (int i = 0; i < t->nsched; i++) { /* the value the last update (step - 1) used */
+		char k[GF_MSG_SCALAR_NAME];
+		snprintf(k, sizeof(k), "%s_%s", t->sched[i].name, t->conf.tag);
+		gf_msg_set_scalar(m, k, gf_schedule_at(&t->sched[i].s, gf_trainer_images(t, step > 0 ? step - 1 : 0)));
+	}
 	if (gf_trainer_exchanging(t)) {
 		char k[GF_MSG_SCALAR_NAME];
 		snprintf(k, sizeof(k), "comm_wait_%s", t->conf.tag);
@@ -604,6 +676,8 @@ static const struct {
 	{ "hinge", "hinge_g", "hinge_d", -1.0f },
 	{ "ls", "ls", "ls", 0.0f },
 	{ "wgan", "wgan", "wgan", -1.0f }, /* critic: mean D(G(z)) - mean D(x); G: -mean D(G(z)) */
+	/* R3GAN: pairs of (real, fake) for D, (fake, real) for G, target 1 */
+	{ "rpgan", "relativistic", "relativistic", 1.0f },
 };
 
 void gf_gan_optim_defaults(gf_optim_conf *c)

@@ -22,7 +22,16 @@
  *    sample from the stage's own generator (checkpointed as
  *    "<instance>.gp_rng"), in every D step; a conditional D sees the real
  *    batch's labels.
- * Their values go to the metrics as r1 and gp.
+ *  - `r2` = gamma: gamma/2 E|grad_x D(G(z))|^2 on the fakes, in every D
+ *    step, in the fake half-step's backward (Mescheder et al.'s R2).
+ *  - loss = "rpgan" (R3GAN, Huang et al. 2024): the real and the fake batch
+ *    go through D as one pair batch [x; G(z)] (D must have no batch
+ *    statistics: R3GAN's has none), the relativistic loss scores the pairs
+ *    (mean softplus(-(D(x_i) - D(G(z_i))))), and R1 on the reals and R2
+ *    on the fakes (R3GAN's gamma/2 (R1 + R2) with r1 = r2 = gamma) are one
+ *    walk of the double backward, weighted 1 (the pair loss is not split
+ *    into halves).
+ * Their values go to the metrics as r1, r2 and gp.
  *
  * ADA (StyleGAN2-ADA, docs/train.md "ADA"): when D's table holds an `ada`
  * layer (its augmentation of every image D sees), d_step adjusts that
@@ -134,23 +143,72 @@ int d_step_tail(dstep *s, gf_ctx *ctx, double images, int last_of_iter, gf_stepd
 		                   s->ada.kimg);
 		e->flags |= F_ADA;
 	}
-	if (!rc && s->lecam.lambda > 0)
+	if (!rc && s->lecam_on)
 		rc = o->lecam_avg(s->be, s->rst + RST_LECAM, s->lecam.decay, last_of_iter);
 	return rc ? gf_fail(ctx, "iteration %lld: LeCam/ADA: %s", (long long)s->v, gf_errmsg()) : 0;
+}
+
+const char *const d_schedulable[] = { "r1", "r2", "gp", "lecam", "ada_p", NULL };
+
+int d_schedules(dstep *s, gf_ctx *ctx)
+{
+	double nimg = gf_trainer_images(s->tr, s->v);
+	float *w[] = { &s->r1, &s->r2, &s->gp, &s->lecam.lambda };
+	for (int i = 0; i < 4; i++) {
+		const gf_schedule *x = gf_trainer_schedule(s->tr, d_schedulable[i]);
+		if (x)
+			*w[i] = (float)gf_schedule_at(x, nimg);
+	}
+	const gf_schedule *x = gf_trainer_schedule(s->tr, "ada_p");
+	if (!x)
+		return 0;
+	float p = (float)gf_schedule_at(x, nimg);
+	p = p < 0 ? 0 : p > 1 ? 1 : p;
+	int rc = s->be->ops->copy(s->be, s->ada_p, &p, sizeof(p), GF_COPY_H2D);
+	return rc ? gf_fail(ctx, "iteration %lld: ada_p: %s", (long long)s->v, gf_errmsg()) : 0;
+}
+
+/* A scheduled option must be on: its switch (the plain parameter) > 0. */
+int d_schedules_check(dstep *s, gf_ctx *ctx)
+{
+	const int on[] = { s->r1_on, s->r2_on, s->gp_on, s->lecam_on };
+	for (int i = 0; i < 4; i++)
+		if (gf_trainer_schedule(s->tr, d_schedulable[i]) && !on[i])
+			return gf_fail(ctx, "parameter 'schedule': %s is scheduled but off (%s = 0): set %s > 0 to turn it on",
+			               d_schedulable[i], d_schedulable[i], d_schedulable[i]);
+	if (gf_trainer_schedule(s->tr, "ada_p")) {
+		if (!s->ada_p)
+			return gf_fail(ctx, "parameter 'schedule': ada_p is scheduled but D has no ada layer");
+		s->ada.kimg = 0; /* the schedule moves p, not the controller (r_t is still measured) */
+	}
+	return 0;
 }
 
 /* r1, r1_every, gp: what they may be combined with. */
 int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
 {
 	s->r1 = (float)gf_param_num(p, "r1");
+	s->r2 = (float)gf_param_num(p, "r2");
 	s->r1_every = (int)gf_param_int(p, "r1_every");
 	s->gp = (float)gf_param_num(p, "gp");
-	if (s->gp > 0 && s->loss.d != GF_LOSS_WGAN)
+	s->r1_on = s->r1 > 0;
+	s->r2_on = s->r2 > 0;
+	s->gp_on = s->gp > 0;
+	s->pair = s->loss.d == GF_LOSS_RELATIVISTIC;
+	if (s->pair && s->r1_on && s->r1_every > 1 && gf_param_given(p, "r1_every"))
+		return gf_fail(ctx, "parameter 'r1_every': loss = \"rpgan\" takes R1 (and R2) in every D step, on the pair "
+		                    "batch, as R3GAN does; r1_every = %d asks for StyleGAN2's lazy step", s->r1_every);
+	if (s->pair)
+		s->r1_every = 1;
+	if (s->pair && gf_param_num(p, "lecam") > 0)
+		return gf_fail(ctx, "parameter 'lecam': LeCam's averages are of D's real and fake outputs apart; loss = "
+		                    "\"rpgan\" scores pairs (R3GAN has no LeCam term)");
+	if (s->gp_on && s->loss.d != GF_LOSS_WGAN)
 		return gf_fail(ctx, "parameter 'gp': WGAN-GP's penalty pulls the critic's gradient norm to 1, which belongs "
 		                    "with loss = \"wgan\" (the critic's unbounded output); loss = \"%s\" here: use r1 = "
 		                    "gamma for it",
 		               gf_param_str(p, "loss"));
-	if (s->r1 > 0 && s->r1_every > 1 && s->acc > 1)
+	if (s->r1_on && s->r1_every > 1 && s->acc > 1)
 		return gf_fail(ctx, "parameter 'r1_every': the lazy R1 step (r1_every = %d) reuses the D step's real batch, "
 		                    "one of accumulate = %d micro-batches; use r1_every = 1 with accumulate",
 		               s->r1_every, s->acc);
@@ -165,11 +223,17 @@ int d_penalty_setup(dstep *s, gf_ctx *ctx)
 	if (be->ops->alloc(be, (void **)&s->rst, RST_N * sizeof(double)) ||
 	    be->ops->fill(be, (float *)(void *)s->rst, 2 * RST_N, 0.0f))
 		return gf_fail(ctx, "out of memory");
-	if (s->r1 <= 0 && s->gp <= 0)
+	if (s->pair) { /* [x; G(z)] in one buffer, labels too */
+		size_t n = 2 * (size_t)s->max_batch;
+		if (be->ops->alloc(be, (void **)&s->pair_dev, n * s->in_numel * sizeof(float)) ||
+		    be->ops->alloc(be, (void **)&s->pair_lab, n * sizeof(int32_t)))
+			return gf_fail(ctx, "out of memory for the pair batch");
+	}
+	if (!s->r1_on && !s->r2_on && !s->gp_on)
 		return 0;
-	if (gf_penalty_create(&s->pen, s->d, s->max_batch))
-		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1 > 0 ? "r1" : "gp", gf_errmsg());
-	if (s->gp <= 0)
+	if (gf_penalty_create(&s->pen, s->d, s->pair ? 2 * s->max_batch : s->max_batch))
+		return gf_fail(ctx, "parameter '%s': D (net): %s", s->r1_on ? "r1" : s->r2_on ? "r2" : "gp", gf_errmsg());
+	if (!s->gp_on)
 		return 0;
 	if (be->ops->alloc(be, (void **)&s->eps_dev, (size_t)s->max_batch * sizeof(float)) ||
 	    be->ops->alloc(be, (void **)&s->xhat_dev, (size_t)s->max_batch * s->in_numel * sizeof(float)))
@@ -194,6 +258,18 @@ int d_penalty(dstep *s, gf_ctx *ctx, int distance, float weight, double gain, co
 	return rc ? gf_fail(ctx, "iteration %lld: %s penalty: %s", (long long)s->v, distance ? "gradient" : "R1",
 	                    gf_errmsg())
 	          : 0;
+}
+
+int d_pair_penalty(dstep *s, gf_ctx *ctx, int64_t n, const float *dy, unsigned accumulate)
+{
+	gf_penalty_desc d = { .distance = GF_PENALTY_SQUARE, .weight = s->r1, .scale = 1.0 / s->acc, .split = (int)n,
+	                      .weight2 = s->r2 };
+	int rc = gf_penalty_lengths(s->pen, NULL);
+	if (!rc)
+		rc = gf_penalty_apply(s->pen, &d, NULL, gf_stepdrv_slots(s->drv) + V_R1, dy, GF_NEED_DW | accumulate);
+	if (rc == GF_ESTOP || rc == GF_EFAIL)
+		return rc;
+	return rc ? gf_fail(ctx, "iteration %lld: R1 + R2 penalty: %s", (long long)s->v, gf_errmsg()) : 0;
 }
 
 /* WGAN-GP on one micro-batch, on the device: x^ = x_f + e (x - x_f) per

@@ -101,10 +101,13 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->lecam.lambda = (float)gf_param_num(p, "lecam");
 	s->lecam.decay = (float)gf_param_num(p, "lecam_decay");
+	s->lecam_on = s->lecam.lambda > 0;
 
 	gf_trainer_conf tc = { .what = "D", .tag = "d", .role = "discriminator", .unit = "iteration",
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
-	                       .state_port = OUT_STATE, .cls = s->cls, .reg_every = s->r1 > 0 ? s->r1_every : 0 };
+	                       .state_port = OUT_STATE, .cls = s->cls, .reg_every = s->r1_on ? s->r1_every : 0,
+	                       .net_batch = s->pair ? 2 * s->max_batch : 0,
+	                       .images = s->max_batch * s->d_steps * s->acc, .schedules = d_schedulable };
 	gf_gan_optim_defaults(&tc.opt);
 	rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
@@ -145,11 +148,11 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if ((rc = gf_trainer_resume(s->tr, &s->v)) || (rc = gf_train_resume_i64(ctx, "data_pos", s->data_pos, 2)))
 		return rc;
 	int64_t lc[3] = { 0, 0, 0 };
-	if (s->lecam.lambda > 0 && (rc = gf_train_resume_i64(ctx, "lecam", lc, 3)))
+	if (s->lecam_on && (rc = gf_train_resume_i64(ctx, "lecam", lc, 3)))
 		return rc;
 	s->lecam.set = (int)lc[0];
 	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
-	if ((rc = d_ada_setup(s, ctx, p)))
+	if ((rc = d_ada_setup(s, ctx, p)) || (rc = d_schedules_check(s, ctx)))
 		return rc;
 	return d_reg_state(s, ctx, 1);
 }
@@ -184,12 +187,53 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	if (!fake && s->ada_p && (rc = o->ada_signs(s->be, s->rst + RST_ADA, out.data, n,
 	                                            s->loss.d == GF_LOSS_BCE ? 0.5f : 0.0f)))
 		return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
-	if (s->lecam.lambda > 0 && (rc = o->lecam_dev(s->be, s->dpred, slot + (fake ? V_LECAM_FAKE : V_LECAM_REAL),
+	if (s->lecam_on && (rc = o->lecam_dev(s->be, s->dpred, slot + (fake ? V_LECAM_FAKE : V_LECAM_REAL),
 	                                              s->rst + RST_LECAM, out.data, n, fake, s->lecam.lambda,
 	                                              0.5f / (float)s->acc, s->acc)))
 		return gf_fail(ctx, "iteration %lld: LeCam: %s", (long long)s->v, gf_errmsg());
-	if (!fake && s->r1 > 0 && s->r1_every == 1)
+	if (!fake && s->r1_on && s->r1_every == 1)
 		return d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r1, 1.0, s->dpred, accumulate, slot + V_R1);
+	if (fake && s->r2_on)
+		return d_penalty(s, ctx, GF_PENALTY_SQUARE, s->r2, 1.0, s->dpred, accumulate, slot + V_R2);
+	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
+		return rc == GF_ESTOP || rc == GF_EFAIL
+		           ? rc
+		           : gf_fail(ctx, "iteration %lld: D backward: %s", (long long)s->v, gf_errmsg());
+	return 0;
+}
+
+/* R3GAN's pair batch (loss = "rpgan"): [x; G(z)] through D at once, the
+ * relativistic loss on the pairs of its outputs (their sums apart, for
+ * d_real and d_fake), ADA's signs on the reals, and R1 + R2 or the plain
+ * backward in the same walk. *nout: D's outputs of one half. */
+static int pair_step(dstep *s, gf_ctx *ctx, int64_t n, unsigned accumulate, size_t *nout)
+{
+	double *slot = gf_stepdrv_slots(s->drv);
+	const gf_backend_ops *o = s->be->ops;
+	size_t k = s->in_numel * sizeof(float), lb = (size_t)n * sizeof(int32_t);
+	int rc = o->copy(s->be, s->pair_dev, s->real_dev, (size_t)n * k, GF_COPY_D2D);
+	if (!rc)
+		rc = o->copy(s->be, s->pair_dev + (size_t)n * s->in_numel, s->fake_dev, (size_t)n * k, GF_COPY_D2D);
+	if (!rc && s->classes && !(rc = o->copy(s->be, s->pair_lab, s->rlab_dev, lb, GF_COPY_D2D)))
+		rc = o->copy(s->be, s->pair_lab + n, s->flab_dev, lb, GF_COPY_D2D);
+	gf_tensor x = d_dev_tensor(s, s->pair_dev, 0, 2 * n), lab = d_dev_tensor(s, s->pair_lab, 1, 2 * n), out;
+	if (!rc)
+		rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward on the pairs: %s", (long long)s->v, gf_errmsg());
+	gf_net_output(s->d, &out);
+	if ((rc = gf_trainer_loss_dev(s->tr, s->v, s->loss.d, &out, NULL, s->loss.real, 1.0f / (float)s->acc, s->dpred,
+	                              (float *)(void *)(slot + V_LOSS_REAL))))
+		return rc;
+	size_t h = (size_t)gf_tensor_numel(&out) / 2;
+	*nout = h;
+	if ((rc = o->reduce_dev(s->be, slot + V_SUM_REAL, out.data, h, 0)) ||
+	    (rc = o->reduce_dev(s->be, slot + V_SUM_FAKE, (float *)out.data + h, h, 0)))
+		return gf_fail(ctx, "iteration %lld: D's mean outputs: %s", (long long)s->v, gf_errmsg());
+	if (s->ada_p && (rc = o->ada_signs(s->be, s->rst + RST_ADA, out.data, h, 0.0f)))
+		return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
+	if (s->r1_on || s->r2_on)
+		return d_pair_penalty(s, ctx, n, s->dpred, accumulate);
 	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
 		           ? rc
@@ -207,6 +251,19 @@ struct micro {
 	double images;          /* the D step's real images */
 };
 
+/* The update in the last micro-step of a D step, and the D step's tail. */
+static int update_tail(dstep *s, gf_ctx *ctx, struct micro *m)
+{
+	int rc;
+	if (m->host_update) {
+		rc = gf_trainer_update(s->tr, s->v, NULL);
+	} else {
+		m->e->flags |= F_NORM;
+		rc = gf_trainer_update_dev(s->tr, s->v, gf_stepdrv_slots(s->drv) + V_SUMSQ);
+	}
+	return rc || !m->tail ? rc : d_step_tail(s, ctx, m->images, m->last_of_iter, m->e);
+}
+
 /* The ops of one micro-step, graph-captured or not: both halves on the
  * step's input buffers and, in the last micro-step of a D step, the
  * update. */
@@ -214,35 +271,36 @@ static int step_ops(void *self, gf_ctx *ctx, void *arg)
 {
 	dstep *s = self;
 	struct micro *m = arg;
-	double *slot = gf_stepdrv_slots(s->drv);
 	gf_tensor xr = d_dev_tensor(s, s->real_dev, 0, m->nr), lr = d_dev_tensor(s, s->rlab_dev, 1, m->nr);
 	gf_tensor xf = d_dev_tensor(s, s->fake_dev, 0, m->nf), lf = d_dev_tensor(s, s->flab_dev, 1, m->nf);
 	unsigned a = m->micro ? GF_ACCUMULATE : 0;
 	int last = m->micro == s->acc - 1;
-	size_t nout;
+	size_t nout = 0;
+	m->e->flags |= F_HALVES | (s->r1_on && s->r1_every == 1 ? F_R1 : 0) | (s->r2_on ? F_R2 : 0) |
+	               (s->gp_on ? F_GP : 0) | (s->pair ? F_PAIR : 0);
+	if (s->pair) {
+		if (last)
+			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
+		int rc = pair_step(s, ctx, m->nr, a, &nout);
+		m->e->n[0] = m->e->n[1] = (int64_t)nout;
+		if (rc || !last)
+			return rc;
+		return update_tail(s, ctx, m);
+	}
 	int rc = half_step(s, ctx, &xr, &lr, 0, a, &nout);
 	if (rc)
 		return rc;
-	m->e->flags |= F_HALVES | (s->r1 > 0 && s->r1_every == 1 ? F_R1 : 0) | (s->gp > 0 ? F_GP : 0);
 	m->e->n[0] = (int64_t)nout;
 	/* WGAN-GP before the fake half: the exchange's buckets leave during
 	 * the last backward of the D step, the fake half-step's */
-	if (s->gp > 0 && (rc = d_gp_step(s, ctx, &xr, &lr, &xf)))
+	if (s->gp_on && (rc = d_gp_step(s, ctx, &xr, &lr, &xf)))
 		return rc;
 	if (last)
 		gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
 	if ((rc = half_step(s, ctx, &xf, &lf, 1, GF_ACCUMULATE, &nout)))
 		return rc;
 	m->e->n[1] = (int64_t)nout;
-	if (!last)
-		return 0;
-	if (m->host_update) {
-		rc = gf_trainer_update(s->tr, s->v, NULL);
-	} else {
-		m->e->flags |= F_NORM;
-		rc = gf_trainer_update_dev(s->tr, s->v, slot + V_SUMSQ);
-	}
-	return rc || !m->tail ? rc : d_step_tail(s, ctx, m->images, m->last_of_iter, m->e);
+	return last ? update_tail(s, ctx, m) : 0;
 }
 
 /* A penalty's value, checked. */
@@ -266,22 +324,28 @@ static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, cons
 		float lr, lf;
 		memcpy(&lr, val + V_LOSS_REAL, sizeof(lr));
 		memcpy(&lf, val + V_LOSS_FAKE, sizeof(lf));
-		if ((rc = gf_trainer_check_loss(s->tr, e->step, lr)) || (rc = gf_trainer_check_loss(s->tr, e->step, lf)))
+		if ((rc = gf_trainer_check_loss(s->tr, e->step, lr)) ||
+		    (!(e->flags & F_PAIR) && (rc = gf_trainer_check_loss(s->tr, e->step, lf))))
 			return rc;
 		if ((e->flags & F_R1) && (rc = penalty_value(ctx, e->step, "R1", val[V_R1])))
 			return rc;
 		if ((e->flags & F_GP) && (rc = penalty_value(ctx, e->step, "gradient", val[V_GP])))
 			return rc;
+		if ((e->flags & F_R2) && (rc = penalty_value(ctx, e->step, "R2", val[V_R2])))
+			return rc;
 		r->t.loss += lr;
 		r->t.dreal += val[V_SUM_REAL] / (double)e->n[0] / s->acc;
-		r->t.loss += lf;
+		if (!(e->flags & F_PAIR))
+			r->t.loss += lf;
 		r->t.dfake += val[V_SUM_FAKE] / (double)e->n[1] / s->acc;
-		if (s->lecam.lambda > 0) {
+		if (s->lecam_on) {
 			r->t.lecam += val[V_LECAM_REAL];
 			r->t.lecam += val[V_LECAM_FAKE];
 		}
 		if (e->flags & F_R1)
 			r->t.r1 += val[V_R1] / s->acc;
+		if (e->flags & F_R2)
+			r->t.r2 += val[V_R2] / s->acc;
 		if (e->flags & F_GP)
 			r->t.gp += val[V_GP] / s->acc;
 	}
@@ -314,11 +378,13 @@ static int finish(void *self, gf_ctx *ctx, int ri, int64_t v)
 	gf_msg_set_scalar(m, "d_real", t->dreal / s->d_steps);
 	gf_msg_set_scalar(m, "d_fake", t->dfake / s->d_steps);
 	gf_msg_set_scalar(m, "images", t->images);
-	if (s->lecam.lambda > 0)
+	if (s->lecam_on)
 		gf_msg_set_scalar(m, "lecam", t->lecam / s->d_steps);
 	if (t->nr1) /* lazy R1: only the iterations that ran it */
 		gf_msg_set_scalar(m, "r1", t->r1 / t->nr1);
-	if (s->gp > 0)
+	if (s->r2_on)
+		gf_msg_set_scalar(m, "r2", t->r2 / s->d_steps);
+	if (s->gp_on)
 		gf_msg_set_scalar(m, "gp", t->gp / s->d_steps);
 	if (s->ada_p) {
 		gf_msg_set_scalar(m, "ada_p", r->ada_p);
@@ -356,6 +422,10 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2], 
 			gf_msg_release(fake);
 		return rc;
 	}
+	if (s->pair && nr != nf)
+		return gf_fail(ctx, "iteration %lld: loss = \"rpgan\" pairs each real image with a fake, but the real batch "
+		                    "has %lld and the fakes %lld (a short batch at the end of an epoch: batch stage "
+		                    "drop_last = true)", (long long)s->v, (long long)nr, (long long)nf);
 	int last = micro == s->acc - 1;
 	gf_stepdrv_entry e = { .step = s->v };
 	m->micro = micro;
@@ -364,7 +434,7 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2], 
 	m->nf = nf;
 	m->e = &e;
 	m->images += (double)nr;
-	int tail = last && m->tail && (s->ada_p || s->lecam.lambda > 0);
+	int tail = last && m->tail && (s->ada_p || s->lecam_on);
 	uint64_t key = (uint64_t)nr | (uint64_t)nf << 24 | (uint64_t)(micro == 0) << 48 | (uint64_t)last << 49 |
 	               (last ? gf_trainer_update_key(s->tr, s->v) : 0) << 50 | (uint64_t)tail << 51 |
 	               (uint64_t)(tail && m->last_of_iter) << 52;
@@ -384,7 +454,7 @@ static int lazy_step(dstep *s, gf_ctx *ctx, const struct micro *m)
 {
 	gf_stepdrv_entry e = { .step = s->v };
 	d_lazy a = { !gf_trainer_update_on_device(s->tr), m->last_of_iter, m->images, &e };
-	int tail = s->ada_p || s->lecam.lambda > 0;
+	int tail = s->ada_p || s->lecam_on;
 	uint64_t key = (uint64_t)s->r1_n | (uint64_t)1 << 40 | (uint64_t)tail << 41 | (uint64_t)(tail && a.last_of_iter) << 42 |
 	               gf_trainer_update_key(s->tr, s->v) << 43;
 	int rc;
@@ -403,15 +473,15 @@ static int push_state(dstep *s, gf_ctx *ctx)
 	if (rc || (rc = gf_trainer_state_begin(s->tr, s->v, &st)) || !st)
 		return rc;
 	/* LeCam's and ADA's state from the device (nothing is in flight) */
-	rc = s->lecam.lambda > 0 || s->ada_p ? d_reg_state(s, ctx, 0) : 0;
+	rc = s->lecam_on || s->ada_p ? d_reg_state(s, ctx, 0) : 0;
 	if (!rc)
 		rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
-	if (!rc && s->lecam.lambda > 0) { /* the averages' bits, so a resumed run goes on exactly */
+	if (!rc && s->lecam_on) { /* the averages' bits, so a resumed run goes on exactly */
 		int64_t lc[3] = { s->lecam.set };
 		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
 		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
 	}
-	if (!rc && s->gp > 0)
+	if (!rc && s->gp_on)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
 	if (!rc && s->ada_p) { /* the partial interval; p itself is D's buffer */
 		int64_t a[5];
@@ -495,21 +565,23 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		/* lazy R1 after every r1_every-th D step of the run: an entry of its own */
 		int nlazy = 0, ri;
 		for (int k = 0; k < s->d_steps; k++)
-			nlazy += s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
+			nlazy += s->r1_on && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
 		if ((rc = gf_stepdrv_open(s->drv, ctx, s->v, s->d_steps * s->acc + nlazy, &ri)))
 			return rc;
 		rec *r = &s->recs[ri];
 		memset(r, 0, sizeof(*r));
+		if ((rc = d_schedules(s, ctx)))
+			return rc;
 		int64_t pos[2] = { s->data_pos[0], s->data_pos[1] };
 		for (int k = 0; k < s->d_steps; k++) {
-			int lazy = s->r1 > 0 && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
+			int lazy = s->r1_on && s->r1_every > 1 && (s->v * s->d_steps + k) % s->r1_every == 0;
 			struct micro m = { .tail = !lazy, .last_of_iter = k == s->d_steps - 1 };
 			for (int micro = 0; micro < s->acc; micro++)
 				if ((rc = micro_step(s, ctx, micro, r, pos, &m)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
 			if (lazy && (rc = lazy_step(s, ctx, &m)))
 				return rc == GF_ESTOP ? 0 : rc;
-			r->t.nr1 += s->r1 > 0 && (lazy || s->r1_every == 1);
+			r->t.nr1 += s->r1_on && (lazy || s->r1_every == 1);
 		}
 		s->v++;
 		s->data_pos[0] = pos[0];
@@ -565,7 +637,8 @@ static void dstep_destroy(void *self)
 	if (s->cbe)
 		gf_backend_close(s->cbe);
 	float *dev[] = { s->dpred, (float *)(void *)s->rst, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
-	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev };
+	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev, s->pair_dev,
+	                 (float *)(void *)s->pair_lab };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
 			s->be->ops->free(s->be, dev[i]);
@@ -591,7 +664,8 @@ static const gf_param_desc params[] = {
 	{ "net", GF_PARAM_TABLE, NULL, "D's layer table (a backbone such as dcgan.D{})", NULL },
 	{ "opt", GF_PARAM_TABLE, "nil", "optimiser, e.g. gf.adam{lr = 2e-4, betas = {0.5, 0.999}} (that is the default)",
 	  NULL },
-	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge, ls or wgan; as g_step's",
+	{ "loss", GF_PARAM_STR, "bce", "bce (D ends in a sigmoid), bce_logits, hinge, ls, wgan or rpgan (R3GAN's "
+	                               "relativistic pairs: D without batch statistics); as g_step's",
 	  GF_GAN_LOSSES },
 	{ "mode", GF_PARAM_STR, "sync", "sync (alternating G/D) or async (fake cache, bounded staleness)", "sync|async" },
 	{ "staleness", GF_PARAM_INT, "4", "async: D weights are sent every this many iterations, and no fakes made "
@@ -611,11 +685,14 @@ static const gf_param_desc params[] = {
 	{ "lecam", GF_PARAM_NUM, "0", "LeCam regularisation lambda (Tseng et al. 2021; 0 = none)", "0.." },
 	{ "lecam_decay", GF_PARAM_NUM, "0.99", "LeCam: decay of the averages of D's real and fake outputs", "0..1" },
 	{ "r1", GF_PARAM_NUM, "0", "R1 penalty gamma: gamma/2 E|grad D(x)|^2 on real batches (0 = none)", "0.." },
+	{ "r2", GF_PARAM_NUM, "0", "R2 penalty gamma: gamma/2 E|grad D(G(z))|^2 on the fakes, in every D step (0 = none; "
+	                           "loss = \"rpgan\" with r1 = r2 = gamma is R3GAN's gamma/2 (R1 + R2))", "0.." },
 	{ "r1_every", GF_PARAM_INT, "16", "R1: 1 = in every D step; k > 1 = StyleGAN2's lazy regularisation, a step of "
 	                                  "its own every k D steps (penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))",
 	  "1..1000000" },
 	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "
 	                           "(loss = \"wgan\"; 0 = none)", "0.." },
+	GF_TRAIN_SCHEDULE_PARAMS,
 	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of D step as a graph and replay it where the backend has "
 	                                  "graphs (CUDA); false: every step eager", NULL },
 	{ "ada_target", GF_PARAM_NUM, "0.6", "ADA (D has an ada layer): the target of r_t = E[sign(D(x_real))], the "

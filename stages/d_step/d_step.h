@@ -15,7 +15,8 @@ enum { OUT_WEIGHTS, OUT_METRICS, OUT_STATE, OUT_GRADS };
 enum {
 	V_LOSS_REAL, V_SUM_REAL, V_LOSS_FAKE, V_SUM_FAKE, V_SUMSQ,
 	V_LECAM_REAL, V_LECAM_FAKE,     /* LeCam's term on each half */
-	V_R1, V_R1_MEAN, V_GP, V_GP_MEAN, /* a penalty's value and mean length */
+	V_R1, V_R1_MEAN, V_R2, V_R2_MEAN, /* a penalty's value and mean length (a pair batch's R2 at V_R1 + 2) */
+	V_GP, V_GP_MEAN,
 	V_ADA_P, V_ADA_RT,              /* ADA's p and r_t after the D step */
 	NVALS
 };
@@ -34,12 +35,14 @@ enum {
 	F_LAZY = 8,             /* the lazy R1 step (V_R1, whole) */
 	F_GP = 16,              /* WGAN-GP (V_GP) */
 	F_ADA = 32,             /* ADA's p and r_t (V_ADA_P, V_ADA_RT) */
+	F_R2 = 64,              /* R2 on the fakes (V_R2, over the micro-batches) */
+	F_PAIR = 128,           /* a pair batch (loss = "rpgan"): one loss, in V_LOSS_REAL */
 };
 
 /* What one D iteration adds up for its metrics line. */
 typedef struct sums {
 	double loss, dreal, dfake, images, stale, lecam;
-	double r1, gp;          /* penalties: sums over the D steps that computed them (host values) */
+	double r1, r2, gp;      /* penalties: sums over the D steps that computed them */
 	int nr1;                /* D steps that computed R1 */
 } sums;
 
@@ -105,7 +108,11 @@ typedef struct dstep {
 	int dev_weights;        /* D's weights go to g_step in device memory */
 	int64_t dev_fakes;      /* fakes messages that came in device memory */
 	/* gradient penalties (d_reg.c) */
-	float r1, gp;           /* gamma, lambda; 0 = none */
+	float r1, r2, gp;       /* gammas, lambda (a schedule's value of the step) */
+	int r1_on, r2_on, gp_on, lecam_on; /* on: the parameter > 0 at the start */
+	int pair;               /* loss = "rpgan": real and fake as one pair batch [x; G(z)] through D */
+	float *pair_dev;        /* (2 max_batch, D input) the pair batch, device */
+	int32_t *pair_lab;      /* (2 max_batch) its labels */
 	int r1_every;           /* 1: in the D step; k > 1: lazy, a step of its own every k D steps */
 	gf_penalty *pen;        /* r1 or gp */
 	gf_rng gp_rng;          /* gp: the interpolation weights */
@@ -146,8 +153,15 @@ int d_push_weights(dstep *s, gf_ctx *ctx);
 
 /* ---- d_reg.c: the regularisers (ADA, LeCam, R1, WGAN-GP) ---- */
 
+/* The options d_step schedules itself (parameter `schedule`). */
+extern const char *const d_schedulable[];
 /* r1, r1_every, gp: what they may be combined with. */
 int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p);
+/* At an iteration's start: the scheduled weights and ADA's p. */
+int d_schedules(dstep *s, gf_ctx *ctx);
+/* After set-up: a scheduled option must be on; a scheduled p stops ADA's
+ * controller. */
+int d_schedules_check(dstep *s, gf_ctx *ctx);
 /* The penalty's buffers and generator, once D and its input buffers exist;
  * the device doubles of LeCam and ADA. */
 int d_penalty_setup(dstep *s, gf_ctx *ctx);
@@ -165,6 +179,11 @@ int d_step_tail(dstep *s, gf_ctx *ctx, double images, int last_of_iter, gf_stepd
  * device doubles). */
 int d_penalty(dstep *s, gf_ctx *ctx, int distance, float weight, double gain, const float *dy, unsigned accumulate,
               double *out);
+/* R3GAN's gamma/2 (R1 + R2) on the pair batch of D's last forward (n reals
+ * then n fakes): r1 on the reals, r2 on the fakes, each part's mean, weight
+ * 1 / accumulate (the pair loss is not halved), walked with dy; values
+ * into the R1 slots (R2 at V_R1 + 2). */
+int d_pair_penalty(dstep *s, gf_ctx *ctx, int64_t n, const float *dy, unsigned accumulate);
 /* WGAN-GP on one micro-batch: D's gradient norm at the interpolates of xr
  * and xf pulled to 1; its value into the GP slots. */
 int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf);

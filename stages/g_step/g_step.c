@@ -73,6 +73,8 @@
 static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val);
 static int finish(void *self, gf_ctx *ctx, int ri, int64_t step0);
 
+static const char *const g_schedulable[] = { "pl", NULL };
+
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -90,18 +92,21 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (gf_gan_loss_parse(gf_param_str(p, "loss"), &gl))
 		return gf_fail(ctx, "parameter 'loss': %s", gf_errmsg());
 	s->loss = gl.g;
+	s->rp = gl.g == GF_LOSS_RELATIVISTIC;
 
 	gf_trainer_conf tc = { .what = "G", .tag = "g", .role = "generator", .unit = "step", .max_batch = s->batch,
 	                       .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED, .state_port = OUT_STATE,
 	                       .cls = s->cls,
-	                       .reg_every = gf_param_num(p, "pl") > 0 ? (int)gf_param_int(p, "pl_every") : 0 };
+	                       .reg_every = gf_param_num(p, "pl") > 0 ? (int)gf_param_int(p, "pl_every") : 0,
+	                       .images = s->batch * s->acc, .schedules = g_schedulable };
 	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)
 		return rc;
 	s->g = gf_trainer_net(s->tr);
 	s->be = gf_trainer_backend(s->tr);
-	if ((rc = gf_train_net(ctx, s->be, gf_param(p, "d_net"), s->batch, "D replica (d_net)", run->seed,
+	if ((rc = gf_train_net(ctx, s->be, gf_param(p, "d_net"), s->rp ? 2 * s->batch : s->batch, "D replica (d_net)",
+	                       run->seed,
 	                       gf_train_stream(ctx, "replica"), &s->d)) ||
 	    (rc = gf_trainer_count_net(s->tr, s->d))) /* its FLOPs are the G step's too */
 		return rc;
@@ -115,9 +120,11 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (s->paired) {
 		if ((rc = g_paired_setup(s, ctx, &gin, &gout, &din)))
 			return rc;
-	} else if (gf_port_edges(ctx, 0, IN_REAL)) {
-		return gf_fail(ctx, "input 'real' is connected but paired = false: only a pix2pix G (paired = true) takes "
-		                    "real batches");
+	} else if (gf_port_edges(ctx, 0, IN_REAL) && !s->rp) {
+		return gf_fail(ctx, "input 'real' is connected but paired = false: only a pix2pix G (paired = true) or "
+		                    "loss = \"rpgan\" takes real batches");
+	} else if (s->rp && (rc = g_rp_setup(s, ctx, &gout))) {
+		return rc;
 	} else if (gin.ndim != 2)
 		return gf_fail(ctx, "G (net) must take noise vectors (input_shape = {z}), its input is %dd", gin.ndim - 1);
 	s->zdim = s->paired ? 0 : (int)gin.shape[1];
@@ -150,9 +157,9 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (gf_train_async(s->be)) {
 		gf_allocator pinned;
 		gf_port_accept_device(ctx, IN_DW, s->be->device, s->be->device_index);
-		if (s->paired && !gf_train_pinned_allocator(s->be, &pinned) &&
+		if ((s->paired || s->rp) && !gf_train_pinned_allocator(s->be, &pinned) &&
 		    gf_port_set_allocator(ctx, 0, IN_REAL, &pinned))
-			gf_info(ctx, "(A, B) batches stay in pageable memory: %s", gf_errmsg());
+			gf_info(ctx, "real batches stay in pageable memory: %s", gf_errmsg());
 	}
 	gf_stepdrv_conf dc = { .what = "G step", .unit = "step", .nvals = NVALS,
 	                       .max_lag = s->acc + 1 > MAX_LAG ? MAX_LAG : s->acc + 1, .graphs = gf_param_bool(p, "graphs"),
@@ -161,6 +168,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "%s", gf_errmsg());
 	if ((rc = g_pl_setup(s, ctx, p)))
 		return rc;
+	if (gf_trainer_schedule(s->tr, "pl") && !(s->pl > 0))
+		return gf_fail(ctx, "parameter 'schedule': pl is scheduled but off (pl = 0): set pl > 0 to turn it on");
 	s->dver = -1;
 	s->fakes_per_step = 1;
 	if ((rc = gf_trainer_resume(s->tr, &s->step)) || (rc = gf_train_resume_rng(ctx, "noise_rng", &s->noise)) ||
@@ -234,7 +243,10 @@ static int generate(gstep *s, gf_ctx *ctx)
 			gf_dist_normal_slice(&s->noise, s->z, nz, rank, world);
 		else
 			s->noise.offset += gf_rng_blocks(nz); /* drawn by the step's rng_normal from z_rng */
-		gf_labels_draw(s->draw, &s->noise, s->labels, s->batch, rank, world);
+		if (s->rp && (rc = g_rp_take(s, ctx))) /* a conditional G: the real batch's labels */
+			return rc;
+		if (!(s->rp && s->classes))
+			gf_labels_draw(s->draw, &s->noise, s->labels, s->batch, rank, world);
 		gf_backend *be = s->be;
 		rc = sliced ? be->ops->copy(be, s->z_dev, s->z, nz * sizeof(float), GF_COPY_H2D) : 0;
 		if (!rc && (s->classes || s->dev_fakes))
@@ -279,7 +291,10 @@ static int train_ops(void *self, gf_ctx *ctx, void *arg)
 	gf_net_output(s->g, &fake);
 	if (s->paired)
 		fake = g_dev_tensor(s, s->fake_dev, s->nreal, s->ca + s->cb);
-	int rc = gf_net_forward(s->d, &fake, s->classes ? &lab : NULL, GF_TRAIN | GF_FREEZE_STATS);
+	int rc = s->rp ? g_rp_pair(s, ctx, &fake, &lab) : 0; /* the replica on [G(z); x] */
+	if (rc)
+		return rc;
+	rc = gf_net_forward(s->d, &fake, s->classes ? &lab : NULL, GF_TRAIN | GF_FREEZE_STATS);
 	if (rc)
 		return gf_fail(ctx, "step %lld: D replica forward: %s", (long long)s->step, gf_errmsg());
 	gf_net_output(s->d, &dout);
@@ -383,7 +398,7 @@ static int push_state(gstep *s, gf_ctx *ctx)
 	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
 	if (!rc)
 		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
-	if (!rc && s->pl > 0) { /* the mean's bits, so a resumed run goes on exactly */
+	if (!rc && s->pen) { /* the mean's bits, so a resumed run goes on exactly */
 		int64_t bits;
 		if (!(rc = g_pl_mean(s, ctx, &bits)))
 			rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
@@ -433,7 +448,10 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 		int apart = s->fakes_per_step > s->acc, ri;
 		/* path length: in this step (pl_every = 1, before its micro-batches),
 		 * or a step of its own after its update: an entry either way */
-		int pl_now = s->pl > 0 && s->step % s->pl_every == 0;
+		const gf_schedule *pls = gf_trainer_schedule(s->tr, "pl");
+		if (pls)
+			s->pl = (float)gf_schedule_at(pls, gf_trainer_images(s->tr, s->step));
+		int pl_now = s->pen && s->step % s->pl_every == 0;
 		if ((rc = gf_stepdrv_open(s->drv, ctx, s->step, s->acc + apart + pl_now, &ri)))
 			return rc;
 		rec *r = &s->recs[ri];
@@ -507,7 +525,8 @@ static void gstep_destroy(void *self)
 	gstep *s = self;
 	gf_stepdrv_destroy(s->drv); /* waits for what is in flight */
 	gf_devmsg_destroy(s->dm);
-	float *dev[] = { s->dpred, s->real_dev, s->a_dev, s->b_dev, s->fake_dev, s->dga, s->z_dev,
+	float *dev[] = { s->dpred, s->rp_pair, (float *)(void *)s->rp_lab, s->real_dev, s->a_dev, s->b_dev, s->fake_dev,
+	                 s->dga, s->z_dev,
 	                 (float *)(void *)s->lab_dev, s->pl_dev, (float *)(void *)s->pl_mean_dev };
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (dev[i])
@@ -574,6 +593,7 @@ static const gf_param_desc params[] = {
 	                                 "(penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))", "1..1000000" },
 	{ "pl_decay", GF_PARAM_NUM, "0.01", "path length: the mean moves this fraction of the way to each batch's mean",
 	  "0..1" },
+	GF_TRAIN_SCHEDULE_PARAMS,
 	{ "graphs", GF_PARAM_BOOL, "true", "capture each kind of G step as a graph and replay it where the backend has "
 	                                  "graphs (CUDA); false: every step eager", NULL },
 	GF_TRAIN_ORTHO_PARAMS,

@@ -62,6 +62,12 @@ typedef struct gstep {
 	float *a_dev, *b_dev;   /* (batch, ca, H, W), (batch, cb, H, W) device */
 	float *fake_dev;        /* (batch, ca + cb, H, W) (A, G(A)) device */
 	float *dga;             /* (batch, cb, H, W) G's output gradient, device */
+	/* R3GAN's pairs (loss = "rpgan", g_rp.c) */
+	int rp;
+	float *rp_pair;         /* (2 batch, G output) [G(z); x] for the replica, device */
+	int32_t *rp_lab;        /* (2 batch) its labels */
+	size_t rp_numel;        /* G output values per sample */
+	gf_tensor rp_shape;     /* G's output shape */
 	int32_t *real_labels;   /* (batch) labels of the last (A, B) batch */
 	int nreal;              /* samples in it */
 	/* the device side (docs/cuda.md) */
@@ -106,6 +112,17 @@ int g_pl_setup(gstep *s, gf_ctx *ctx, const gf_value *p);
 int g_pl_step(gstep *s, gf_ctx *ctx, double gain, int update);
 /* The moving mean's bits from the device (a checkpoint: a read point). */
 int g_pl_mean(gstep *s, gf_ctx *ctx, int64_t *bits);
+
+/* ---- g_rp.c (R3GAN's relativistic pairs) ---- */
+
+/* loss = "rpgan": the pair buffers, input 'real' required. */
+int g_rp_setup(gstep *s, gf_ctx *ctx, const gf_tensor *gout);
+/* The real batch of the next fake batch (before G's forward): its images
+ * into the pair buffer's second half, its labels G's (a conditional G). */
+int g_rp_take(gstep *s, gf_ctx *ctx);
+/* The ops: G's output and the labels into the pair batch [G(z); x]; *x and
+ * *lab the replica's inputs. */
+int g_rp_pair(gstep *s, gf_ctx *ctx, gf_tensor *x, gf_tensor *lab);
 
 /* ---- g_paired.c (pix2pix) ---- */
 

@@ -54,6 +54,9 @@ typedef struct gf_backend gf_backend;
 typedef struct gf_penalty_desc {
 	int distance;           /* 0: weight / 2 |g|^2 (R1); 1: weight (|g| - c)^2 (WGAN-GP, path length) */
 	double weight, center, decay, scale;
+	int split;              /* square only, > 0: samples [0, split) take weight (R1 on the reals of a pair
+	                         * batch), [split, b) weight2 (R2 on the fakes), each part its own mean */
+	double weight2;
 } gf_penalty_desc;
 
 typedef struct gf_backend_ops gf_backend_ops;
@@ -163,6 +166,7 @@ typedef enum {
 	GF_LOSS_L1,           /* mean |x - t| */
 	GF_LOSS_CE,           /* softmax cross-entropy of logits (n, k) with class labels */
 	GF_LOSS_WGAN,         /* Wasserstein critic: -mean t*x, t = +1 real (and G), -1 fake */
+	GF_LOSS_RELATIVISTIC, /* R3GAN's pairs: rows i and i + n/2, d = t (x_i - x_{i+n/2}), mean softplus(-d) */
 	GF_LOSS_COUNT
 } gf_loss_kind;
 
@@ -639,8 +643,10 @@ struct gf_backend_ops {
 	 * f_i = scale weight / b; distance: P = weight mean (l - c)^2, f_i =
 	 * scale 2 weight (l_i - c) / (l_i b) (0 at l_i = 0); f /= npts when
 	 * npts > 1. f (b) device floats; out (device doubles, may be NULL):
-	 * out[0] = P, out[1] = mean_i l_i. weight and scale are per-step
-	 * scalars (a schedule may change them). */
+	 * out[0] = P, out[1] = mean_i l_i; with a split (square only) each
+	 * part is a penalty of its own, f_i = scale w_i / (its part's size),
+	 * out[0] the first part's P, out[2] the second's (weight2). weight,
+	 * weight2 and scale are per-step scalars (a schedule may change them). */
 	int (*penalty_factors)(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
 	                       int max_batch, int npts, const gf_penalty_desc *d);
 	/* How many times the host has waited for this instance's device so

@@ -373,6 +373,9 @@ int gf_optim_step(gf_optim *o);
 int64_t gf_optim_steps(const gf_optim *o);
 void gf_optim_set_steps(gf_optim *o, int64_t steps);
 void gf_optim_set_lr(gf_optim *o, float lr);
+/* Adam's beta2 from the next update on (a schedule's; the bias correction
+ * 1 - beta2^t takes the new value, as torch.optim.Adam does). */
+void gf_optim_set_beta2(gf_optim *o, float beta2);
 const gf_optim_conf *gf_optim_config(const gf_optim *o);
 
 /* State block (device memory owned by o) and its views. */

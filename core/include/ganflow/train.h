@@ -96,6 +96,30 @@ uint64_t gf_train_stream(gf_ctx *ctx, const char *purpose);
 typedef struct gf_trainer gf_trainer;
 typedef struct gf_state gf_state; /* a checkpoint part (below) */
 
+/* ---- schedules: options that follow the images seen ---- */
+
+/* R3GAN's cosine_decay_with_warmup (Huang et al. 2024): from `from` to
+ * `to` along half a cosine over `total` images, after a linear warm-up from
+ * `warmup_from` over `warmup` images and a hold of `from` over `hold`
+ * images (both optional), `to` past `total`. A pipeline writes one as
+ * gf.cosine{ from =, to =, kimg =, warmup_from =, warmup_kimg =, hold_kimg =
+ * } in a step stage's `schedule` table (docs/train.md "Schedules"). */
+typedef struct gf_schedule {
+	int on;
+	double from, to, total, warmup_from, warmup, hold;
+} gf_schedule;
+
+/* Parses a schedule table v for option `what` (named in errors). Returns
+ * 0, or GF_EPARAM with the key at fault in gf_errmsg(). */
+int gf_schedule_parse(const gf_value *v, const char *what, gf_schedule *out);
+/* Its value after nimg images. */
+double gf_schedule_at(const gf_schedule *s, double nimg);
+
+/* The parameter of a step stage's table that holds its schedules. */
+#define GF_TRAIN_SCHEDULE_PARAMS                                                                              \
+	{ "schedule", GF_PARAM_TABLE, "nil", "options that follow the images seen, e.g. { lr = gf.cosine{ from = "  \
+	  "2e-4, to = 5e-5, kimg = 20000 }, beta2 = ... } (docs/train.md \"Schedules\")", NULL }
+
 /* What a step stage tells gf_trainer_create besides its parameters. */
 typedef struct gf_trainer_conf {
 	const char *what;   /* the network in messages: "G", "D", "classifier" */
@@ -103,12 +127,17 @@ typedef struct gf_trainer_conf {
 	const char *role;   /* "<instance>.role" in checkpoints: generator, discriminator, classifier */
 	const char *unit;   /* one update in messages: "step", "iteration" */
 	int max_batch;      /* largest batch the network will see */
+	int net_batch;      /* the network's batch when it runs on more at once (a pair batch of
+	                     * reals and fakes: 2 max_batch); 0 = max_batch */
 	gf_optim_conf opt;  /* the optimiser when parameter "opt" is left out; the
 	                     * defaults of the fields a given "opt" table omits */
 	int grads_port;     /* output port of kind "grads" to an exchange, -1 = none */
 	int reduced_port;   /* its input port of acknowledgements, -1 = none */
 	int state_port;     /* output port of checkpoint parts, -1 = none */
 	int cls;            /* the class of a per-class pair, -1 otherwise */
+	int images;         /* images per update counter step, for schedules (0: max_batch) */
+	const char *const *schedules; /* the stage's own schedulable options (NULL-terminated), besides the
+	                     * trainer's lr, beta2 and ema_kimg */
 	int reg_every;      /* lazy regularisation (StyleGAN2): a penalty's own update every this
 	                     * many updates, and the optimiser adjusted to it (gf_penalty_adam_ratio);
 	                     * 0 or 1: none */
@@ -253,6 +282,15 @@ int gf_trainer_weights(gf_trainer *t, int port, int64_t version, gf_msg **out);
  * of the last update spent waiting for, and in, communication). Returns 0,
  * GF_ESTOP or an error. */
 int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out);
+
+/* The schedule of option `name` (parameter `schedule`), or NULL when it
+ * has none. The trainer applies lr, beta2 and ema_kimg itself at every
+ * update; the stage the others it declared (conf.schedules), with the
+ * value at gf_trainer_images(t, step). Every scheduled value goes to the
+ * metrics as "<name>_<tag>" (lr_d, r1_d, ...). */
+const gf_schedule *gf_trainer_schedule(const gf_trainer *t, const char *name);
+/* The images the network has seen before update `step`: step x conf.images. */
+double gf_trainer_images(const gf_trainer *t, int64_t step);
 
 /* Begins the trainer's checkpoint part of step `step`: *s receives the
  * state, holding the network and optimiser under "<instance>.net", the
@@ -525,13 +563,17 @@ typedef struct gf_gan_loss {
 
 /* Parses name: "bce" (D ends in a sigmoid; G non-saturating), "bce_logits"
  * (the same on logits), "hinge", "ls", "wgan" (the critic's mean difference,
- * D: mean D(G(z)) - mean D(x), G: -mean D(G(z)); no gradient penalty). Returns 0 or GF_EPARAM with a
- * message listing the names (gf_errmsg()). */
+ * D: mean D(G(z)) - mean D(x), G: -mean D(G(z)); no gradient penalty),
+ * "rpgan" (R3GAN's relativistic pairing: D mean softplus(-(D(x) - D(G(z)))),
+ * G mean softplus(-(D(G(z)) - D(x)), over pairs of one real and one fake:
+ * both networks see the pair's two batches in one forward, GF_LOSS_RELATIVISTIC
+ * with target 1). Returns 0 or GF_EPARAM with a message listing the names
+ * (gf_errmsg()). */
 int gf_gan_loss_parse(const char *name, gf_gan_loss *out);
 
 /* The names gf_gan_loss_parse accepts, as parameter choices
  * ("bce|bce_logits|hinge|ls"). */
-#define GF_GAN_LOSSES "bce|bce_logits|hinge|ls|wgan"
+#define GF_GAN_LOSSES "bce|bce_logits|hinge|ls|wgan|rpgan"
 
 /* ---- LeCam regularisation of D (Tseng et al. 2021) ---- */
 

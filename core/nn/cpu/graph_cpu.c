@@ -617,7 +617,7 @@ static int k_penalty_factors(gf_backend *be, float *f, double *out, double *cent
 	memcpy(&c, &d->center, sizeof(c));
 	memcpy(&dc, &d->decay, sizeof(dc));
 	TRY(op(be, OP_PENALTY_FACTORS, "penalty_factors", P(f, out, center_st, sq),
-	       V(U(b), U(max_batch), U(npts), U(d->distance), c, dc), 1));
+	       V(U(b), U(max_batch), U(npts), U(d->distance), c, dc, U(d->split)), 1));
 	return gf_cpu_penalty_factors(be, f, out, center_st, sq, b, max_batch, npts, d);
 }
 

@@ -844,6 +844,25 @@ int gf_cpu_loss(gf_backend *be, float *loss_host, float *dx, const float *x, con
 		return 0;
 	}
 
+	if (d->kind == GF_LOSS_RELATIVISTIC) {
+		/* pairs (a, b) = (x_i, x_{i + n/2}): d = t (a - b), softplus(-d),
+		 * d/da = -t sigmoid(-d), d/db = t sigmoid(-d) */
+		size_t h = n / 2;
+		float inv = s / (float)h;
+		for (size_t i = 0; i < h; i++) {
+			float z = -d->target * (x[i] - x[i + h]);
+			sum += (z > 0 ? z : 0.0) + log1p(exp(-fabs((double)z)));
+			if (dx) {
+				float sg = 1.0f / (1.0f + expf(-z)); /* sigmoid(-d) */
+				dx[i] = -d->target * sg * inv;
+				dx[i + h] = d->target * sg * inv;
+			}
+		}
+		if (loss_host)
+			*loss_host = (float)(sum / (double)h) * s;
+		return 0;
+	}
+
 	float inv = s / (float)n;
 	for (size_t i = 0; i < n; i++) {
 		float v = x[i];

@@ -110,7 +110,8 @@ int gf_cpu_penalty_factors(gf_backend *be, float *f, double *out, double *center
 			*center_st += d->decay * (mean - *center_st);
 		c = *center_st;
 	}
-	double v = 0;
+	int part = d->split > 0 && d->split < b && !d->distance ? d->split : b;
+	double v = 0, v2 = 0;
 	for (int i = 0; i < b; i++) {
 		double l = 0;
 		for (int k = 0; k < npts; k++)
@@ -118,9 +119,14 @@ int gf_cpu_penalty_factors(gf_backend *be, float *f, double *out, double *center
 		l = sqrt(npts > 1 ? l / npts : l);
 		double x;
 		if (!d->distance) {
-			/* weight / 2 |g|^2: dP/dg = weight g / B */
-			v += 0.5 * l * l;
-			x = d->weight / b;
+			/* weight / 2 |g|^2: dP/dg = weight g / B (a split: each part its own B) */
+			if (i < part) {
+				v += 0.5 * l * l;
+				x = d->weight / part;
+			} else {
+				v2 += 0.5 * l * l;
+				x = d->weight2 / (b - part);
+			}
 		} else {
 			/* weight (|g| - center)^2: dP/dg = 2 weight (|g| - center) g / (|g| B);
 			 * at g = 0 the subgradient 0, as torch's norm */
@@ -132,8 +138,10 @@ int gf_cpu_penalty_factors(gf_backend *be, float *f, double *out, double *center
 		f[i] = (float)(d->scale * x);
 	}
 	if (out) {
-		out[0] = d->weight * v / b;
+		out[0] = d->weight * v / part;
 		out[1] = mean;
+		if (part < b)
+			out[2] = d->weight2 * v2 / (b - part);
 	}
 	return 0;
 }

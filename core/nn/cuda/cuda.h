@@ -78,7 +78,7 @@ typedef union gf_cu_dyn {
 		double images;       /* ADA: the D step's real images (a short last batch) */
 	} ada;
 	struct {
-		double weight, scale; /* a gradient penalty's (a schedule may move them) */
+		double weight, scale, weight2; /* a gradient penalty's (a schedule may move them) */
 	} pen;
 	unsigned char bytes[96];
 } gf_cu_dyn;
@@ -407,7 +407,7 @@ cudaError_t gf_cu_ada_update_launch(cudaStream_t s, float *p, double *st, double
                                     double target, double kimg, const gf_cu_dyn *dyn);
 cudaError_t gf_cu_penalty_launch(cudaStream_t s, float *f, double *out, double *center_st, const float *sq, int b,
                                  int max_batch, int npts, int distance, double weight, double center, double decay,
-                                 double scale, const gf_cu_dyn *dyn);
+                                 double scale, int split, double weight2, const gf_cu_dyn *dyn);
 cudaError_t gf_cu_copy2d_launch(cudaStream_t s, float *dst, size_t ldd, const float *src, size_t lds, size_t rows,
                                 size_t cols, int acc);
 cudaError_t gf_cu_bias_add_launch(cudaStream_t s, float *y, const float *b, int n, int c, int hw);

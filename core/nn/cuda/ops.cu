@@ -710,6 +710,29 @@ static __global__ void ce_kernel(double *part, float *dx, const float *x, const 
 		part[blockIdx.x] = acc;
 }
 
+/* R3GAN's relativistic pairs: ops_cpu.c's, pair i = (x_i, x_{i + h}). */
+static __global__ void rp_kernel(double *part, float *dx, const float *x, size_t h, gf_loss_desc d0,
+                                 const gf_cu_dyn *dyn, gf_cu_status *st, int scale_grad)
+{
+	float t = GF_CU_DYN(dyn, loss.target, d0.target), sc = GF_CU_DYN(dyn, loss.scale, d0.scale);
+	float inv = sc / (float)h;
+	float lscale = scale_grad ? st->scale : 1.0f;
+	double acc = 0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < h; i += (size_t)gridDim.x * blockDim.x) {
+		float z = -t * (x[i] - x[i + h]);
+		acc += (z > 0 ? z : 0.0) + log1p(exp(-fabs((double)z)));
+		if (dx) {
+			float sg = 1.0f / (1.0f + expf(-z));
+			float ga = -t * sg * inv, gb = t * sg * inv;
+			dx[i] = scale_grad ? ga * lscale : ga;
+			dx[i + h] = scale_grad ? gb * lscale : gb;
+		}
+	}
+	acc = gf_cu_block_sum(acc);
+	if (threadIdx.x == 0)
+		part[blockIdx.x] = acc;
+}
+
 /* *out = (float)(sum / count) * scale, partials added in a fixed order. */
 static __global__ void loss_final_kernel(float *out, const double *part, int nparts, double count, gf_loss_desc d0,
                                          const gf_cu_dyn *dyn)
@@ -732,6 +755,10 @@ extern "C" cudaError_t gf_cu_loss_launch(cudaStream_t s, float *out, float *dx, 
 	if (d.kind == GF_LOSS_CE) {
 		ce_kernel<<<nb, GF_CU_THREADS, 0, s>>>(part, dx, x, labels, d, dyn, st, scale_grad);
 		count = (double)d.n;
+	} else if (d.kind == GF_LOSS_RELATIVISTIC) {
+		size_t h = (size_t)d.n * (size_t)d.k / 2;
+		rp_kernel<<<nb, GF_CU_THREADS, 0, s>>>(part, dx, x, h, d, dyn, st, scale_grad);
+		count = (double)h;
 	} else {
 		loss_kernel<<<nb, GF_CU_THREADS, 0, s>>>(part, dx, x, target, d, dyn, st, scale_grad);
 		count = (double)d.n * (double)d.k;

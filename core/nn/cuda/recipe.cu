@@ -173,10 +173,12 @@ static __device__ double length(const float *sq, int i, int max_batch, int npts)
 
 static __global__ void penalty_kernel(float *f, double *out, double *center_st, const float *sq, int b,
                                       int max_batch, int npts, int distance, double weight, double center,
-                                      double decay, double scale, const gf_cu_dyn *dyn)
+                                      double decay, double scale, int split, double weight2, const gf_cu_dyn *dyn)
 {
 	__shared__ double sh[RT];
 	double w = GF_CU_DYN(dyn, pen.weight, weight), sc = GF_CU_DYN(dyn, pen.scale, scale);
+	double w2 = GF_CU_DYN(dyn, pen.weight2, weight2);
+	int part = split > 0 && split < b && !distance ? split : b;
 	double s = 0;
 	for (int i = threadIdx.x; i < b; i += RT)
 		s += length(sq, i, max_batch, npts);
@@ -186,12 +188,17 @@ static __global__ void penalty_kernel(float *f, double *out, double *center_st, 
 		if (decay > 0)
 			c += decay * (mean - c);
 	}
-	double v = 0;
+	double v = 0, v2 = 0;
 	for (int i = threadIdx.x; i < b; i += RT) {
 		double l = length(sq, i, max_batch, npts), x;
 		if (!distance) {
-			v += 0.5 * l * l;
-			x = w / b;
+			if (i < part) {
+				v += 0.5 * l * l;
+				x = w / part;
+			} else {
+				v2 += 0.5 * l * l;
+				x = w2 / (b - part);
+			}
 		} else {
 			v += (l - c) * (l - c);
 			x = l > 0 ? 2.0 * w * (l - c) / (l * b) : 0.0;
@@ -201,21 +208,25 @@ static __global__ void penalty_kernel(float *f, double *out, double *center_st, 
 		f[i] = (float)(sc * x);
 	}
 	v = block_sum(v, sh);
+	v2 = block_sum(v2, sh);
 	if (threadIdx.x == 0) {
 		if (center_st)
 			*center_st = c;
 		if (out) {
-			out[0] = w * v / b;
+			out[0] = w * v / part;
 			out[1] = mean;
+			if (part < b)
+				out[2] = w2 * v2 / (b - part);
 		}
 	}
 }
 
 extern "C" cudaError_t gf_cu_penalty_launch(cudaStream_t s, float *f, double *out, double *center_st, const float *sq,
                                             int b, int max_batch, int npts, int distance, double weight,
-                                            double center, double decay, double scale, const gf_cu_dyn *dyn)
+                                            double center, double decay, double scale, int split, double weight2,
+                                            const gf_cu_dyn *dyn)
 {
 	penalty_kernel<<<1, RT, 0, s>>>(f, out, center_st, sq, b, max_batch, npts, distance, weight, center, decay,
-	                                scale, dyn);
+	                                scale, split, weight2, dyn);
 	return cudaGetLastError();
 }

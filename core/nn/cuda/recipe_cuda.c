@@ -105,18 +105,19 @@ int gf_cu_penalty_factors(gf_backend *be, float *f, double *out, double *center_
 	ENTER(c);
 	int rc = GF_CU_SIG(c, GF_CU_OP_PENALTY_FACTORS, GF_CU_P(f), GF_CU_P(out), GF_CU_P(center_st), GF_CU_P(sq),
 	                   (uint64_t)b, (uint64_t)max_batch, (uint64_t)npts, (uint64_t)d->distance, dbits(d->center),
-	                   dbits(d->decay));
+	                   dbits(d->decay), (uint64_t)d->split);
 	if (rc < 0)
 		return rc;
 	gf_cu_dyn v;
 	memset(&v, 0, sizeof(v));
 	v.pen.weight = d->weight;
 	v.pen.scale = d->scale;
+	v.pen.weight2 = d->weight2;
 	const gf_cu_dyn *dp;
 	TRY(gf_cu_dyn_slot(c, &v, &dp));
 	if (rc == GF_CU_SKIP)
 		return 0;
 	CU_LAUNCH(gf_cu_penalty_launch(c->stream, f, out, center_st, sq, b, max_batch, npts, d->distance, d->weight,
-	                               d->center, d->decay, d->scale, dp));
+	                               d->center, d->decay, d->scale, d->split, d->weight2, dp));
 	return 0;
 }
