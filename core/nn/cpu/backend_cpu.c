@@ -103,6 +103,7 @@ static const gf_backend_ops cpu_ops = {
 	.ada_backward = gf_cpu_ada_backward,
 	.style_mix = gf_cpu_style_mix,
 	.ema = gf_cpu_ema,
+	.collective = gf_cpu_collective,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

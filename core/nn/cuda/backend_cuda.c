@@ -395,6 +395,7 @@ static void cu_destroy(gf_backend *be)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	gf_cu_graphs_destroy(c);
+	gf_cu_coll_destroy(c);
 	gf_cu_conv_cache_destroy(c);
 	for (int k = 0; k < GF_CU_STAGES; k++) {
 		if (c->stage[k].ev)
@@ -515,6 +516,7 @@ static const gf_backend_ops cuda_ops = {
 	.ada_backward = gf_cu_ada_backward,
 	.style_mix = gf_cu_style_mix,
 	.ema = gf_cu_ema,
+	.collective = gf_cu_collective,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

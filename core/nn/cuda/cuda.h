@@ -80,6 +80,7 @@ typedef union gf_cu_dyn {
 
 struct gf_cu_conv_entry;    /* conv_cuda.c: cuDNN descriptors and algorithms per shape */
 struct gf_cu_graph_state;   /* graph_cuda.c */
+struct gf_cu_coll;          /* coll_cuda.c */
 
 typedef struct gf_cu_alloc {
 	void *p;
@@ -148,6 +149,9 @@ typedef struct gf_cuda {
 	struct gf_cu_graph_state *gs;
 	int64_t ngraphs, nreplays;
 	int graphs_alive;        /* captured graphs not destroyed: scratch they use is never freed */
+
+	/* collectives (coll_cuda.c): the side stream and its events, made on first use */
+	struct gf_cu_coll *coll;
 } gf_cuda;
 
 enum { GF_CU_EAGER = 0, GF_CU_CAPTURE, GF_CU_REPLAY };
@@ -285,6 +289,10 @@ enum {
 };
 
 /* ---- vtable ops by file ---- */
+
+/* coll_cuda.c */
+int gf_cu_collective(gf_backend *be, const gf_comm *comm, gf_coll_op op, void *x, size_t n);
+void gf_cu_coll_destroy(gf_cuda *c);
 
 /* ops_cuda.c */
 int gf_cu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
