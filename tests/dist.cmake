@@ -45,11 +45,15 @@ gf_dist_test(dist_jitter_tcp test_jitter.sh TIMEOUT 180)
 # The NCCL plugin: compiled wherever the CUDA toolkit with NCCL is (CI);
 # the test runs one rank on a GPU and exits 77 without one.
 if(GF_HAVE_NCCL)
-  gf_add_test(test_dist_nccl SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dist_nccl.c LIBS ${CMAKE_DL_LIBS}
+  gf_add_test(test_dist_nccl SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dist_nccl.c LIBS ${CMAKE_DL_LIBS} CUDA::cudart m
     LABELS "dist;gpu" TIMEOUT 60)
   target_include_directories(test_dist_nccl PRIVATE ${CMAKE_SOURCE_DIR}/stages/exchange)
+  target_include_directories(test_dist_nccl SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_definitions(test_dist_nccl PRIVATE GF_COMM_SO="${CMAKE_BINARY_DIR}/comm_nccl.so")
   add_dependencies(test_dist_nccl comm_nccl)
+  if(TARGET backend_cuda)
+    add_dependencies(test_dist_nccl backend_cuda)
+  endif()
 else()
   add_test(NAME test_dist_nccl
     COMMAND sh -c "echo 'test_dist_nccl skipped: comm_nccl.so was not built (no CUDA toolkit with NCCL, or GF_CUDA=OFF)'; exit 77")
