@@ -41,6 +41,7 @@ gf_dist_test(dist_interrupt_dcgan test_interrupt_dcgan.sh TIMEOUT 240)
 gf_dist_test(dist_mismatch test_mismatch.sh TIMEOUT 90)
 gf_dist_test(dist_batch_rule test_batch_rule.sh TIMEOUT 60)
 gf_dist_test(dist_jitter_tcp test_jitter.sh TIMEOUT 180)
+gf_dist_test(dist_graphs test_graphs.sh TIMEOUT 300)
 
 # The NCCL plugin: compiled wherever the CUDA toolkit with NCCL is (CI);
 # the test runs one rank on a GPU and exits 77 without one.
