@@ -41,15 +41,20 @@ gf_dist_test(dist_interrupt_dcgan test_interrupt_dcgan.sh TIMEOUT 240)
 gf_dist_test(dist_mismatch test_mismatch.sh TIMEOUT 90)
 gf_dist_test(dist_batch_rule test_batch_rule.sh TIMEOUT 60)
 gf_dist_test(dist_jitter_tcp test_jitter.sh TIMEOUT 180)
+gf_dist_test(dist_graphs test_graphs.sh TIMEOUT 300)
 
 # The NCCL plugin: compiled wherever the CUDA toolkit with NCCL is (CI);
 # the test runs one rank on a GPU and exits 77 without one.
 if(GF_HAVE_NCCL)
-  gf_add_test(test_dist_nccl SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dist_nccl.c LIBS ${CMAKE_DL_LIBS}
+  gf_add_test(test_dist_nccl SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dist_nccl.c LIBS ${CMAKE_DL_LIBS} CUDA::cudart m
     LABELS "dist;gpu" TIMEOUT 60)
   target_include_directories(test_dist_nccl PRIVATE ${CMAKE_SOURCE_DIR}/stages/exchange)
+  target_include_directories(test_dist_nccl SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_definitions(test_dist_nccl PRIVATE GF_COMM_SO="${CMAKE_BINARY_DIR}/comm_nccl.so")
   add_dependencies(test_dist_nccl comm_nccl)
+  if(TARGET backend_cuda)
+    add_dependencies(test_dist_nccl backend_cuda)
+  endif()
 else()
   add_test(NAME test_dist_nccl
     COMMAND sh -c "echo 'test_dist_nccl skipped: comm_nccl.so was not built (no CUDA toolkit with NCCL, or GF_CUDA=OFF)'; exit 77")

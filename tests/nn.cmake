@@ -29,6 +29,7 @@ gf_add_test(test_flops SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flops.c ${CMAKE_SO
 # The GPU step machinery on the CPU backend's device check (graph_cpu.c):
 # graph rules, replays, gf_stepgraph, gf_readback, gf_devmsg.
 gf_add_test(test_nn_devcheck SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_devcheck.c LABELS nn train TIMEOUT 60)
+gf_add_test(test_nn_coll SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_coll.c LABELS nn train TIMEOUT 60)
 # A checkpoint written here, read from Python (json+struct, numpy, torch):
 # /usr/bin/python3 where it exists (Debian's, with python3-numpy and maybe
 # python3-torch), else python3. Skips (77) without numpy and torch.

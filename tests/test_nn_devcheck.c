@@ -31,15 +31,7 @@
 
 static gf_backend *open_cpu(int check)
 {
-	gf_backend *be;
-	gf_backend_opts o = { .threads = 2 };
-	if (check)
-		setenv("GANFLOW_CPU_DEVICE_CHECK", "1", 1);
-	int rc = gf_backend_open("cpu", &o, &be);
-	unsetenv("GANFLOW_CPU_DEVICE_CHECK");
-	if (rc)
-		fail_msg("cpu backend: %s", gf_errmsg());
-	return be;
+	return nn_cpu_dev(2, check);
 }
 
 static float *dev(gf_backend *be, size_t n)
@@ -51,10 +43,7 @@ static float *dev(gf_backend *be, size_t n)
 
 static void expect_err(int rc, int want, const char *text)
 {
-	if (rc != want)
-		fail_msg("got %d (%s), want %d; %s", rc, gf_strerror(rc), want, gf_errmsg());
-	if (text && !strstr(gf_errmsg(), text))
-		fail_msg("error \"%s\" lacks \"%s\"", gf_errmsg(), text);
+	nn_expect_err(rc, want, text);
 }
 
 /* ---- results on the device ---- */

@@ -342,4 +342,30 @@ static inline void nn_conv_threads_same(const gf_conv_desc *d)
 	free(x), free(w), free(dy);
 }
 
+/* ---- the CPU backend as a checked device (test_nn_devcheck.c, test_nn_coll.c) ---- */
+
+/* A CPU backend of `threads` threads, a checked device (docs/cuda.md)
+ * when check: GANFLOW_CPU_DEVICE_CHECK=1 while it opens. */
+static inline gf_backend *nn_cpu_dev(int threads, int check)
+{
+	gf_backend *be;
+	gf_backend_opts o = { .threads = threads };
+	if (check)
+		setenv("GANFLOW_CPU_DEVICE_CHECK", "1", 1);
+	int rc = gf_backend_open("cpu", &o, &be);
+	unsetenv("GANFLOW_CPU_DEVICE_CHECK");
+	if (rc)
+		fail_msg("cpu backend: %s", gf_errmsg());
+	return be;
+}
+
+/* Fails unless rc is want and (text not NULL) the message holds text. */
+static inline void nn_expect_err(int rc, int want, const char *text)
+{
+	if (rc != want)
+		fail_msg("got %d (%s), want %d; %s", rc, gf_strerror(rc), want, gf_errmsg());
+	if (text && !strstr(gf_errmsg(), text))
+		fail_msg("error \"%s\" lacks \"%s\"", gf_errmsg(), text);
+}
+
 #endif

@@ -38,7 +38,7 @@ gf_add_test(test_stepdrv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stepdrv.c LABELS
 
 # Every recipe inside its captured step: each pipeline with its documented
 # options eagerly and under the CPU device check (docs/cuda.md "Nothing eager").
-foreach(g dcgan sngan models)
+foreach(g dcgan sngan models dp)
   add_test(NAME recipes_${g} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train/test_recipes.sh ${g})
   set_tests_properties(recipes_${g} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "train"
     ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")

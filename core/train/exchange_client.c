@@ -1,25 +1,32 @@
 /* The step side of the gradient exchange: what g_step and d_step do to
  * train one network across data-parallel ranks with an `exchange` stage.
- * See <ganflow/dist.h> for the protocol and exchange_client.h for the calls.
+ * See <ganflow/dist.h> for the handshake and exchange_client.h for the
+ * calls.
+ *
+ * The handshake hands this client the exchange stage's communicator (a
+ * gf_comm); every collective then runs through the step's own backend
+ * (its `collective` op), among the step's ops: on the CPU when called
+ * (MPI, on this stage's thread), on a GPU queued on a side stream of the
+ * step's (NCCL), waited for in stream order, so a captured step captures
+ * its exchange too (docs/dist.md, docs/cuda.md).
  *
  * All-reduce: the network's gradient hook reports each layer's gradients
  * as the backward pass completes them (from the end of the block towards
  * offset 0); ranges are grouped into buckets of the exchange's bucket size
- * and each bucket leaves as a request whose tensor is a view of the grads
- * block, so the exchange thread all-reduces it while this thread computes
- * the gradients of the layers below. Before clipping and the optimiser
- * step the helper waits for every acknowledgement.
+ * and each bucket is all-reduced at once, in place, while (on a GPU) the
+ * backward pass goes on below it. Before clipping and the optimiser step
+ * the update waits for them all.
  *
  * ZeRO-1: the optimiser keeps state for this rank's shard only; after the
- * backward the exchange reduce-scatters the whole gradient block, the
- * helper clips the shard with the global norm (the exchange sums the
- * squares across ranks), updates the shard and has the parameters
- * all-gathered. Checkpoints gather the optimiser state into a temporary
- * full optimiser (collective), so a checkpoint looks like any other.
+ * backward the whole gradient block is reduce-scattered, the shard's
+ * squared norm summed across ranks (for clipping and the metrics), the
+ * shard updated and the parameters all-gathered. Checkpoints gather the
+ * optimiser state into a temporary full optimiser (collective), so a
+ * checkpoint looks like any other.
  *
  * Gossip (DPOSG): local clip and update (with optimistic Adam in the
- * pipelines), then the exchange averages the parameters with the ring
- * neighbours for `rounds` rounds.
+ * pipelines), then `rounds` rounds of averaging the parameters with the
+ * ring neighbours.
  *
  * Without an exchange (ports unconnected) every call does exactly what a
  * single-process step does.
@@ -29,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exchange_client.h"
 #include <ganflow/err.h>
@@ -46,68 +54,48 @@ struct gf_exchange_client {
 	size_t n;               /* parameters */
 	size_t bucket;          /* floats per all-reduce bucket */
 	size_t shard_off, shard_n;
-	int64_t step;
+	gf_comm *comm;          /* the exchange stage's (handshake) */
+	double *sumsq_dev;      /* the host update's norm, a double in the backend's memory */
 	/* all-reduce during backward */
+	int armed;              /* the hook was set for this update */
 	size_t lo;              /* [lo, n) of the grads block is final */
 	size_t sent_hi;         /* [lo, sent_hi) is final and not yet sent */
 	int broken;             /* a range came out of order: send the rest at the end */
-	int pending;            /* requests not acknowledged yet */
-	/* from the acknowledgements */
-	double sumsq;
-	double wait, busy;
+	double wait;            /* seconds in collectives this update */
 };
 
-/* ---- requests ---- */
+/* ---- collectives ---- */
 
-/* Sends request op for [off, off + count) of base (a block of the net on
- * dev) and counts it as pending. */
-static int request(gf_exchange_client *d, int op, float *base, size_t off, size_t count, gf_device dev)
+/* Bytes a collective moves, as the ring algorithms count them, into the
+ * run's traffic counters. */
+static void count(gf_exchange_client *d, gf_coll_op op, size_t n)
 {
-	gf_backend *be = gf_net_backend(d->net);
-	int rc;
-	/* device ops are queued on the backend's stream: the values must be
-	 * there before another engine reads them */
-	if (dev != GF_CPU && (rc = be->ops->sync(be)))
-		return gf_fail(d->ctx, "%s: waiting for the device before the exchange: %s", d->what, gf_errmsg());
-	gf_msg *m;
-	if ((rc = gf_msg_get(d->ctx, d->gport, &m)))
-		return rc;
-	int64_t shape[1] = { (int64_t)count };
-	/* a view of the block, not a copy: the envelope's buffers stay unused
-	 * and the range is the exchange's until it acknowledges */
-	m->t[0] = gf_tensor_make(base + off, GF_F32, 1, shape);
-	m->t[0].device = dev;
-	m->t[0].device_index = dev == GF_CPU ? 0 : be->device_index;
-	m->ntensors = 1;
-	m->key = (uint64_t)op;
-	m->pos = (uint64_t)off;
-	m->step = d->step;
-	if ((rc = gf_push(d->ctx, d->gport, m)))
-		return rc;
-	d->pending++;
-	return 0;
+	double p = d->world, b = (double)n * sizeof(float);
+	if (d->world < 2)
+		return;
+	if (op == GF_COLL_MEAN)
+		gf_dist_count(GF_TRAFFIC_GRADS, (uint64_t)(2.0 * (p - 1) / p * b), 1);
+	else if (op == GF_COLL_MEAN_SHARD)
+		gf_dist_count(GF_TRAFFIC_GRADS, (uint64_t)((p - 1) / p * b), 1);
+	else if (op == GF_COLL_GATHER)
+		gf_dist_count(GF_TRAFFIC_PARAMS, (uint64_t)((p - 1) / p * b), 1);
+	else if (op == GF_COLL_RING_MEAN)
+		gf_dist_count(GF_TRAFFIC_PARAMS, (uint64_t)d->rounds * 2 * (uint64_t)b, (uint64_t)d->rounds);
 }
 
-/* Waits for every pending acknowledgement; the time spent here is the
- * communication the step could not hide. */
-static int wait_acks(gf_exchange_client *d)
+/* op on x (n elements of the backend's memory) through the step's
+ * backend, ordered among the step's ops; GF_COLL_WAIT: later ops wait for
+ * every one launched. The time it held this thread counts as the
+ * update's communication wait. */
+static int coll(gf_exchange_client *d, gf_coll_op op, void *x, size_t n, const char *what)
 {
+	gf_backend *be = gf_net_backend(d->net);
 	double t0 = gf_now();
-	while (d->pending > 0) {
-		gf_msg *m;
-		int rc = gf_pop(d->ctx, d->rport, &m);
-		if (rc == GF_EEOF)
-			return gf_fail(d->ctx, "%s: the exchange stage ended with %d request(s) unanswered", d->what,
-			               d->pending);
-		if (rc)
-			return rc;
-		d->busy += gf_msg_scalar(m, "busy", 0);
-		if (m->key == GF_XCHG_REDUCE_SCATTER)
-			d->sumsq = gf_msg_scalar(m, "sumsq", NAN);
-		gf_msg_release(m);
-		d->pending--;
-	}
+	int rc = be->ops->collective(be, d->comm, op, x, n);
 	d->wait += gf_now() - t0;
+	if (rc)
+		return rc == GF_EFAIL || rc == GF_ESTOP ? rc : gf_fail(d->ctx, "%s: %s: %s", d->what, what, gf_errmsg());
+	count(d, op, n);
 	return 0;
 }
 
@@ -126,7 +114,7 @@ static int on_grads(void *ud, size_t off, size_t count)
 	if (d->sent_hi - d->lo < d->bucket)
 		return 0;
 	float *g = gf_net_block(d->net, GF_GRADS, NULL);
-	int rc = request(d, GF_XCHG_REDUCE, g, d->lo, d->sent_hi - d->lo, gf_net_backend(d->net)->device);
+	int rc = coll(d, GF_COLL_MEAN, g + d->lo, d->sent_hi - d->lo, "all-reducing gradients");
 	d->sent_hi = d->lo;
 	return rc;
 }
@@ -164,6 +152,12 @@ int gf_exchange_client_create(gf_exchange_client **out, gf_ctx *ctx, int grads_p
 
 void gf_exchange_client_destroy(gf_exchange_client *d)
 {
+	if (!d)
+		return;
+	if (d->sumsq_dev) {
+		gf_backend *be = gf_net_backend(d->net);
+		be->ops->free(be, d->sumsq_dev);
+	}
 	free(d);
 }
 
@@ -192,10 +186,29 @@ static int to_shard(gf_exchange_client *d)
 	return 0;
 }
 
+/* The communicator in the handshake's answer: a view of the exchange
+ * stage's gf_comm, which only a stage of this process can hand over. */
+static int take_comm(gf_exchange_client *d, const gf_msg *m)
+{
+	const gf_tensor *t = &m->t[0];
+	if (m->ntensors < 1 || t->dtype != GF_U8 || t->ndim != 1 || t->shape[0] != (int64_t)sizeof(gf_comm) ||
+	    !t->data || gf_msg_scalar(m, "pid", -1) != (double)getpid() ||
+	    gf_msg_scalar(m, "rank", -1) != (double)d->rank)
+		return gf_fail(d->ctx, "%s: the exchange stage's answer carries no communicator of this process (the "
+		                       "exchange stage must run on this rank, joined by rings)", d->what);
+	d->comm = t->data;
+	d->comm->caller = d->ctx;
+	return 0;
+}
+
 int gf_exchange_client_start(gf_exchange_client *d)
 {
 	if (d->gport < 0)
 		return 0;
+	gf_backend *be = gf_net_backend(d->net);
+	if (!GF_BACKEND_HAS(be, collective))
+		return gf_fail(d->ctx, "%s: the backend has no collective op (a backend module built before it: rebuild "
+		                       "it) and cannot take part in the exchange", d->what);
 	gf_msg *m;
 	int rc = gf_msg_get(d->ctx, d->gport, &m);
 	if (rc)
@@ -203,6 +216,8 @@ int gf_exchange_client_start(gf_exchange_client *d)
 	m->key = GF_XCHG_HELLO;
 	m->step = -1;
 	gf_msg_set_scalar(m, "params", (double)d->n);
+	gf_msg_set_scalar(m, "device", (double)be->device);
+	gf_msg_set_scalar(m, "device_index", (double)be->device_index);
 	if ((rc = gf_push(d->ctx, d->gport, m)))
 		return rc;
 	if ((rc = gf_pop(d->ctx, d->rport, &m)))
@@ -215,11 +230,16 @@ int gf_exchange_client_start(gf_exchange_client *d)
 	d->mode = (gf_dist_mode)(int)gf_msg_scalar(m, "mode", 0);
 	d->bucket = (size_t)gf_msg_scalar(m, "bucket", 1 << 20);
 	d->rounds = (int)gf_msg_scalar(m, "rounds", 1);
+	rc = take_comm(d, m);
 	gf_msg_release(m);
+	if (rc)
+		return rc;
 	if (d->bucket < 1)
 		d->bucket = 1;
 	if (d->mode == GF_DIST_ZERO1 && (rc = to_shard(d)))
 		return rc;
+	if (d->mode == GF_DIST_ZERO1 && be->ops->alloc(be, (void **)&d->sumsq_dev, sizeof(double)))
+		return gf_fail(d->ctx, "%s: out of memory", d->what);
 	if (gf_exchange_client_sliced(d)) {
 		/* dropout masks differ across ranks, as the samples do; rank 0
 		 * keeps the stream a checkpoint records */
@@ -243,8 +263,10 @@ int gf_exchange_client_sliced(const gf_exchange_client *d)
 
 void gf_exchange_client_arm(gf_exchange_client *d, int64_t step)
 {
-	d->step = step;
-	d->wait = d->busy = 0;
+	d->wait = 0;
+	d->armed = 1;
+	if (d->comm)
+		d->comm->step = step;
 	if (d->mode != GF_DIST_ALLREDUCE)
 		return;
 	d->lo = d->sent_hi = d->n;
@@ -252,26 +274,60 @@ void gf_exchange_client_arm(gf_exchange_client *d, int64_t step)
 	gf_net_set_grad_hook(d->net, on_grads, d);
 }
 
-int gf_exchange_client_reduce(gf_exchange_client *d)
+int gf_exchange_client_reduce(gf_exchange_client *d, int64_t step)
 {
 	float *g = gf_net_block(d->net, GF_GRADS, NULL);
-	gf_device dev = gf_net_backend(d->net)->device;
-	int rc;
+	int rc, armed = d->armed;
+	d->armed = 0;
+	if (!armed)
+		d->wait = 0;
+	if (d->comm)
+		d->comm->step = step;
 	switch (d->mode) {
-	case GF_DIST_ALLREDUCE:
+	case GF_DIST_ALLREDUCE: {
+		/* not armed: the update was apart from its last backward (a graph
+		 * step of its own), so the whole block goes now */
+		size_t hi = armed ? d->sent_hi : d->n;
 		gf_net_set_grad_hook(d->net, NULL, NULL);
-		if (d->sent_hi > 0 && (rc = request(d, GF_XCHG_REDUCE, g, 0, d->sent_hi, dev)))
-			return rc;
 		d->sent_hi = 0;
-		return wait_acks(d);
-	case GF_DIST_ZERO1:
-		d->sumsq = NAN;
-		if ((rc = request(d, GF_XCHG_REDUCE_SCATTER, g, 0, d->n, dev)))
+		if (hi > 0 && (rc = coll(d, GF_COLL_MEAN, g, hi, "all-reducing gradients")))
 			return rc;
-		return wait_acks(d);
+		return coll(d, GF_COLL_WAIT, NULL, 0, "all-reducing gradients");
+	}
+	case GF_DIST_ZERO1:
+		if ((rc = coll(d, GF_COLL_MEAN_SHARD, g, d->n, "reduce-scattering gradients")))
+			return rc;
+		return coll(d, GF_COLL_WAIT, NULL, 0, "reduce-scattering gradients");
 	default:
 		return 0;
 	}
+}
+
+void gf_exchange_client_range(const gf_exchange_client *d, size_t *off, size_t *count)
+{
+	*off = d->mode == GF_DIST_ZERO1 ? d->shard_off : 0;
+	*count = d->mode == GF_DIST_ZERO1 ? d->shard_n : d->n;
+}
+
+int gf_exchange_client_sumsq(gf_exchange_client *d, double *sumsq)
+{
+	if (d->mode != GF_DIST_ZERO1)
+		return 0;
+	int rc = coll(d, GF_COLL_SUM_F64, sumsq, 1, "summing the gradient norm");
+	return rc ? rc : coll(d, GF_COLL_WAIT, NULL, 0, "summing the gradient norm");
+}
+
+int gf_exchange_client_after(gf_exchange_client *d)
+{
+	float *p = gf_net_block(d->net, GF_PARAMS, NULL);
+	int rc;
+	if (d->mode == GF_DIST_ZERO1)
+		rc = coll(d, GF_COLL_GATHER, p, d->n, "all-gathering parameters");
+	else if (d->mode == GF_DIST_GOSSIP)
+		rc = coll(d, GF_COLL_RING_MEAN, p, d->n, "averaging with the ring neighbours");
+	else
+		return 0;
+	return rc ? rc : coll(d, GF_COLL_WAIT, NULL, 0, "exchanging parameters");
 }
 
 /* 1 when the backend trains in fp16 with dynamic loss scaling: then a
@@ -289,22 +345,26 @@ int gf_exchange_client_update(gf_exchange_client *d, float max_norm, float *norm
 	gf_backend *be = gf_net_backend(d->net);
 	int rc;
 	if (d->mode == GF_DIST_ZERO1) {
-		double total = sqrt(d->sumsq);
+		/* the global norm: the shards' sums of squares, summed across ranks */
+		float *g = gf_net_block(d->net, GF_GRADS, NULL) + d->shard_off;
+		double sumsq = 0;
+		if ((rc = be->ops->reduce_dev(be, d->sumsq_dev, g, d->shard_n, 1)) ||
+		    (rc = gf_exchange_client_sumsq(d, d->sumsq_dev)) ||
+		    (rc = be->ops->copy(be, &sumsq, d->sumsq_dev, sizeof(sumsq), GF_COPY_D2H)))
+			return rc;
+		double total = sqrt(sumsq);
 		if (norm)
 			*norm = (float)total;
 		if (!isfinite(total) && !loss_scaled(be))
 			return gf_seterr(GF_ENONFINITE, "gradient norm is %g", total);
 		if (max_norm > 0 && isfinite(total)) {
 			double coef = (double)max_norm / (total + 1e-6);
-			float *g = gf_net_block(d->net, GF_GRADS, NULL);
-			if (coef < 1.0 && d->shard_n && (rc = be->ops->scale(be, g + d->shard_off, d->shard_n, (float)coef)))
+			if (coef < 1.0 && d->shard_n && (rc = be->ops->scale(be, g, d->shard_n, (float)coef)))
 				return rc;
 		}
 		if ((rc = gf_optim_step(*d->opt)))
 			return rc;
-		if ((rc = request(d, GF_XCHG_ALLGATHER, gf_net_block(d->net, GF_PARAMS, NULL), 0, d->n, be->device)))
-			return rc;
-		return wait_acks(d);
+		return gf_exchange_client_after(d);
 	}
 	/* none, all-reduce, gossip: the single-process update */
 	rc = gf_net_clip_grad_norm(d->net, max_norm, norm);
@@ -312,11 +372,7 @@ int gf_exchange_client_update(gf_exchange_client *d, float max_norm, float *norm
 		rc = 0; /* fp16 overflow: the optimiser step below skips this update and lowers the scale */
 	if (rc || (rc = gf_optim_step(*d->opt)))
 		return rc;
-	if (d->mode != GF_DIST_GOSSIP)
-		return 0;
-	if ((rc = request(d, GF_XCHG_GOSSIP, gf_net_block(d->net, GF_PARAMS, NULL), 0, d->n, be->device)))
-		return rc;
-	return wait_acks(d);
+	return gf_exchange_client_after(d);
 }
 
 double gf_exchange_client_wait(const gf_exchange_client *d)
@@ -324,15 +380,11 @@ double gf_exchange_client_wait(const gf_exchange_client *d)
 	return d->wait;
 }
 
-double gf_exchange_client_busy(const gf_exchange_client *d)
-{
-	return d->busy;
-}
-
 /* ---- checkpoints ---- */
 
 /* ZeRO-1: a full optimiser whose every slot is all-gathered from the
- * shards (through a host buffer). Collective. */
+ * shards, through a host buffer (the communicator's MPI side, on this
+ * thread, whatever the backend). Collective. */
 static int gather_optim(gf_exchange_client *d, gf_optim **out)
 {
 	gf_backend *be = gf_net_backend(d->net);
@@ -349,10 +401,8 @@ static int gather_optim(gf_exchange_client *d, gf_optim **out)
 		if (d->shard_n)
 			rc = be->ops->copy(be, host + d->shard_off, src + (size_t)k * d->shard_n, d->shard_n * sizeof(float),
 			                   GF_COPY_D2H);
-		if (!rc)
-			rc = request(d, GF_XCHG_ALLGATHER, host, 0, d->n, GF_CPU);
-		if (!rc)
-			rc = wait_acks(d);
+		if (!rc && !(rc = d->comm->run(d->comm, GF_COLL_GATHER, host, d->n, GF_CPU, NULL)))
+			count(d, GF_COLL_GATHER, d->n);
 		if (!rc && d->n)
 			rc = be->ops->copy(be, dst + (size_t)k * d->n, host, d->n * sizeof(float), GF_COPY_H2D);
 	}
@@ -373,10 +423,7 @@ int gf_exchange_client_state(gf_exchange_client *d, gf_state *s, const char *pre
 	if (d->mode != GF_DIST_ZERO1)
 		return s ? gf_state_add_net(s, prefix, d->net, *d->opt) : 0;
 	gf_optim *full = NULL;
-	double wait = d->wait, busy = d->busy;
 	int rc = gather_optim(d, &full);
-	d->wait = wait;
-	d->busy = busy;
 	if (rc)
 		return rc;
 	rc = s ? gf_state_add_net(s, prefix, d->net, full) : 0;

@@ -1,6 +1,7 @@
-/* The step side of the gradient-exchange protocol (<ganflow/dist.h>):
- * what a trainer (<ganflow/train.h>, gf_trainer) does to train its network
- * across data-parallel ranks through an `exchange` stage. Private to
+/* The step side of the gradient exchange (<ganflow/dist.h>): what a
+ * trainer (<ganflow/train.h>, gf_trainer) does to train its network across
+ * data-parallel ranks through an `exchange` stage, whose communicator its
+ * backend's `collective` op runs among the step's own ops. Private to
  * core/train: step stages reach it only through their gf_trainer. */
 #ifndef GANFLOW_EXCHANGE_CLIENT_H
 #define GANFLOW_EXCHANGE_CLIENT_H
@@ -25,7 +26,8 @@ int gf_exchange_client_create(gf_exchange_client **out, gf_ctx *ctx, int grads_p
                         gf_optim **opt, const char *what);
 void gf_exchange_client_destroy(gf_exchange_client *d);
 
-/* Start of run(): the HELLO handshake (no-op without an exchange). */
+/* Start of run(): the HELLO handshake, which hands over the exchange's
+ * communicator (no-op without an exchange). */
 int gf_exchange_client_start(gf_exchange_client *d);
 
 /* The mode agreed with the exchange (GF_DIST_NONE before start or
@@ -33,15 +35,32 @@ int gf_exchange_client_start(gf_exchange_client *d);
 gf_dist_mode gf_exchange_client_mode(const gf_exchange_client *d);
 
 /* Right before the LAST backward with GF_NEED_DW of an update (the last
- * micro-batch; D: its fake half): all-reduce mode arms the network's
- * gradient hook, so buckets leave while the backward goes on. */
+ * micro-batch; D: its fake half), in the same graph step as the update:
+ * all-reduce mode arms the network's gradient hook, so buckets are
+ * all-reduced while the backward goes on. An update without it
+ * all-reduces the whole block in gf_exchange_client_reduce. */
 void gf_exchange_client_arm(gf_exchange_client *d, int64_t step);
 
-/* After that backward: sends what is left, waits for every
- * acknowledgement (all-reduce), or reduce-scatters (ZeRO-1). */
-int gf_exchange_client_reduce(gf_exchange_client *d);
+/* After that backward, for update `step`: all-reduces what is left
+ * (all-reduce) or reduce-scatters the block (ZeRO-1), and waits for it
+ * (GF_COLL_WAIT: in stream order on a GPU). Device ops only. */
+int gf_exchange_client_reduce(gf_exchange_client *d, int64_t step);
 
-/* Clip (max_norm > 0) and optimiser update as the mode requires:
+/* The range [*off, *off + *count) of the gradient block this rank
+ * updates: its ZeRO-1 shard, or the whole block. */
+void gf_exchange_client_range(const gf_exchange_client *d, size_t *off, size_t *count);
+
+/* ZeRO-1: *sumsq (a double in the backend's memory, the range's sum of
+ * squares) <- its sum over the ranks, the whole gradient's; other modes:
+ * nothing. Device ops only. */
+int gf_exchange_client_sumsq(gf_exchange_client *d, double *sumsq);
+
+/* After the optimiser step: ZeRO-1 all-gathers the parameters, gossip
+ * averages them with the ring neighbours (and waits). Device ops only. */
+int gf_exchange_client_after(gf_exchange_client *d);
+
+/* The update on the host (clipping), after gf_exchange_client_reduce:
+ * clip (max_norm > 0) and optimiser update as the mode requires:
  * none / all-reduce: gf_net_clip_grad_norm + gf_optim_step; ZeRO-1: clip
  * the shard with the global norm, update the shard, all-gather the
  * parameters; gossip: local clip and update, then the averaging rounds.
@@ -58,11 +77,10 @@ int gf_exchange_client_update(gf_exchange_client *d, float max_norm, float *norm
  * GF_EFAIL / GF_ESTOP (reported), or a code with gf_errmsg() set. */
 int gf_exchange_client_state(gf_exchange_client *d, gf_state *s, const char *prefix);
 
-/* Seconds the last update waited for the exchange after its own work was
- * done (exposed communication), and seconds the exchange spent on its
- * requests (communication, overlapped or not). */
+/* Seconds the last update's collectives held this stage's thread: on the
+ * CPU the collectives themselves (the other ranks' lateness included), on
+ * a GPU only queuing them (the device waits in stream order). */
 double gf_exchange_client_wait(const gf_exchange_client *d);
-double gf_exchange_client_busy(const gf_exchange_client *d);
 
 /* Data-parallel ranks draw different noise (slices of one world-sized
  * draw, gf_dist_normal_slice): 1 when this step should, i.e. a mode other

@@ -422,7 +422,7 @@ static void schedules(gf_trainer *t, int64_t step)
 int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 {
 	const gf_trainer_conf *c = &t->conf;
-	int rc = gf_exchange_client_reduce(t->xc);
+	int rc = gf_exchange_client_reduce(t->xc, step);
 	if (rc || (rc = ortho(t, step)))
 		return rc;
 	schedules(t, step);
@@ -443,8 +443,8 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm)
 
 int gf_trainer_update_on_device(const gf_trainer *t)
 {
-	return gf_exchange_client_mode(t->xc) == GF_DIST_NONE && (t->clip == 0.0f || GF_BACKEND_HAS(t->be, clip_dev)) &&
-	       !(t->ortho != 0.0f && t->prec == GF_PREC_FP16) && GF_BACKEND_HAS(t->be, reduce_dev);
+	return (t->clip == 0.0f || GF_BACKEND_HAS(t->be, clip_dev)) && !(t->ortho != 0.0f && t->prec == GF_PREC_FP16) &&
+	       GF_BACKEND_HAS(t->be, reduce_dev);
 }
 
 gf_precision gf_trainer_precision(const gf_trainer *t)
@@ -461,18 +461,24 @@ int gf_trainer_update_dev(gf_trainer *t, int64_t step, double *sumsq)
 {
 	const gf_trainer_conf *c = &t->conf;
 	if (!gf_trainer_update_on_device(t))
-		return gf_seterr(GF_EUNSUPPORTED, "%s update: needs the host (exchange or fp16 ortho)", c->what);
-	int rc = ortho(t, step);
-	if (rc)
+		return gf_seterr(GF_EUNSUPPORTED, "%s update: needs the host (fp16 ortho)", c->what);
+	/* the exchange's collectives are device ops too: reduced in the step */
+	int rc = gf_exchange_client_reduce(t->xc, step);
+	if (rc || (rc = ortho(t, step)))
 		return rc;
 	schedules(t, step);
-	size_t n;
-	float *g = gf_net_block(t->net, GF_GRADS, &n);
+	size_t off, n;
+	gf_exchange_client_range(t->xc, &off, &n); /* the block, or this rank's ZeRO-1 shard */
+	float *g = gf_net_block(t->net, GF_GRADS, NULL) + off;
 	/* the norm before the update, as gf_net_clip_grad_norm measures it
-	 * (sumsq's bits), left on the device; clipping scales by it there */
-	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) ||
-	    (t->clip > 0 && (rc = t->be->ops->clip_dev(t->be, g, n, sumsq, t->clip))) || (rc = gf_optim_step(t->opt)))
-		return gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
+	 * (sumsq's bits; ZeRO-1: the shards' sums summed), left on the device;
+	 * clipping scales by it there */
+	if ((rc = t->be->ops->reduce_dev(t->be, sumsq, g, n, 1)) || (rc = gf_exchange_client_sumsq(t->xc, sumsq)) ||
+	    (t->clip > 0 && (rc = t->be->ops->clip_dev(t->be, g, n, sumsq, t->clip))) || (rc = gf_optim_step(t->opt)) ||
+	    (rc = gf_exchange_client_after(t->xc)))
+		return rc == GF_EFAIL || rc == GF_ESTOP
+		           ? rc
+		           : gf_fail(t->ctx, "%s %lld: %s update: %s", c->unit, (long long)step, c->what, gf_errmsg());
 	report_flops(t);
 	return t->ema ? ema_update(t, step) : 0;
 }
@@ -603,8 +609,6 @@ int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out)
 		char k[GF_MSG_SCALAR_NAME];
 		snprintf(k, sizeof(k), "comm_wait_%s", t->conf.tag);
 		gf_msg_set_scalar(m, k, gf_exchange_client_wait(t->xc));
-		snprintf(k, sizeof(k), "comm_busy_%s", t->conf.tag);
-		gf_msg_set_scalar(m, k, gf_exchange_client_busy(t->xc));
 	}
 	*out = m;
 	return 0;

@@ -519,7 +519,7 @@ static int maybe_state(dstep *s, gf_ctx *ctx)
  * eager step read at once. */
 static void plan(dstep *s, gf_ctx *ctx)
 {
-	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr));
+	gf_stepdrv_plan(s->drv, !gf_trainer_update_on_device(s->tr));
 	gf_allocator dev;
 	s->dev_weights = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
 	                 gf_port_device_ok(ctx, OUT_WEIGHTS, s->be->device, s->be->device_index) &&
@@ -649,7 +649,7 @@ static void dstep_destroy(void *self)
 static const gf_port_desc inputs[] = {
 	{ "real", "batch", 0, "batches of real images (and labels) from the data path" },
 	{ "fakes", "fakes", 0, "generated images from g_step" },
-	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: acknowledgements of the exchange stage" },
+	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: the exchange stage's communicator (its handshake answer)" },
 };
 
 static const gf_port_desc outputs[] = {
@@ -657,7 +657,7 @@ static const gf_port_desc outputs[] = {
 	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_d, mean D(x), mean D(G(z)), images, staleness, lecam, r1, gp, ada_p, "
 	                                           "ada_rt" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every iterations and at the end" },
-	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: D's gradient buckets / parameters to an exchange stage" },
+	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: the handshake with an exchange stage (D's size and device)" },
 };
 
 static const gf_param_desc params[] = {

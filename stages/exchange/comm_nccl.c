@@ -2,22 +2,22 @@
  *
  * Built only where the CUDA toolkit and NCCL are found; plain C against
  * the CUDA runtime, cuBLAS (the few vector operations gossip needs) and
- * NCCL, so it needs no nvcc. The exchange stage dlopens it for requests
- * whose tensors live on a GPU; libganflow and the `ganflow` command never
- * link NCCL.
+ * NCCL, so it needs no nvcc. The exchange stage dlopens it for step stages
+ * whose backend is a GPU; libganflow and the `ganflow` command never link
+ * NCCL.
  *
  * Bootstrap: rank 0 calls ncclGetUniqueId and broadcasts it over the MPI
  * communicator it is given; every rank then joins with ncclCommInitRank.
- * Every operation is queued on the plugin's own stream; the exchange waits
- * with `wait`, which polls the stream and ncclCommGetAsyncError and aborts
- * the communicator on a hard stop or a timeout, so nothing hangs on a
- * dead peer. Uneven shards (ZeRO-1) are grouped ncclReduce / ncclBroadcast
- * calls, one per rank.
+ * Every operation is queued on the stream it is given (the step stage's
+ * backend's side stream, inside its captured step) and returns at once;
+ * the exchange's watchdog polls ncclCommGetAsyncError and aborts the
+ * communicator on a hard stop or a lost rank, so nothing hangs on a dead
+ * peer. Uneven shards (ZeRO-1) are grouped ncclReduce / ncclBroadcast
+ * calls, one per rank, in place.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -33,6 +33,7 @@ typedef struct comm {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	int rank, world, device;
+	int aborted;            /* ncclCommAbort freed nc */
 	char err[256];
 } comm;
 
@@ -118,49 +119,71 @@ static void destroy(void *self)
 		return;
 	cublasDestroy(c->blas);
 	cudaStreamDestroy(c->stream);
-	ncclCommDestroy(c->nc);
+	if (!c->aborted)
+		ncclCommDestroy(c->nc);
 	free(c);
 }
 
-static int allreduce_avg(void *self, float *buf, size_t n)
+static cudaStream_t on(comm *c, void *stream)
+{
+	return stream ? (cudaStream_t)stream : c->stream;
+}
+
+static int allreduce_avg(void *self, float *buf, size_t n, void *stream)
 {
 	comm *c = self;
-	NCCL_TRY(c, ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, c->nc, c->stream));
+	NCCL_TRY(c, ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, c->nc, on(c, stream)));
 	return 0;
 }
 
-static int reduce_scatter_avg(void *self, const float *send, float *recv, const size_t *counts, const size_t *displs)
+static int allreduce_sum_f64(void *self, double *buf, size_t n, void *stream)
+{
+	comm *c = self;
+	NCCL_TRY(c, ncclAllReduce(buf, buf, n, ncclFloat64, ncclSum, c->nc, on(c, stream)));
+	return 0;
+}
+
+/* In place: rank r's reduce writes its own shard of buf (sendbuff ==
+ * recvbuff on the root), which no other reduce of the group reads. */
+static int reduce_scatter_avg(void *self, float *buf, const size_t *counts, const size_t *displs, void *stream)
 {
 	comm *c = self;
 	NCCL_TRY(c, ncclGroupStart());
 	for (int r = 0; r < c->world; r++)
-		NCCL_TRY(c, ncclReduce(send + displs[r], recv, counts[r], ncclFloat32, ncclAvg, r, c->nc, c->stream));
+		NCCL_TRY(c, ncclReduce(buf + displs[r], buf + displs[r], counts[r], ncclFloat32, ncclAvg, r, c->nc,
+		                       on(c, stream)));
 	NCCL_TRY(c, ncclGroupEnd());
 	return 0;
 }
 
-static int allgatherv(void *self, float *buf, const size_t *counts, const size_t *displs)
+static int allgatherv(void *self, float *buf, const size_t *counts, const size_t *displs, void *stream)
 {
 	comm *c = self;
 	NCCL_TRY(c, ncclGroupStart());
 	for (int r = 0; r < c->world; r++)
-		NCCL_TRY(c, ncclBroadcast(buf + displs[r], buf + displs[r], counts[r], ncclFloat32, r, c->nc, c->stream));
+		NCCL_TRY(c, ncclBroadcast(buf + displs[r], buf + displs[r], counts[r], ncclFloat32, r, c->nc,
+		                          on(c, stream)));
 	NCCL_TRY(c, ncclGroupEnd());
 	return 0;
 }
 
-static int ring_average(void *self, float *x, float *scratch, size_t n, int left, int right)
+static int ring_average(void *self, float *x, float *scratch, size_t n, int left, int right, void *stream)
 {
 	comm *c = self;
+	cudaStream_t s = on(c, stream);
 	float *l = scratch, *r = scratch + n;
 	NCCL_TRY(c, ncclGroupStart());
-	NCCL_TRY(c, ncclSend(x, n, ncclFloat32, left, c->nc, c->stream));
-	NCCL_TRY(c, ncclSend(x, n, ncclFloat32, right, c->nc, c->stream));
-	NCCL_TRY(c, ncclRecv(l, n, ncclFloat32, left, c->nc, c->stream));
-	NCCL_TRY(c, ncclRecv(r, n, ncclFloat32, right, c->nc, c->stream));
+	NCCL_TRY(c, ncclSend(x, n, ncclFloat32, left, c->nc, s));
+	NCCL_TRY(c, ncclSend(x, n, ncclFloat32, right, c->nc, s));
+	NCCL_TRY(c, ncclRecv(l, n, ncclFloat32, left, c->nc, s));
+	NCCL_TRY(c, ncclRecv(r, n, ncclFloat32, right, c->nc, s));
 	NCCL_TRY(c, ncclGroupEnd());
 	/* x <- (l + x + r) / 3 on the same stream */
 	const float one = 1.0f, third = 1.0f / 3.0f;
+	if (cublasSetStream(c->blas, s) != CUBLAS_STATUS_SUCCESS) {
+		snprintf(c->err, sizeof(c->err), "cublasSetStream failed");
+		return -1;
+	}
 	for (size_t off = 0; off < n; off += (size_t)1 << 30) {
 		int k = (int)(n - off > ((size_t)1 << 30) ? (size_t)1 << 30 : n - off);
 		if (cublasSaxpy(c->blas, k, &one, l + off, 1, x + off, 1) != CUBLAS_STATUS_SUCCESS ||
@@ -173,59 +196,30 @@ static int ring_average(void *self, float *x, float *scratch, size_t n, int left
 	return 0;
 }
 
-static int sumsq(void *self, const float *x, size_t n, double *out)
+static const char *error(void *self)
 {
 	comm *c = self;
-	double total = 0;
-	for (size_t off = 0; off < n; off += (size_t)1 << 30) {
-		int k = (int)(n - off > ((size_t)1 << 30) ? (size_t)1 << 30 : n - off);
-		float nrm = 0;
-		if (cublasSnrm2(c->blas, k, x + off, 1, &nrm) != CUBLAS_STATUS_SUCCESS) {
-			snprintf(c->err, sizeof(c->err), "cublasSnrm2 failed");
-			return -1;
-		}
-		total += (double)nrm * (double)nrm;
-	}
-	*out = total;
-	return 0;
+	return c->err;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int wait_all(void *self, double timeout_s, int (*abort_fn)(void *ud), void *ud, char *err, size_t errsize)
+static int async_error(void *self, char *err, size_t errsize)
 {
 	comm *c = self;
-	double t0 = now();
-	long ns = 10000;
-	for (;;) {
-		cudaError_t e = cudaStreamQuery(c->stream);
-		if (e == cudaSuccess)
-			return 0;
-		if (e != cudaErrorNotReady) {
-			snprintf(err, errsize, "CUDA: %s", cudaGetErrorString(e));
-			return -1;
-		}
-		ncclResult_t async;
-		if (ncclCommGetAsyncError(c->nc, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-			snprintf(err, errsize, "NCCL: %s", ncclGetErrorString(async));
-			ncclCommAbort(c->nc);
-			return -1;
-		}
-		if ((abort_fn && abort_fn(ud)) || now() - t0 > timeout_s) {
-			snprintf(err, errsize, "%s after %.0f s; communicator aborted",
-			         abort_fn && abort_fn(ud) ? "stopped" : "no progress", now() - t0);
-			ncclCommAbort(c->nc);
-			return -1;
-		}
-		struct timespec ts = { 0, ns };
-		nanosleep(&ts, NULL);
-		ns = ns * 2 > 1000000L ? 1000000L : ns * 2;
-	}
+	ncclResult_t async;
+	if (c->aborted || ncclCommGetAsyncError(c->nc, &async) != ncclSuccess || async == ncclSuccess ||
+	    async == ncclInProgress)
+		return 0;
+	snprintf(err, errsize, "NCCL: %s", ncclGetErrorString(async));
+	return 1;
+}
+
+static void abort_comm(void *self)
+{
+	comm *c = self;
+	if (c->aborted)
+		return;
+	c->aborted = 1;
+	ncclCommAbort(c->nc);
 }
 
 static int dev_alloc(void *self, void **p, size_t bytes)
@@ -259,11 +253,13 @@ EXPORT const gf_comm_ops ganflow_comm_nccl = {
 	.create = create,
 	.destroy = destroy,
 	.allreduce_avg = allreduce_avg,
+	.allreduce_sum_f64 = allreduce_sum_f64,
 	.reduce_scatter_avg = reduce_scatter_avg,
 	.allgatherv = allgatherv,
 	.ring_average = ring_average,
-	.sumsq = sumsq,
-	.wait = wait_all,
+	.error = error,
+	.async_error = async_error,
+	.abort = abort_comm,
 	.dev_alloc = dev_alloc,
 	.dev_free = dev_free,
 	.copy = copy,

@@ -307,8 +307,8 @@ static int train_ops(void *self, gf_ctx *ctx, void *arg)
 	if (s->paired && (rc = g_paired_grad(s, ctx, &dfake, (float *)(void *)(slot + V_L1))))
 		return rc;
 	int last = m->micro == s->acc - 1;
-	if (last)
-		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward */
+	if (last && m->update)
+		gf_trainer_arm(s->tr, s->step); /* buckets leave during this backward, waited for in this step */
 	unsigned acc = m->micro || s->pl_acc ? GF_ACCUMULATE : 0; /* pl_every = 1: onto the path length's gradient */
 	if ((rc = gf_net_backward(s->g, s->paired ? s->dga : dfake.data, GF_NEED_DW | acc)))
 		return rc == GF_ESTOP || rc == GF_EFAIL
@@ -410,7 +410,7 @@ static int push_state(gstep *s, gf_ctx *ctx)
  * handshake is done. */
 static void plan(gstep *s, gf_ctx *ctx)
 {
-	gf_stepdrv_plan(s->drv, gf_trainer_exchanging(s->tr) || !gf_trainer_update_on_device(s->tr));
+	gf_stepdrv_plan(s->drv, !gf_trainer_update_on_device(s->tr));
 	gf_allocator dev;
 	s->dev_fakes = gf_train_async(s->be) && !gf_train_device_allocator(s->be, &dev) &&
 	               gf_port_device_ok(ctx, OUT_FAKES, s->be->device, s->be->device_index) &&
@@ -543,7 +543,7 @@ static void gstep_destroy(void *self)
 
 static const gf_port_desc inputs[] = {
 	{ "d_weights", "d_weights", 0, "D's weights from d_step, for the replica" },
-	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: acknowledgements of the exchange stage" },
+	{ "reduced", "grads", GF_PORT_OPTIONAL, "data parallel: the exchange stage's communicator (its handshake answer)" },
 	{ "real", "batch", GF_PORT_OPTIONAL, "paired = true: the (A, B) batches d_step gets (pix2pix)" },
 };
 
@@ -552,7 +552,7 @@ static const gf_port_desc outputs[] = {
 	{ "weights", "g_weights", GF_PORT_OPTIONAL, "G's weights every publish_every steps and at the end" },
 	{ "metrics", "metrics", GF_PORT_OPTIONAL, "loss_g and the gradient norm every step; pl and pl_mean when run" },
 	{ "state", "state", GF_PORT_OPTIONAL, "checkpoint part every checkpoint_every steps and at the end" },
-	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: G's gradient buckets / parameters to an exchange stage" },
+	{ "grads", "grads", GF_PORT_OPTIONAL, "data parallel: the handshake with an exchange stage (G's size and device)" },
 };
 
 static const gf_param_desc params[] = {

@@ -203,6 +203,40 @@ enum {
 	GF_CAP_CONV_UP2 = 1u << 0   /* conv with up = 2 (fused nearest upsample) */
 };
 
+/* ---- collectives across data-parallel ranks (gf_backend_ops.collective) ----
+ * The nn engine never calls MPI or NCCL: the layer that owns a
+ * communicator (the exchange stage: MPI for host memory, NCCL for a GPU's)
+ * fills a gf_comm, and a step stage hands it to its backend's collective
+ * op, which orders the operation among the step's own ops (on a GPU: on
+ * the instance's stream, so a captured step captures it). */
+typedef enum {
+	GF_COLL_WAIT = 0,    /* no data: later ops of the instance wait for every collective it launched */
+	GF_COLL_MEAN,        /* x (n floats) <- the mean over the ranks of x */
+	GF_COLL_MEAN_SHARD,  /* x (n floats, a whole block): this rank's shard (gf_dist_shard of n) <- the mean over
+	                        the ranks of that shard; the rest of x is left as it was */
+	GF_COLL_GATHER,      /* x (n floats, a whole block): every rank's shard <- its owner's values */
+	GF_COLL_SUM_F64,     /* x (n doubles) <- the sum over the ranks of x */
+	GF_COLL_RING_MEAN    /* x (n floats) <- (x_left + x + x_right) / 3 with the ring neighbours, the
+	                        communicator's number of rounds */
+} gf_coll_op;
+
+typedef struct gf_comm gf_comm;
+struct gf_comm {
+	int rank, world;
+	/* Runs op on x (n elements) in the memory of `device`: GF_CPU, host
+	 * memory, done when it returns; a GPU, queued on `stream` (a
+	 * cudaStream_t of that device, which may be capturing a graph). Never
+	 * called with GF_COLL_WAIT. Returns 0, GF_ESTOP (a hard stop while it
+	 * waited), GF_EFAIL (reported on the caller's context), or another
+	 * code with gf_seterr detail. */
+	int (*run)(const gf_comm *comm, gf_coll_op op, void *x, size_t n, gf_device device, void *stream);
+	void *impl;          /* the owner's */
+	/* Set by the one stage that uses the communicator: its gf_ctx (waits
+	 * and failures are that stage's) and its step (for messages). */
+	void *caller;
+	int64_t step;
+};
+
 /* ---- the vtable ---- */
 
 struct gf_backend_ops {
@@ -665,6 +699,16 @@ struct gf_backend_ops {
 	 * device and precision. Not inside a captured step; the CPU's first
 	 * call measures (a fifth of a second). */
 	int (*peak_flops)(gf_backend *be, double *flop_s, char *what, size_t size);
+	/* ---- collectives (a data-parallel exchange inside a step) ----
+	 * op (gf_coll_op) on x (n elements, the instance's memory) through
+	 * comm, ordered after the ops queued before it; later ops that read x
+	 * must follow a GF_COLL_WAIT (comm may be NULL then). The CPU runs it
+	 * when called (GF_COLL_WAIT is nothing); CUDA queues it on a stream of
+	 * its own that waits for the instance's stream, and GF_COLL_WAIT makes
+	 * the instance's stream wait for it (so a collective overlaps what is
+	 * queued between the two), all of it capturable: inside a graph step
+	 * every collective must be waited for before graph_end. */
+	int (*collective)(gf_backend *be, const gf_comm *comm, gf_coll_op op, void *x, size_t n);
 };
 
 /* ada_params: the uniforms drawn and the transform kept per sample. */

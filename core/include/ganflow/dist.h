@@ -178,45 +178,33 @@ void gf_dist_uniform_slice(gf_rng *r, float *out, size_t n, int rank, int world)
 /* ---- the exchange protocol ----
  *
  * Step stages talk to an `exchange` stage (stages/exchange) through
- * two ports: output `grads` and input `reduced`, both of kind "grads". A
- * message on `grads` is a request: key = the operation (GF_XCHG_*), pos =
- * the offset (in floats) of t[0] in the network's block, step = the
- * requester's step, t[0] an f32 (count) tensor that is a VIEW of the
- * network's parameter or gradient block (t[0].data points into the block;
- * the envelope's own buffers are not used): the requester does not touch
- * that range until the exchange acknowledges it with a message on
- * `reduced` (key = the operation, pos = the offset, scalar "busy" = seconds
- * the exchange spent on it); the exchange reads and writes the range in
- * place, from its own thread, while the requester goes on with other
- * ranges (the rest of the backward pass). Requests are served in order.
+ * two ports: output `grads` and input `reduced`, both of kind "grads",
+ * joined by rings on the same rank. One message each way, at the start of
+ * the step stage's run:
  *
- *   GF_XCHG_HELLO    first message: scalar "params" = the network's
- *                    parameter count. The exchange compares counts across
- *                    ranks (mismatched pipelines fail here) and answers
- *                    with scalars "mode" (GF_DIST_*), "bucket" (floats per
- *                    all-reduce bucket), "rank", "world", "rounds".
- *   GF_XCHG_REDUCE   all-reduce t[0] in place: the mean over ranks.
- *   GF_XCHG_REDUCE_SCATTER  t[0] is the whole gradient block: afterwards
- *                    the rank's shard (gf_dist_shard) holds the mean over
- *                    ranks of that shard; the rest is undefined. The ack
- *                    carries scalar "sumsq" = the squared L2 norm of the
- *                    whole mean gradient (for clipping).
- *   GF_XCHG_ALLGATHER t[0] is a whole block whose shard (gf_dist_shard of
- *                    its count) this rank has filled: afterwards every
- *                    shard holds its owner's values.
- *   GF_XCHG_GOSSIP   t[0] is the whole parameter block: `rounds` rounds of
- *                    x <- (x_left + x + x_right) / 3 with the ring
- *                    neighbours. Ack scalar "factor" = the measured
- *                    contraction of the distance to the mean per round
- *                    (exchange parameter measure = true), "predicted" =
- *                    the ring's second largest eigenvalue magnitude.
+ *   GF_XCHG_HELLO    scalars "params" = the network's parameter count,
+ *                    "device" and "device_index" = its backend's memory
+ *                    (a GPU's makes the exchange open its NCCL
+ *                    communicator on that device). The exchange compares
+ *                    counts across ranks (mismatched pipelines fail here)
+ *                    and answers with scalars "mode" (GF_DIST_*), "bucket"
+ *                    (floats per all-reduce bucket), "rank", "world",
+ *                    "rounds", "pid", and t[0]: a GF_U8 view of its
+ *                    gf_comm (<ganflow/backend.h>), valid while the
+ *                    exchange stage exists.
+ *
+ * Every collective then runs through that communicator on the step
+ * stage's own backend (gf_backend_ops.collective), among the step's ops:
+ * the gradient buckets as the backward pass completes them
+ * (GF_COLL_MEAN), ZeRO-1's reduce-scatter, norm and all-gather
+ * (GF_COLL_MEAN_SHARD, GF_COLL_SUM_F64, GF_COLL_GATHER), gossip's rounds
+ * (GF_COLL_RING_MEAN), each waited for with GF_COLL_WAIT before what reads
+ * its result; so a step captured as a graph on a GPU holds its exchange
+ * (docs/dist.md). The step stage sets the communicator's caller (its
+ * gf_ctx: an MPI wait that finds a dead rank fails that stage) and step.
  */
 enum {
-	GF_XCHG_HELLO = 1,
-	GF_XCHG_REDUCE,
-	GF_XCHG_REDUCE_SCATTER,
-	GF_XCHG_ALLGATHER,
-	GF_XCHG_GOSSIP
+	GF_XCHG_HELLO = 1
 };
 
 /* Exchange modes. */

@@ -132,7 +132,7 @@ typedef struct gf_trainer_conf {
 	gf_optim_conf opt;  /* the optimiser when parameter "opt" is left out; the
 	                     * defaults of the fields a given "opt" table omits */
 	int grads_port;     /* output port of kind "grads" to an exchange, -1 = none */
-	int reduced_port;   /* its input port of acknowledgements, -1 = none */
+	int reduced_port;   /* its input port of the exchange's answer, -1 = none */
 	int state_port;     /* output port of checkpoint parts, -1 = none */
 	int cls;            /* the class of a per-class pair, -1 otherwise */
 	int images;         /* images per update counter step, for schedules (0: max_batch) */
@@ -203,8 +203,10 @@ int gf_trainer_exchanging(const gf_trainer *t);
  * (gf_dist_normal_slice): data parallel with more than one rank. */
 int gf_trainer_sliced(const gf_trainer *t);
 
-/* Right before the LAST backward with GF_NEED_DW of an update: lets
- * gradient buckets leave for the exchange while that backward goes on. */
+/* Right before the LAST backward with GF_NEED_DW of an update, when the
+ * update follows in the same graph step: lets gradient buckets be
+ * all-reduced while that backward goes on (without it the update
+ * all-reduces the whole block). */
 void gf_trainer_arm(gf_trainer *t, int64_t step);
 
 /* The update of step `step` (0-based) once its gradients are in the
@@ -219,18 +221,20 @@ int gf_trainer_update(gf_trainer *t, int64_t step, float *norm);
 
 /* ---- the update without the host (graph steps, docs/cuda.md) ---- */
 
-/* 1 when gf_trainer_update_dev can do this trainer's update: no gradient
- * exchange (its buckets and acknowledgements need the host), no orthogonal
+/* 1 when gf_trainer_update_dev can do this trainer's update: no orthogonal
  * regularisation under fp16 (its weight follows the device's loss scale).
  * Clipping stays on the device (the backend's clip_dev scales by the norm
- * reduce_dev left there). */
+ * reduce_dev left there), and a data-parallel exchange is no obstacle: its
+ * collectives are backend ops (docs/dist.md). */
 int gf_trainer_update_on_device(const gf_trainer *t);
 
-/* The update of step `step` (0-based) with device ops only: the warm-up
- * learning rate, the orthogonal regularisation's gradient, the gradient
- * block's sum of squares into *sumsq (a double in the backend's memory,
- * read after the step: gf_trainer_check_norm), clipping by it, the
- * optimiser step and the EMA. Nothing in it waits for the host, so it may run inside a graph
+/* The update of step `step` (0-based) with device ops only: the
+ * exchange's reduction, the learning rate (warm-up, schedule), the
+ * orthogonal regularisation's gradient, the gradient block's sum of
+ * squares into *sumsq (a double in the backend's memory, read after the
+ * step: gf_trainer_check_norm; ZeRO-1: the shards' sums summed across
+ * ranks), clipping by it, the optimiser step, the exchange's all-gather or
+ * gossip, and the EMA. Nothing in it waits for the host, so it may run inside a graph
  * step. Returns 0, GF_EUNSUPPORTED when gf_trainer_update_on_device is 0
  * (nothing done), or an error set on ctx. The same values as
  * gf_trainer_update, which measures the norm on the host. */

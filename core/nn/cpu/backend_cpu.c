@@ -110,6 +110,7 @@ static const gf_backend_ops cpu_ops = {
 	.ada_update = gf_cpu_ada_update,
 	.penalty_factors = gf_cpu_penalty_factors,
 	.peak_flops = gf_cpu_peak_flops,
+	.collective = gf_cpu_collective,
 };
 
 /* The table of an instance under GANFLOW_CPU_DEVICE_CHECK=1: this one with

@@ -101,6 +101,8 @@ int gf_cpu_sumsq(gf_backend *be, double *out, const float *x, size_t n);
 int gf_cpu_loss_dev(gf_backend *be, float *loss_dev, float *dx, const float *x, const float *target,
                     const int32_t *labels, const gf_loss_desc *d);
 int gf_cpu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int squares);
+/* The collective through comm's table, done when it returns. */
+int gf_cpu_collective(gf_backend *be, const gf_comm *comm, gf_coll_op op, void *x, size_t n);
 int gf_cpu_rng_uniform(gf_backend *be, float *out, size_t n, float lo, float hi, const gf_rng *rng);
 int gf_cpu_rng_normal(gf_backend *be, float *out, size_t n, float mean, float std, const gf_rng *rng);
 int gf_cpu_row_dot(gf_backend *be, float *out, const float *a, const float *b, int n, int k, int accumulate);

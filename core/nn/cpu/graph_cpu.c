@@ -29,7 +29,12 @@
  *    slot array);
  *  - an event must have been recorded before anything waits on it (on a
  *    GPU, waiting on an event never recorded waits for nothing: a lost
- *    ordering that no test would see).
+ *    ordering that no test would see);
+ *  - a collective (the data-parallel exchange's MPI, run when called: its
+ *    kind, buffer, count and communicator enter the signature) launched
+ *    inside the brackets must be waited for (GF_COLL_WAIT) before
+ *    graph_end, as the CUDA backend's side stream must rejoin the step's
+ *    stream before its capture ends.
  *
  * Device memory is ordinary host memory in a process-wide registry of
  * live allocations; device_free may run after the instance is closed, as
@@ -64,6 +69,7 @@ struct gf_cpu_check {
 	uint64_t sig;
 	int nops, ndyn;
 	int failed;              /* an op inside the brackets was refused */
+	int unjoined;            /* a collective inside the brackets not waited for yet */
 	gf_graph *cur, *all;
 	int64_t ngraphs, nreplays;
 	int64_t waits;           /* ops where a GPU's host waits for its device */
@@ -456,6 +462,7 @@ static int k_graph_begin(gf_backend *be, gf_graph **graph)
 	k->sig = 1469598103934665603ull;
 	k->nops = k->ndyn = 0;
 	k->failed = 0;
+	k->unjoined = 0;
 	if (*graph) {
 		gf_graph *g = *graph;
 		if (g->owner != gf_cpu_of(be))
@@ -486,6 +493,11 @@ static int k_graph_end(gf_backend *be, gf_graph *g)
 	int mode = k->mode;
 	k->mode = MODE_EAGER;
 	k->cur = NULL;
+	if (k->unjoined && !k->failed) {
+		k->failed = 1;
+		gf_seterr(GF_EUNSUPPORTED, "cpu device check: a collective of this step was not waited for (collective "
+		          "GF_COLL_WAIT) before graph_end: on a GPU its stream would be left unjoined and the capture fail");
+	}
 	if (mode == MODE_CAPTURE) {
 		if (k->failed)
 			return gf_seterr(GF_EUNSUPPORTED, "cpu device check: the step was not captured: an op was refused (%s)",
@@ -984,6 +996,20 @@ static int k_style_mix(gf_backend *be, float *y, const float *x, const float *u,
 	return gf_cpu_style_mix(be, y, x, u, n, c, index, num_ws, prob, adjoint);
 }
 
+/* The data-parallel exchange's collectives: run when called, as on the
+ * plain CPU backend; inside the brackets they are ops of the signature
+ * and must be waited for before graph_end. */
+enum { OP_COLL = 1000 };
+
+static int k_collective(gf_backend *be, const gf_comm *comm, gf_coll_op cop, void *x, size_t n)
+{
+	struct gf_cpu_check *k = K(be);
+	TRY(op(be, OP_COLL, "collective", P(x), V(U(cop), U(n), U((uintptr_t)comm)), 0));
+	if (k->mode != MODE_EAGER)
+		k->unjoined = cop != GF_COLL_WAIT;
+	return gf_cpu_collective(be, comm, cop, x, n);
+}
+
 void gf_cpu_check_ops(gf_backend_ops *ops)
 {
 	ops->alloc = k_alloc;
@@ -1070,4 +1096,5 @@ void gf_cpu_check_ops(gf_backend_ops *ops)
 	ops->ada_forward = k_ada_fwd;
 	ops->ada_backward = k_ada_bwd;
 	ops->style_mix = k_style_mix;
+	ops->collective = k_collective;
 }

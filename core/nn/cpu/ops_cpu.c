@@ -1072,6 +1072,18 @@ int gf_cpu_reduce_dev(gf_backend *be, double *out, const float *x, size_t n, int
 	return 0;
 }
 
+/* ---- collectives (a data-parallel exchange inside a step) ---- */
+
+int gf_cpu_collective(gf_backend *be, const gf_comm *comm, gf_coll_op op, void *x, size_t n)
+{
+	(void)be;
+	if (op == GF_COLL_WAIT)
+		return 0; /* each collective is done when run returns */
+	if (!comm || !comm->run)
+		return gf_seterr(GF_EPARAM, "cpu backend: a collective without a communicator");
+	return comm->run(comm, op, x, n, GF_CPU, NULL);
+}
+
 /* ---- random fills ---- */
 
 struct rng_args {

@@ -417,6 +417,7 @@ static void cu_destroy(gf_backend *be)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	gf_cu_graphs_destroy(c);
+	gf_cu_coll_destroy(c);
 	gf_cu_conv_cache_destroy(c);
 	for (int k = 0; k < GF_CU_STAGES; k++) {
 		if (c->stage[k].ev)
@@ -545,6 +546,7 @@ static const gf_backend_ops cuda_ops = {
 	.penalty_factors = gf_cu_penalty_factors,
 	.host_waits = cu_host_waits,
 	.peak_flops = cu_peak_flops,
+	.collective = gf_cu_collective,
 };
 
 /* The .so stays loaded once an instance was created: pinned buffers given

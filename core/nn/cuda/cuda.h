@@ -89,6 +89,7 @@ typedef union gf_cu_dyn {
 
 struct gf_cu_conv_entry;    /* conv_cuda.c: cuDNN descriptors and algorithms per shape */
 struct gf_cu_graph_state;   /* graph_cuda.c */
+struct gf_cu_coll;          /* coll_cuda.c */
 
 typedef struct gf_cu_alloc {
 	void *p;
@@ -158,6 +159,9 @@ typedef struct gf_cuda {
 	struct gf_cu_graph_state *gs;
 	int64_t ngraphs, nreplays;
 	int graphs_alive;        /* captured graphs not destroyed: scratch they use is never freed */
+
+	/* collectives (coll_cuda.c): the side stream and its events, made on first use */
+	struct gf_cu_coll *coll;
 } gf_cuda;
 
 enum { GF_CU_EAGER = 0, GF_CU_CAPTURE, GF_CU_REPLAY };
@@ -309,6 +313,9 @@ int gf_cu_ada_update(gf_backend *be, float *p, double *st, double *out, double i
                      double kimg);
 int gf_cu_penalty_factors(gf_backend *be, float *f, double *out, double *center_st, const float *sq, int b,
                           int max_batch, int npts, const gf_penalty_desc *d);
+/* coll_cuda.c */
+int gf_cu_collective(gf_backend *be, const gf_comm *comm, gf_coll_op op, void *x, size_t n);
+void gf_cu_coll_destroy(gf_cuda *c);
 
 /* ops_cuda.c */
 int gf_cu_gemm(gf_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
