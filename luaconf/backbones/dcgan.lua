@@ -2,7 +2,7 @@
 -- Conditional GANs" (Lupo Pasini et al.): tables 1-2 (G, D) and 3-4
 -- (CG, CD). Each function returns a plain layer table for the nn engine
 -- (docs/nn.md); layer by layer the same networks as
--- ../shared/peers/torch_dcgan.py.
+-- tests/bench/torch_dcgan.py (the benchmarks' PyTorch peer).
 --
 --   local dcgan = require "backbones.dcgan"
 --   G = dcgan.G{ z = 100, size = 32, channels = 1 }

@@ -1,6 +1,6 @@
 /* bench_dcgan_step: full GAN iterations of the seed DC-GAN (tables 1-2 of
  * "Scalable Balanced Training of Conditional GANs") on the nn engine,
- * against ../shared/peers/torch_dcgan.py run in the same command.
+ * against tests/bench/torch_dcgan.py (PyTorch) run in the same command.
  *
  * One iteration is what the peer does: z ~ N(0, 1); fake = G(z); G step
  * with BCE(D(fake), 1) back-propagated through D (D in train mode, dropout
@@ -238,7 +238,7 @@ static double run_peer_with(const struct conf *c, const char *python, int cuda, 
 	if (peer_dir)
 		snprintf(script, sizeof(script), "%s/torch_dcgan.py", peer_dir);
 	else
-		snprintf(script, sizeof(script), "%s/../shared/peers/torch_dcgan.py", src ? src : ".");
+		snprintf(script, sizeof(script), "%s/tests/bench/torch_dcgan.py", src ? src : ".");
 	FILE *f = fopen(script, "r");
 	if (!f) {
 		snprintf(line, size, "peer script %.900s not found", script);

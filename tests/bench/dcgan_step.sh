@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/run dcgan_step [args...]: the seed DC-GAN's full GAN iterations
 # on the nn engine (bench_dcgan_step) and the PyTorch peer
-# (../shared/peers/torch_dcgan.py) in the same run.
+# (tests/bench/torch_dcgan.py) in the same run.
 #
 #   CPU (default): 2 threads, the peer with OMP_NUM_THREADS equal to the
 #   thread count; arguments backend=, batch=, iters=, threads=, repeat=,

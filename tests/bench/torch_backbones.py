@@ -162,37 +162,64 @@ class SNGAN_D(nn.Module):
         return self.head(self.blocks(x), y)
 
 
-class BigGAN_G(nn.Module):
-    """size 32: shared embedding, z in 4 chunks, 3 up-blocks of 4 ch with ccbn."""
+# BigGAN's architectures (Brock et al. 2019, appendix B, tables 4 and 6):
+# channel multipliers of G's up-blocks from 4x4 and of D's blocks, which D
+# blocks down-sample; self-attention after the block whose output is
+# `attention` x `attention` (128: 64, in G and D).
+BIGGAN_ARCH = {
+    32: ((4, 4, 4, 4), (4, 4, 4, 4), (True, True, False, False)),
+    128: ((16, 16, 8, 4, 2, 1), (1, 2, 4, 8, 16, 16), (True, True, True, True, True, False)),
+}
 
-    def __init__(self, ch, z=128, shared=128, channels=3, classes=10):
+
+class BigGAN_G(nn.Module):
+    """Shared embedding, z in one chunk per up-block plus one for the linear layer, up-blocks with ccbn."""
+
+    def __init__(self, ch, z=128, shared=128, channels=3, classes=10, size=32, attention=None):
         super().__init__()
-        self.ch, self.chunk = ch, z // 4
+        mult = BIGGAN_ARCH[size][0]
+        if attention is None:
+            attention = 64 if size == 128 else 0
+        self.c0, self.chunk = mult[0] * ch, z // len(mult)
         self.shared = nn.Embedding(classes, shared)
-        self.lin = SN(nn.Linear(self.chunk, 16 * 4 * ch))
+        self.lin = SN(nn.Linear(self.chunk, 16 * self.c0))
         d = self.chunk + shared
-        self.blocks = nn.ModuleList([GBlock(4 * ch, 4 * ch, lambda c: CCBN(c, d), True) for _ in range(3)])
-        self.bn = nn.BatchNorm2d(4 * ch)
-        self.out = SN(nn.Conv2d(4 * ch, channels, 3, 1, 1))
+        self.blocks = nn.ModuleList([GBlock(mult[i] * ch, mult[i + 1] * ch, lambda c: CCBN(c, d), True)
+                                     for i in range(len(mult) - 1)])
+        # after which block (index) the self-attention comes: its output is 4 * 2^(i+1) wide
+        self.attn_at = [i for i in range(len(self.blocks)) if 4 << (i + 1) == attention]
+        self.attn = Attention(mult[self.attn_at[0] + 1] * ch) if self.attn_at else None
+        self.bn = nn.BatchNorm2d(mult[-1] * ch)
+        self.out = SN(nn.Conv2d(mult[-1] * ch, channels, 3, 1, 1))
 
     def forward(self, z, y):
         zs = torch.split(z, self.chunk, 1)
         s = self.shared(y)
-        h = self.lin(zs[0]).view(-1, 4 * self.ch, 4, 4)
+        h = self.lin(zs[0]).view(-1, self.c0, 4, 4)
         for i, b in enumerate(self.blocks):
             h = b(h, torch.cat([s, zs[i + 1]], 1))
+            if i in self.attn_at:
+                h = self.attn(h)
         return torch.tanh(self.out(F.relu(self.bn(h))))
 
 
 class BigGAN_D(nn.Module):
-    """size 32: four blocks of 4 ch (the first two down-sample), head with projection."""
+    """Blocks of the architecture's widths (the first optimised), attention, head with projection."""
 
-    def __init__(self, ch, channels=3, classes=10):
+    def __init__(self, ch, channels=3, classes=10, size=32, attention=None):
         super().__init__()
-        c = 4 * ch
-        self.blocks = nn.Sequential(DBlock(channels, c, True, True), DBlock(c, c, True, False),
-                                    DBlock(c, c, False, False), DBlock(c, c, False, False))
-        self.head = Head(c, classes)
+        _, mult, down = BIGGAN_ARCH[size]
+        if attention is None:
+            attention = 64 if size == 128 else 0
+        layers, cin, res = [], channels, size
+        for i, m in enumerate(mult):
+            layers.append(DBlock(cin, m * ch, down[i], i == 0))
+            res //= 2 if down[i] else 1
+            if res == attention and not any(isinstance(x, Attention) for x in layers):
+                layers.append(Attention(m * ch))
+            cin = m * ch
+        self.blocks = nn.Sequential(*layers)
+        self.head = Head(cin, classes)
 
     def forward(self, x, y=None):
         return self.head(self.blocks(x), y)
@@ -219,7 +246,7 @@ def fir(x, up=1, down=1, pad=(0, 0), gain=1.0):
         x = F.pad(x, [0, 1, 0, 0, 0, 1])
         x = x.reshape(n, c, h * 2, w * 2)
     x = F.pad(x, [pad[0], pad[1], pad[0], pad[1]])
-    f = (FIR2 * gain).to(x.dtype)[None, None].repeat(c, 1, 1, 1)
+    f = (FIR2 * gain).to(device=x.device, dtype=x.dtype)[None, None].repeat(c, 1, 1, 1)
     return F.conv2d(x, f, groups=c, stride=down)
 
 
@@ -300,7 +327,7 @@ class SynthLayer(nn.Module):
     def forward(self, x, w):
         x = modconv(x, self.weight, self.affine(w), True, self.up)
         const = not self.training or getattr(self, "const_noise", False)   # const_noise: the reference tests
-        noise = self.noise_const if const else torch.randn(x.shape[0], 1, self.res, self.res)
+        noise = self.noise_const if const else torch.randn(x.shape[0], 1, self.res, self.res, device=x.device)
         x = x + noise * self.noise_strength[None, :, None, None]
         return bias_act(x, self.bias, "lrelu", SQRT2, self.clamp)
 
@@ -418,6 +445,7 @@ CONFIGS = {
     "sngan": (lambda: SNGAN_G(32, 128, 1), lambda: SNGAN_D(32, 1), 128, 0, 5),
     "sngan_cond": (lambda: SNGAN_G(32, 128, 1, 10), lambda: SNGAN_D(32, 1, 10), 128, 10, 5),
     "biggan": (lambda: BigGAN_G(8, 128, 128, 1, 10), lambda: BigGAN_D(8, 1, 10), 128, 10, 4),
+    "biggan128": (lambda: BigGAN_G(8, 120, 128, 3, 5, 128), lambda: BigGAN_D(8, 3, 5, 128), 120, 5, 2),
     "stylegan2": (lambda: SG2_G(32, 32, 64, 64, 2, 1), lambda: SG2_D(32, 32, 1, group=4), 64, 0, 1),
     "stylegan2_cond": (lambda: SG2_G(32, 32, 64, 64, 2, 1, 10), lambda: SG2_D(32, 32, 1, 10, group=4), 64, 10, 1),
     "stylegan2_cifar": (lambda: SG2_G(), lambda: SG2_D(), 512, 0, 1),

@@ -11,7 +11,7 @@ runs of ITERS steps), the steps as StyleGAN2-ADA's loss.py computes them:
          g = autograd.grad(D(x).sum(), x, create_graph=True) from the same
          forward, (loss + gamma/2 mean |g|^2 / 2).backward(), the fake half, Adam
   reg    "Dreg": a forward of the real batch, g, (EVERY gamma/2 mean |g|^2 / 2).backward(), Adam
-The networks: the DC-GAN D of ../shared/peers/torch_dcgan.py (BCE) and the
+The networks: the DC-GAN D of tests/bench/torch_dcgan.py (BCE) and the
 SNGAN D of torch_backbones.py at ch = 32 (hinge). Each kind of step is timed
 from the same initial weights and a fresh Adam, as bench_r1 times its own."""
 import copy

@@ -16,7 +16,7 @@ element (index 0, 7, 14, ...), which the metadata records.
 
 Contents
   dcgan.G.*   the seed DC-GAN generator (tables 1-2, the classes of
-              ../shared/peers/torch_dcgan.py), S=32, C=1, batch 4, train mode:
+              tests/bench/torch_dcgan.py), S=32, C=1, batch 4, train mode:
               z, y, dy, dz, grads, running statistics after the forward,
               eval output (before the step), parameters after one Adam(2e-4, 0.5, 0.999) step.
   dcgan.D.*   the discriminator likewise, built with Dropout2d(p=0) so that
@@ -121,7 +121,7 @@ def fill_module(mods, base):
     return k
 
 
-# ---- the seed DC-GAN, as ../shared/peers/torch_dcgan.py defines it ----
+# ---- the seed DC-GAN, as tests/bench/torch_dcgan.py defines it ----
 
 S, C, Z, B = 32, 1, 100, 4
 
