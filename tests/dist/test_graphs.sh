@@ -28,7 +28,7 @@ metrics_same() {
   /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
 import json, sys
 def load(f):
-    skip = ("step", "time", "images_per_s", "sources", "edges", "workers")
+    skip = ("step", "time", "images_per_s", "sources", "edges", "workers", "flop_s", "mfu")  # measured, not computed
     out = {}
     for l in open(f):
         m = json.loads(l)
