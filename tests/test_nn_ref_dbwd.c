@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "test_nn_util.h"
+#include "test_nn_refcase.h"
 
 #define TOL 1e-3
 
@@ -99,26 +99,12 @@ static const struct dbwd_case {
 	           " {'linear', 27, 1}, input_shape = {2, 3, 3} }", 0, 0 },
 };
 
-/* Writes the views of block b whose reference "<case>.<what>.<view>" exists. */
+/* Writes the views of block b whose reference "<case>.<what>.<view>" exists
+ * (every parameter has one). */
 static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
 {
-	size_t n, nv;
-	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
-	NN_OK(gf_net_read(net, b, host));
-	const gf_view *v = gf_net_views(net, b, &nv);
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t)) {
-			assert_true(b == GF_BUFFERS);   /* every parameter has its reference */
-			continue;
-		}
-		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
-		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
-	}
-	NN_OK(gf_net_write(net, b, host));
-	free(host);
+	nn_refcase rc = { ref, be, TOL, 0 };
+	nn_rc_load(&rc, net, c, b, what);
 }
 
 static void run_case(const struct dbwd_case *c)

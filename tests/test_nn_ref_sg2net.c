@@ -18,7 +18,7 @@
 
 #include <ganflow/train.h>
 
-#include "test_nn_util.h"
+#include "test_nn_refcase.h"
 
 #define TOL 2e-3
 
@@ -45,67 +45,35 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* a against reference `name` (nn_ref_check: relative error, floor 1e-2 of
- * the larger of the reference's largest entry and `scale`). */
+/* The checks of test_nn_refcase.h on the current reference file (ref: the
+ * tests below switch files), the worst error kept across them. */
+static nn_refcase at_ref(void)
+{
+	nn_refcase rc = { ref, be, TOL, worst_seen };
+	return rc;
+}
+
 static void check(const char *name, const float *a, size_t n, double scale)
 {
-	if (!nn_ref_check(ref, name, a, n, scale, TOL, &worst_seen))
-		fail();
+	nn_refcase rc = at_ref();
+	nn_rc_check(&rc, name, a, n, scale);
+	worst_seen = rc.worst;
 }
 
-/* the largest reference gradient of the case, as the floor of check */
-static double grad_scale(const char *c, const char *what, const gf_view *v, size_t nv)
-{
-	double mx = 0;
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t))
-			continue;
-		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
-			mx = fmax(mx, fabs(((const float *)t.data)[j]));
-	}
-	return mx;
-}
-
-/* Writes every parameter from "<case>.p.<view>" (each must exist: the two
- * networks have the same parameters) and the buffers that have a reference
- * (the FIR filters are the layers' own). */
+/* every parameter from "<case>.p.<view>" (the two networks have the same
+ * parameters), the buffers that have a reference (the FIR filters are the
+ * layers' own) */
 static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
 {
-	size_t n, nv;
-	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
-	NN_OK(gf_net_read(net, b, host));
-	const gf_view *v = gf_net_views(net, b, &nv);
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t)) {
-			if (b == GF_PARAMS)
-				fprintf(stderr, "no reference for parameter %s\n", name);
-			assert_true(b == GF_BUFFERS);
-			continue;
-		}
-		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
-		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
-	}
-	NN_OK(gf_net_write(net, b, host));
-	free(host);
+	nn_refcase rc = at_ref();
+	nn_rc_load(&rc, net, c, b, what);
 }
 
 static void check_grads(gf_net *net, const char *c, const char *what)
 {
-	char name[160];
-	size_t nv;
-	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
-	const float *g = gf_net_block(net, GF_GRADS, NULL);
-	double scale = grad_scale(c, what, v, nv);
-	for (size_t i = 0; i < nv; i++) {
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		check(name, g + v[i].offset, v[i].numel, scale);
-	}
+	nn_refcase rc = at_ref();
+	nn_rc_check_grads(&rc, net, c, what);
+	worst_seen = rc.worst;
 }
 
 static const float *buffer(gf_net *net, const char *view)

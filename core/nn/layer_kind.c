@@ -49,6 +49,17 @@ int gf_layer_expect_image(const struct layer *l, const struct node *in, int chan
 	return 0;
 }
 
+int gf_layer_check_groups(const gf_layer_net *net, const struct layer *l, int groups, int cin, int cout)
+{
+	if (cin % groups || cout % groups)
+		return gf_layer_err(GF_EPARAM, l, "groups = %d must divide the %d input and %d output channels", groups, cin,
+		                    cout);
+	if (groups > 1 && !(net->be->caps & GF_CAP_CONV_GROUPS))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "groups = %d: backend %s has no grouped convolutions", groups,
+		                    net->be->ops->name);
+	return 0;
+}
+
 gf_conv_desc gf_layer_conv_desc(const struct node *x, const struct node *y, int k, int stride, int pad, int B)
 {
 	gf_conv_desc d;

@@ -261,6 +261,10 @@ char *gf_layer_shape_str(const struct node *n, char *buf, size_t size);
  * when channels is 0). */
 int gf_layer_expect_image(const struct layer *l, const struct node *in, int channels);
 
+/* GF_EPARAM unless groups divides cin and cout; GF_EUNSUPPORTED for groups
+ * > 1 on a backend without grouped convolutions (GF_CAP_CONV_GROUPS). */
+int gf_layer_check_groups(const gf_layer_net *net, const struct layer *l, int groups, int cin, int cout);
+
 /* The f32 NCHW descriptor of a square k x k convolution from image node x
  * to image node y at batch B (up = 1): conv.c runs it from its input to its
  * output, tconv.c from its output to its input. */

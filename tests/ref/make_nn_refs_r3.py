@@ -29,25 +29,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ref_file import run_cases, tensors, write_safetensors
+from ref_file import CASES, case, randn, run_cases, tensors, write_safetensors
 
 torch.set_num_threads(1)
 torch.manual_seed(36)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_r3.safetensors"
-
-CASES = []
-
-
-def case(name, batch, xshape, dbwd=True):
-    def reg(fn):
-        CASES.append((name, batch, xshape, dbwd, fn))
-        return fn
-    return reg
-
-
-def randn(*shape, scale=1.0):
-    return torch.randn(*shape) * scale
-
 
 def lowpass(weights):
     """The interpolative resamplers' kernel: weights convolved with [1, 1], outer product, sum 1."""

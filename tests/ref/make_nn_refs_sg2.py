@@ -28,7 +28,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ref_file import run_cases, tensors, write_safetensors
+from ref_file import CASES, case, randn, run_cases, tensors, write_safetensors
 
 torch.set_num_threads(1)
 torch.manual_seed(26)
@@ -132,20 +132,6 @@ def noise_const(x, P, B, name):
 
 
 # ---- the cases ----
-
-CASES = []
-
-
-def case(name, batch, xshape, dbwd):
-    def reg(fn):
-        CASES.append((name, batch, xshape, dbwd, fn))
-        return fn
-    return reg
-
-
-def randn(*shape, scale=1.0):
-    return torch.randn(*shape) * scale
-
 
 # {'linear', 6, 8, eqlr = true, lr_mul = 0.01}, {'bias_act', 8, bias = false},
 # {'linear', 8, 8, eqlr = true, lr_mul = 0.01, bias = false}, {'bias_act', 8, lr_mul = 0.01},

@@ -2,10 +2,10 @@
 make_nn_refs_mix.py, make_nn_refs_pl.py, make_nn_refs_r3*.py): named
 float32 arrays collected in order and written as one safetensors file (F32
 little-endian, the JSON header padded to 8 bytes, the metadata the tests
-print); the layer-case loop of make_nn_refs_sg2.py and make_nn_refs_r3.py
-(run_cases); and the tiny conditional StyleGAN2 G of the mixing and
-path-length references (tests/bench/torch_backbones.py's SG2_G), its
-mapping and the view names ganflow gives its parameters. Each generator
+print); the layer cases of make_nn_refs_sg2.py and make_nn_refs_r3.py
+(the case decorator, run_cases); and the tiny conditional StyleGAN2 G of
+the mixing and path-length references (tests/bench/torch_backbones.py's
+SG2_G), its mapping and the view names ganflow gives its parameters. Each generator
 is its own process, so the collection is this module's state.
 
     from ref_file import put, tensors, write_safetensors
@@ -38,6 +38,21 @@ def write_safetensors(path, meta):
     h += b" " * ((8 - (8 + len(h)) % 8) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+CASES = []
+
+
+def case(name, batch, xshape, dbwd=True):
+    """Registers the decorated fn(P, B, x, init) as a case of run_cases (into CASES, in order)."""
+    def reg(fn):
+        CASES.append((name, batch, xshape, dbwd, fn))
+        return fn
+    return reg
+
+
+def randn(*shape, scale=1.0):
+    return torch.randn(*shape) * scale
 
 
 def run_cases(cases):

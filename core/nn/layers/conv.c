@@ -61,12 +61,8 @@ static int conv_shapes(gf_layer_net *net, struct layer *l)
 	int rc = gf_layer_expect_image(l, in, c->cin);
 	if (rc)
 		return rc;
-	if (c->cin % c->groups || c->cout % c->groups)
-		return gf_layer_err(GF_EPARAM, l, "groups = %d must divide the %d input and %d output channels", c->groups,
-		                    c->cin, c->cout);
-	if (c->groups > 1 && !(net->be->caps & GF_CAP_CONV_GROUPS))
-		return gf_layer_err(GF_EUNSUPPORTED, l, "groups = %d: backend %s has no grouped convolutions", c->groups,
-		                    net->be->ops->name);
+	if ((rc = gf_layer_check_groups(net, l, c->groups, c->cin, c->cout)))
+		return rc;
 	int cg = c->cin / c->groups;   /* input channels per group: the weight's second dimension */
 	int64_t h = in->shape[1], w = in->shape[2];
 	if (h + 2 * c->ph < c->kh || w + 2 * c->pw < c->kw)

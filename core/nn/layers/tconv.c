@@ -45,12 +45,8 @@ static int tconv_shapes(gf_layer_net *net, struct layer *l)
 	int rc = gf_layer_expect_image(l, in, c->cin);
 	if (rc)
 		return rc;
-	if (c->cin % c->groups || c->cout % c->groups)
-		return gf_layer_err(GF_EPARAM, l, "groups = %d must divide the %d input and %d output channels", c->groups,
-		                    c->cin, c->cout);
-	if (c->groups > 1 && !(net->be->caps & GF_CAP_CONV_GROUPS))
-		return gf_layer_err(GF_EUNSUPPORTED, l, "groups = %d: backend %s has no grouped convolutions", c->groups,
-		                    net->be->ops->name);
+	if ((rc = gf_layer_check_groups(net, l, c->groups, c->cin, c->cout)))
+		return rc;
 	if (c->opad >= c->stride && c->opad >= 1)
 		return gf_layer_err(GF_EPARAM, l, "output_padding %d must be smaller than the stride %d", c->opad, c->stride);
 	int64_t h = in->shape[1], w = in->shape[2];
