@@ -18,7 +18,8 @@
  *    scaling by the number of blocks, each block's last 1x1 at zero (the
  *    block is the identity), the bases' statistics.
  *  - test_errors: groups that do not divide, init_gain without msr, the
- *    backbone's option checks. */
+ *    backbone's option checks; the grouped FLOPs; no sub-pixel fusion of a
+ *    grouped conv. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -229,6 +230,15 @@ static void test_errors(void **state)
 	expect_build_error("return require('backbones.r3gan').G{ blocks = 0 }", GF_ELUA,
 	                   "r3gan.G: the network needs at least one block");
 	expect_build_error("return require('backbones.r3gan').G{ width = 8 }", GF_ELUA, "r3gan.G: unknown option 'width'");
+	/* FLOPs of the grouped weight: 2 B (out values) (in / g) k k, and the
+	 * grouped tconv's 2 B (in values) (out / g) k k */
+	gf_net *f;
+	NN_OK(nn_build(&f, be, "return { {'conv', 8, 12, 3, 1, 1, groups = 4}, {'tconv', 12, 6, 4, 2, 1, groups = 3},"
+	                       " input_shape = {8, 5, 5} }", 2, 0));
+	double model;
+	gf_net_flops(f, 2, 0, &model, NULL);
+	assert_true(fabs(model - (2.0 * 2 * (12 * 25) * 2 * 9 + 2.0 * 2 * (12 * 25) * 2 * 16)) < 0.5);
+	gf_net_destroy(f);
 	/* groups stop the sub-pixel fusion (upsample + 3x3 conv): both layers run */
 	gf_net *net;
 	NN_OK(nn_build(&net, be, "return { {'upsample', 2}, {'conv', 4, 4, 3, 1, 1, groups = 2}, input_shape = {4, 3, 3} }", 2,
