@@ -89,67 +89,23 @@ static const float *buffer(gf_net *net, const char *view)
 
 static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
 {
-	char name[160];
-	gf_tensor x, lf;
-	snprintf(name, sizeof(name), "%s.x", c);
-	NN_OK(gf_st_get(ref, name, &x));
-	snprintf(name, sizeof(name), "%s.labels", c);
-	NN_OK(gf_st_get(ref, name, &lf));
-	int B = (int)x.shape[0];
-	int32_t lab[16];
-	for (int i = 0; i < B; i++)
-		lab[i] = (int32_t)((const float *)lf.data)[i];
-	gf_tensor labels = nn_tensor(NULL, 1, B);
-	labels.dtype = GF_I32;
-	labels.data = lab;
-	gf_net *net;
-	NN_OK(nn_build(&net, be, code, B, flags));
-	load_block(net, c, GF_PARAMS, "p");
-	load_block(net, c, GF_BUFFERS, "b");
-	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
-	gf_tensor out, dx;
-	gf_net_output(net, &out);
-	snprintf(name, sizeof(name), "%s.y", c);
-	check(name, out.data, (size_t)gf_tensor_numel(&out), 0);
+	nn_refcase rc = at_ref();
+	int32_t lab[64];
+	gf_net *net = nn_rc_forward(&rc, c, code, flags, lab);
 	if (!strcmp(c, "g")) {
+		char name[160];
 		snprintf(name, sizeof(name), "%s.w_avg", c);
-		check(name, buffer(net, "w.w_avg"), 5, 0);
+		nn_rc_check(&rc, name, buffer(net, "w.w_avg"), 5, 0);
 	}
-	size_t nw;
-	snprintf(name, sizeof(name), "%s.w", c);
-	float *w = nn_ref(ref, name, &nw);
-	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
-	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
-	NN_OK(gf_net_dx(net, &dx));
-	size_t nx = (size_t)gf_tensor_numel(&dx);
-	snprintf(name, sizeof(name), "%s.dx", c);
-	check(name, dx.data, nx, 0);
-	check_grads(net, c, "g");
-	if (dbwd) {
-		NN_OK(gf_net_check_backward2(net));
-		float *t = malloc(nx * sizeof(float));
-		double pen = 0;
-		for (size_t i = 0; i < nx; i++) {
-			t[i] = ((const float *)dx.data)[i];
-			pen += 0.5 * (double)t[i] * t[i];
-		}
-		float pf = (float)pen;
-		snprintf(name, sizeof(name), "%s.P", c);
-		check(name, &pf, 1, 0);
-		NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-		NN_OK(gf_net_dx(net, &dx));
-		snprintf(name, sizeof(name), "%s.dPdx", c);
-		check(name, dx.data, nx, 0);
-		check_grads(net, c, "g2");
-		free(t);
-	} else {
+	nn_rc_backward(&rc, net, c, dbwd);
+	worst_seen = rc.worst;
+	if (!dbwd) {
 		/* the mapping's norm2 has no double backward: without the ws
 		 * as penalty points (pl = true) the penalty is refused by name */
 		assert_int_equal(gf_net_penalty_points(net), 0);
 		assert_int_not_equal(gf_net_check_backward2(net), 0);
 		assert_non_null(strstr(gf_errmsg(), "norm2"));
 	}
-	free(w);
 	gf_net_destroy(net);
 }
 

@@ -84,12 +84,14 @@ static inline void nn_rc_check_grads(nn_refcase *rc, gf_net *net, const char *c,
 	}
 }
 
-/* Runs case c on the network of Lua code `code` (built with flags). */
-static inline void nn_rc_run(nn_refcase *rc, const char *c, const char *code, int dbwd, unsigned flags)
+/* Builds the network of Lua code `code` (with flags) at case c's batch,
+ * loads its parameters and buffers, runs a training forward of "<c>.x"
+ * (with "<c>.labels" when the file has them, kept in lab) and checks
+ * "<c>.y". Returns the network. */
+static inline gf_net *nn_rc_forward(nn_refcase *rc, const char *c, const char *code, unsigned flags, int32_t lab[64])
 {
 	char name[160];
 	gf_tensor x, lf, labels = { 0 };
-	int32_t lab[64];
 	snprintf(name, sizeof(name), "%s.x", c);
 	NN_OK(gf_st_get(rc->ref, name, &x));
 	int B = (int)x.shape[0];
@@ -105,10 +107,20 @@ static inline void nn_rc_run(nn_refcase *rc, const char *c, const char *code, in
 	nn_rc_load(rc, net, c, GF_PARAMS, "p");
 	nn_rc_load(rc, net, c, GF_BUFFERS, "b");
 	NN_OK(gf_net_forward(net, &x, labels.data ? &labels : NULL, GF_TRAIN));
-	gf_tensor out, dx;
+	gf_tensor out;
 	gf_net_output(net, &out);
 	snprintf(name, sizeof(name), "%s.y", c);
 	nn_rc_check(rc, name, out.data, (size_t)gf_tensor_numel(&out), 0);
+	return net;
+}
+
+/* After nn_rc_forward: the backward of L = <w, y> against "<c>.dx" and
+ * every "<c>.g.<view>", and with dbwd the double backward. */
+static inline void nn_rc_backward(nn_refcase *rc, gf_net *net, const char *c, int dbwd)
+{
+	char name[160];
+	gf_tensor out, dx;
+	gf_net_output(net, &out);
 	size_t nw;
 	snprintf(name, sizeof(name), "%s.w", c);
 	float *w = nn_ref(rc->ref, name, &nw);
@@ -138,6 +150,14 @@ static inline void nn_rc_run(nn_refcase *rc, const char *c, const char *code, in
 		free(t);
 	}
 	free(w);
+}
+
+/* Runs case c on the network of Lua code `code` (built with flags). */
+static inline void nn_rc_run(nn_refcase *rc, const char *c, const char *code, int dbwd, unsigned flags)
+{
+	int32_t lab[64];
+	gf_net *net = nn_rc_forward(rc, c, code, flags, lab);
+	nn_rc_backward(rc, net, c, dbwd);
 	gf_net_destroy(net);
 }
 

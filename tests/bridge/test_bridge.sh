@@ -110,27 +110,21 @@ kinds)
   compare "attention: ONNX vs ganflow" onnx "$T/k4.onnx" "$T/t.st"
   # StyleGAN2's kinds (eqlr linear/conv, norm2, w_avg with psi, const,
   # modconv 3x3 / up 2 / 1x1 toRGB, noise auto/const, fir up/down/blurs,
-  # bias_act with clamp and lr_mul, mbstd, dot), parameters perturbed away
-  # from their zero starts (tests/bridge/kinds5.json), bridge and ONNX
-  "$B/tests/net_forward" --make-perturbed "$S/tests/bridge/kinds5.json" "$T/k5.safetensors" >"$T/f.log" 2>&1
-  check "[ $? -eq 0 ]" "net_forward --make-perturbed (kinds5) failed: $(cat "$T/f.log")"
-  forward "$T/k5.safetensors" t 8
-  compare "StyleGAN2 kinds: bridge vs ganflow" net "$T/k5.safetensors" t "$T/t.st"
-  "$G" export "$T/k5.safetensors" "$T/k5.onnx" part=t >"$T/e.log" 2>&1
-  check "[ $? -eq 0 ]" "ganflow export of StyleGAN2's kinds failed: $(cat "$T/e.log")"
-  compare "StyleGAN2 kinds: ONNX vs ganflow" onnx "$T/k5.onnx" "$T/t.st"
-  # R3GAN's parts (grouped and depthwise conv, grouped eqlr conv, the
-  # depthwise basis and projection: kinds6.json; the class embedding after
-  # z, the generative basis as a depthwise transposed conv, a residual block,
-  # a grouped strided tconv: kinds7.json; init = "msr" keys), perturbed
-  for k in 6 7; do
+  # bias_act with clamp and lr_mul, mbstd, dot: kinds5.json) and R3GAN's
+  # parts (grouped and depthwise conv, grouped eqlr conv, the depthwise
+  # basis and projection: kinds6.json; the class embedding after z, the
+  # generative basis as a depthwise transposed conv, a residual block, a
+  # grouped strided tconv: kinds7.json; init = "msr" keys), parameters
+  # perturbed away from their zero starts, bridge and ONNX
+  for k in 5 6 7; do
+    what="$([ $k = 5 ] && echo StyleGAN2 || echo "R3GAN ($k)") kinds"
     "$B/tests/net_forward" --make-perturbed "$S/tests/bridge/kinds$k.json" "$T/k$k.safetensors" >"$T/f.log" 2>&1
     check "[ $? -eq 0 ]" "net_forward --make-perturbed (kinds$k) failed: $(cat "$T/f.log")"
-    forward "$T/k$k.safetensors" t 5
-    compare "R3GAN kinds ($k): bridge vs ganflow" net "$T/k$k.safetensors" t "$T/t.st"
+    forward "$T/k$k.safetensors" t 8
+    compare "$what: bridge vs ganflow" net "$T/k$k.safetensors" t "$T/t.st"
     "$G" export "$T/k$k.safetensors" "$T/k$k.onnx" part=t >"$T/e.log" 2>&1
-    check "[ $? -eq 0 ]" "ganflow export of R3GAN's kinds ($k) failed: $(cat "$T/e.log")"
-    compare "R3GAN kinds ($k): ONNX vs ganflow" onnx "$T/k$k.onnx" "$T/t.st"
+    check "[ $? -eq 0 ]" "ganflow export of $what failed: $(cat "$T/e.log")"
+    compare "$what: ONNX vs ganflow" onnx "$T/k$k.onnx" "$T/t.st"
   done
   ;;
 dcgan)

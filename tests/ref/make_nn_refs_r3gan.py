@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_file import put, tensors, write_safetensors  # noqa: E402
+from ref_file import store_case, tensors, write_safetensors  # noqa: E402
 
 if len(sys.argv) < 2 or not os.path.isfile(os.path.join(sys.argv[1], "R3GAN", "Networks.py")):
     sys.exit("usage: make_nn_refs_r3gan.py R3GAN_DIR [OUT]  (R3GAN_DIR: a checkout of github.com/brownvc/R3GAN)")
@@ -129,24 +129,7 @@ def run(name, net, names, how, x, labels, classes):
     assert len(names) == len(list(net.parameters())), (name, len(names), len(list(net.parameters())))
     assert {id(p) for p in names.values()} == {id(p) for p in net.parameters()}, name
     y1h = F.one_hot(labels, classes).float() if classes else None
-    xr = x.clone().requires_grad_(True)
-    y = net(xr, y1h)
-    w = torch.randn(*y.shape)
-    params = list(names.values())
-    grads = torch.autograd.grad((y * w).sum(), [xr] + params, create_graph=True)
-    pen = 0.5 * (grads[0] * grads[0]).sum()
-    g2 = torch.autograd.grad(pen, [xr] + params, allow_unused=True)
-    put(f"{name}.x", x)
-    put(f"{name}.labels", labels.float())
-    put(f"{name}.w", w)
-    put(f"{name}.y", y)
-    put(f"{name}.dx", grads[0])
-    put(f"{name}.P", pen.reshape(1))
-    put(f"{name}.dPdx", g2[0])
-    for (view, p), g, gg in zip(names.items(), grads[1:], g2[1:]):
-        put(f"{name}.p.{view}", ganflow_form(p, how, view))
-        put(f"{name}.g.{view}", ganflow_form(g, how, view))
-        put(f"{name}.g2.{view}", ganflow_form(gg if gg is not None else torch.zeros_like(p), how, view))
+    store_case(name, lambda xr: net(xr, y1h), x, names, labels=labels, form=lambda view, t: ganflow_form(t, how, view))
 
 
 # ---- the benchmark's peer (tests/bench/torch_backbones.py's R3_G, R3_D, written from the paper) computes

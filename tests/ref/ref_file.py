@@ -2,8 +2,9 @@
 make_nn_refs_mix.py, make_nn_refs_pl.py, make_nn_refs_r3*.py): named
 float32 arrays collected in order and written as one safetensors file (F32
 little-endian, the JSON header padded to 8 bytes, the metadata the tests
-print); the layer cases of make_nn_refs_sg2.py and make_nn_refs_r3.py
-(the case decorator, run_cases); and the tiny conditional StyleGAN2 G of
+print); one case's output, gradients and double backward (store_case)
+and the layer cases of make_nn_refs_sg2.py and make_nn_refs_r3.py (the
+case decorator, run_cases); and the tiny conditional StyleGAN2 G of
 the mixing and path-length references (tests/bench/torch_backbones.py's
 SG2_G), its mapping and the view names ganflow gives its parameters. Each generator
 is its own process, so the collection is this module's state.
@@ -55,38 +56,47 @@ def randn(*shape, scale=1.0):
     return torch.randn(*shape) * scale
 
 
+def store_case(name, f, x, params, bufs=None, labels=None, dbwd=True, form=None):
+    """Stores one case: <name>.x (and .labels, as floats), the output weighting .w, the output .y = f(x) of the
+    network whose parameters are params (ganflow's view -> tensor requiring grad), the gradients of
+    L = sum(w * y): .dx and per parameter .p.<view> and .g.<view>, buffers .b.<view>; with dbwd the double
+    backward of P = 1/2 |dL/dx|^2: .P, .dPdx, .g2.<view>. form(view, t) maps a tensor to ganflow's layout."""
+    form = form or (lambda view, t: t)
+    xr = x.clone().requires_grad_(True)
+    y = f(xr)
+    w = torch.randn(*y.shape)
+    keys = list(params)
+    ps = [params[k] for k in keys]
+    grads = torch.autograd.grad((y * w).sum(), [xr] + ps, create_graph=dbwd)
+    put(f"{name}.x", x)
+    if labels is not None:
+        put(f"{name}.labels", labels.float())
+    put(f"{name}.w", w)
+    put(f"{name}.y", y)
+    put(f"{name}.dx", grads[0])
+    for k, v, g in zip(keys, ps, grads[1:]):
+        put(f"{name}.p.{k}", form(k, v))
+        put(f"{name}.g.{k}", form(k, g))
+    for k, v in (bufs or {}).items():
+        put(f"{name}.b.{k}", v)
+    if dbwd:
+        pen = 0.5 * (grads[0] * grads[0]).sum()
+        g2 = torch.autograd.grad(pen, [xr] + ps, allow_unused=True)
+        put(f"{name}.P", pen.reshape(1))
+        put(f"{name}.dPdx", g2[0])
+        for k, v, g in zip(keys, ps, g2[1:]):
+            put(f"{name}.g2.{k}", form(k, g if g is not None else torch.zeros_like(v)))
+
+
 def run_cases(cases):
-    """Stores each case (name, batch, xshape, dbwd, fn) as <name>.x, .w (the output weighting), .y, .dx and per
-    parameter .p.<view> and .g.<view> (the gradients of L = sum(w * y)), buffers .b.<view>; with dbwd the double
-    backward of P = 1/2 |dL/dx|^2: .P, .dPdx, .g2.<view>. fn(P, B, x, init) fills the parameters P and buffers B
-    (init) or computes the output."""
+    """Stores each case (name, batch, xshape, dbwd, fn) with store_case. fn(P, B, x, init) fills the
+    parameters P and buffers B (init) or computes the output."""
     for name, batch, xshape, dbwd, fn in cases:
         P, Bf = {}, {}
         fn(P, Bf, None, True)
         for k in list(P):
             P[k] = P[k].float().requires_grad_(True)
-        x = torch.randn(batch, *xshape)
-        xr = x.clone().requires_grad_(True)
-        y = fn(P, Bf, xr, False)
-        w = torch.randn(*y.shape)
-        params = list(P.values())
-        grads = torch.autograd.grad((y * w).sum(), [xr] + params, create_graph=dbwd)
-        put(f"{name}.x", x)
-        put(f"{name}.w", w)
-        put(f"{name}.y", y)
-        put(f"{name}.dx", grads[0])
-        for (k, v), g in zip(P.items(), grads[1:]):
-            put(f"{name}.p.{k}", v)
-            put(f"{name}.g.{k}", g)
-        for k, v in Bf.items():
-            put(f"{name}.b.{k}", v)
-        if dbwd:
-            pen = 0.5 * (grads[0] * grads[0]).sum()
-            g2 = torch.autograd.grad(pen, [xr] + params, allow_unused=True)
-            put(f"{name}.P", pen.reshape(1))
-            put(f"{name}.dPdx", g2[0])
-            for (k, v), g in zip(P.items(), g2[1:]):
-                put(f"{name}.g2.{k}", g if g is not None else torch.zeros_like(v))
+        store_case(name, lambda xr: fn(P, Bf, xr, False), torch.randn(batch, *xshape), P, Bf, dbwd=dbwd)
 
 
 def tiny_g_names(g):
