@@ -43,22 +43,6 @@ static void check(const char *name, const float *a, size_t n, double scale)
 		fail();
 }
 
-/* The largest |reference| over the case's parameter gradients. */
-static double grad_scale(const char *c, const gf_view *v, size_t nv)
-{
-	double mx = 0;
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.g.%s", c, v[i].name);
-		if (gf_st_get(ref, name, &t))
-			continue;
-		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
-			mx = fmax(mx, fabs(((const float *)t.data)[j]));
-	}
-	return mx;
-}
-
 /* The tables the script's cases are (its comments repeat them). */
 static const struct dbwd_case {
 	const char *name, *table;
@@ -128,37 +112,16 @@ static void run_case(const struct dbwd_case *c)
 	}
 	gf_rng_init(gf_net_rng(net), 5, 9);
 	NN_OK(gf_net_forward(net, &x, labels, GF_TRAIN));
-	gf_tensor out, dx;
+	gf_tensor out;
 	gf_net_output(net, &out);
 	size_t nw;
 	snprintf(name, sizeof(name), "%s.w", c->name);
 	float *w = nn_ref(ref, name, &nw);
 	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
 	NN_OK(gf_net_backward(net, w, GF_NEED_DX));
-	NN_OK(gf_net_dx(net, &dx));
-	size_t nx = (size_t)gf_tensor_numel(&dx);
-	float *t = malloc(nx * sizeof(float));
-	double pen = 0;
-	for (size_t i = 0; i < nx; i++) {
-		t[i] = ((const float *)dx.data)[i];
-		pen += 0.5 * (double)t[i] * t[i];
-	}
-	float pf = (float)pen;
-	snprintf(name, sizeof(name), "%s.P", c->name);
-	check(name, &pf, 1, 0);
-	NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-	NN_OK(gf_net_dx(net, &dx));
-	snprintf(name, sizeof(name), "%s.dPdx", c->name);
-	check(name, dx.data, nx, 0);
-	size_t nv;
-	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
-	const float *g = gf_net_block(net, GF_GRADS, NULL);
-	double scale = grad_scale(c->name, v, nv);
-	for (size_t i = 0; i < nv; i++) {
-		snprintf(name, sizeof(name), "%s.g.%s", c->name, v[i].name);
-		check(name, g + v[i].offset, v[i].numel, scale);
-	}
-	free(t);
+	nn_refcase rc = { ref, be, TOL, worst_seen };
+	nn_rc_dbwd(&rc, net, c->name, "g");   /* this file's g: the penalty's gradients */
+	worst_seen = rc.worst;
 	free(w);
 	gf_net_destroy(net);
 }

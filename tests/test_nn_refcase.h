@@ -114,6 +114,32 @@ static inline gf_net *nn_rc_forward(nn_refcase *rc, const char *c, const char *c
 	return net;
 }
 
+/* After a backward that left g = dL/dx in gf_net_dx: P = 1/2 |g|^2 against
+ * "<c>.P", its double backward (t = g) against "<c>.dPdx" and every
+ * "<c>.<what>.<view>". */
+static inline void nn_rc_dbwd(nn_refcase *rc, gf_net *net, const char *c, const char *what)
+{
+	char name[160];
+	gf_tensor dx;
+	NN_OK(gf_net_dx(net, &dx));
+	size_t nx = (size_t)gf_tensor_numel(&dx);
+	float *t = malloc(nx * sizeof(float));
+	double pen = 0;
+	for (size_t i = 0; i < nx; i++) {
+		t[i] = ((const float *)dx.data)[i];
+		pen += 0.5 * (double)t[i] * t[i];
+	}
+	float pf = (float)pen;
+	snprintf(name, sizeof(name), "%s.P", c);
+	nn_rc_check(rc, name, &pf, 1, 0);
+	NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
+	NN_OK(gf_net_dx(net, &dx));
+	snprintf(name, sizeof(name), "%s.dPdx", c);
+	nn_rc_check(rc, name, dx.data, nx, 0);
+	nn_rc_check_grads(rc, net, c, what);
+	free(t);
+}
+
 /* After nn_rc_forward: the backward of L = <w, y> against "<c>.dx" and
  * every "<c>.g.<view>", and with dbwd the double backward. */
 static inline void nn_rc_backward(nn_refcase *rc, gf_net *net, const char *c, int dbwd)
@@ -133,21 +159,7 @@ static inline void nn_rc_backward(nn_refcase *rc, gf_net *net, const char *c, in
 	nn_rc_check_grads(rc, net, c, "g");
 	if (dbwd) {
 		NN_OK(gf_net_check_backward2(net));
-		float *t = malloc(nx * sizeof(float));
-		double pen = 0;
-		for (size_t i = 0; i < nx; i++) {
-			t[i] = ((const float *)dx.data)[i];
-			pen += 0.5 * (double)t[i] * t[i];
-		}
-		float pf = (float)pen;
-		snprintf(name, sizeof(name), "%s.P", c);
-		nn_rc_check(rc, name, &pf, 1, 0);
-		NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-		NN_OK(gf_net_dx(net, &dx));
-		snprintf(name, sizeof(name), "%s.dPdx", c);
-		nn_rc_check(rc, name, dx.data, nx, 0);
-		nn_rc_check_grads(rc, net, c, "g2");
-		free(t);
+		nn_rc_dbwd(rc, net, c, "g2");
 	}
 	free(w);
 }
