@@ -15,6 +15,7 @@ gf_add_test(test_nn_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_dbwd.c LABELS
 gf_add_test(test_nn_ref_dbwd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_dbwd.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref_sg2 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_sg2.c LABELS nn TIMEOUT 60)
 gf_add_test(test_nn_ref_sg2net SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_sg2net.c LABELS nn TIMEOUT 60)
+gf_add_test(test_nn_ref_r3gan SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_nn_ref_r3gan.c LABELS nn TIMEOUT 60)
 # test_philox and test_nn_api drive the CPU backend's thread team with 1-4
 # threads: the ThreadSanitizer build runs them too.
 gf_add_test(test_philox SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_philox.c LABELS nn tsan TIMEOUT 60)

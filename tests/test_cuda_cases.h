@@ -391,12 +391,12 @@ static inline int conv_close(const char *what, gf_backend *g, const float *dev, 
 	return bound ? dev_bound_close(what, g, dev, want, bound, n) : dev_close(what, g, dev, want, n, TOL_FP32);
 }
 
-/* One convolution on g against the CPU: forward with and without bias,
- * backward (dx, dw, db; then accumulating), dx alone (the transposed
- * conv's use, x NULL) and dw alone. bf16/fp16 results within their bounds,
- * db (an f32 sum on both backends) within TOL_FP32. */
+/* One convolution (of `groups` groups) on g against the CPU: forward with
+ * and without bias, backward (dx, dw, db; then accumulating), dx alone (the
+ * transposed conv's use, x NULL) and dw alone. bf16/fp16 results within
+ * their bounds, db (an f32 sum on both backends) within TOL_FP32. */
 static inline void conv_case(gf_backend *cpu, gf_backend *g, gf_precision prec, const char *cfg, int n, int cin,
-                             int h, int w, int cout, int k, int s, int p, int up)
+                             int h, int w, int cout, int k, int s, int p, int up, int groups)
 {
 	gf_conv_desc d;
 	memset(&d, 0, sizeof(d));
@@ -413,8 +413,10 @@ static inline void conv_case(gf_backend *cpu, gf_backend *g, gf_precision prec, 
 	d.wout = (w * up + 2 * p - k) / s + 1;
 	d.dtype = GF_F32;
 	d.layout = GF_NCHW;
+	d.groups = groups;
 	int lp = prec != GF_PREC_FP32;
-	size_t nx = (size_t)n * cin * h * w, nw = (size_t)cout * cin * k * k, ny = (size_t)n * cout * d.hout * d.wout;
+	size_t nx = (size_t)n * cin * h * w, nw = (size_t)cout * (cin / groups) * k * k;
+	size_t ny = (size_t)n * cout * d.hout * d.wout;
 	float *x = host_rand(nx, 11, -1, 1), *wt = host_rand(nw, 12, -0.5f, 0.5f), *b = host_rand((size_t)cout, 13, -1, 1);
 	float *dyv = host_rand(ny, 14, -1, 1);
 	float *y = calloc(ny, 4), *dx = calloc(nx, 4), *dw = host_rand(nw, 15, -1, 1), *db = host_rand((size_t)cout, 16, -1, 1);
@@ -426,7 +428,8 @@ static inline void conv_case(gf_backend *cpu, gf_backend *g, gf_precision prec, 
 	double *bdx = lp ? conv_bounds_dx(cpu, prec, &d, dyv, wt) : NULL;
 	double *bdw = lp ? conv_bounds_dw(cpu, prec, &d, dyv, x, wt, NULL) : NULL, *bdw_acc = NULL;
 	char what[160];
-	snprintf(what, sizeof(what), "conv %s n%d c%d %dx%d -> %d k%d s%d p%d up%d", cfg, n, cin, h, w, cout, k, s, p, up);
+	snprintf(what, sizeof(what), "conv %s n%d c%d %dx%d -> %d k%d s%d p%d up%d groups %d", cfg, n, cin, h, w, cout, k, s,
+	         p, up, groups);
 	char sub[200];
 
 	NN_OK(cpu->ops->conv2d_forward(cpu, y, x, wt, b, &d));
@@ -480,15 +483,20 @@ static inline void conv_case(gf_backend *cpu, gf_backend *g, gf_precision prec, 
 /* test_cuda_ops's convolutions, in one configuration (cfg names it). */
 static inline void conv_cases(gf_backend *cpu, gf_backend *g, gf_precision prec, const char *cfg)
 {
-	conv_case(cpu, g, prec, cfg, 3, 5, 9, 7, 6, 3, 1, 1, 1);     /* 3x3 same */
-	conv_case(cpu, g, prec, cfg, 3, 5, 9, 8, 6, 3, 2, 1, 1);     /* D's stride-2 blocks */
-	conv_case(cpu, g, prec, cfg, 2, 4, 8, 8, 5, 4, 2, 1, 1);     /* 4x4 stride 2 (DCGAN's originals) */
-	conv_case(cpu, g, prec, cfg, 2, 6, 5, 5, 3, 1, 1, 0, 1);     /* 1x1 */
-	conv_case(cpu, g, prec, cfg, 3, 8, 8, 8, 1, 3, 1, 1, 1);     /* one output channel (G's last) */
-	conv_case(cpu, g, prec, cfg, 2, 1, 10, 9, 4, 5, 1, 2, 1);    /* one input channel, 5x5 */
-	conv_case(cpu, g, prec, cfg, 2, 3, 7, 6, 4, 3, 1, 0, 1);     /* valid */
-	conv_case(cpu, g, prec, cfg, 3, 6, 5, 4, 7, 3, 1, 1, 2);     /* fused upsample x2 */
-	conv_case(cpu, g, prec, cfg, 2, 16, 8, 8, 16, 3, 1, 1, 2);   /* fused, channels already aligned */
+	conv_case(cpu, g, prec, cfg, 3, 5, 9, 7, 6, 3, 1, 1, 1, 1);     /* 3x3 same */
+	conv_case(cpu, g, prec, cfg, 3, 5, 9, 8, 6, 3, 2, 1, 1, 1);     /* D's stride-2 blocks */
+	conv_case(cpu, g, prec, cfg, 2, 4, 8, 8, 5, 4, 2, 1, 1, 1);     /* 4x4 stride 2 (DCGAN's originals) */
+	conv_case(cpu, g, prec, cfg, 2, 6, 5, 5, 3, 1, 1, 0, 1, 1);     /* 1x1 */
+	conv_case(cpu, g, prec, cfg, 3, 8, 8, 8, 1, 3, 1, 1, 1, 1);     /* one output channel (G's last) */
+	conv_case(cpu, g, prec, cfg, 2, 1, 10, 9, 4, 5, 1, 2, 1, 1);    /* one input channel, 5x5 */
+	conv_case(cpu, g, prec, cfg, 2, 3, 7, 6, 4, 3, 1, 0, 1, 1);     /* valid */
+	conv_case(cpu, g, prec, cfg, 3, 6, 5, 4, 7, 3, 1, 1, 2, 1);     /* fused upsample x2 */
+	conv_case(cpu, g, prec, cfg, 2, 16, 8, 8, 16, 3, 1, 1, 2, 1);   /* fused, channels already aligned */
+	conv_case(cpu, g, prec, cfg, 3, 12, 7, 7, 12, 3, 1, 1, 1, 4);   /* grouped 3x3 (R3GAN's blocks) */
+	conv_case(cpu, g, prec, cfg, 2, 32, 8, 8, 32, 3, 1, 1, 1, 2);   /* grouped, 16 channels a group */
+	conv_case(cpu, g, prec, cfg, 2, 6, 9, 8, 12, 3, 2, 1, 1, 3);    /* grouped, stride 2 */
+	conv_case(cpu, g, prec, cfg, 3, 6, 6, 6, 6, 3, 1, 1, 1, 6);     /* depthwise */
+	conv_case(cpu, g, prec, cfg, 3, 8, 4, 4, 8, 4, 1, 0, 1, 8);     /* depthwise 4x4 -> 1x1 (R3GAN's D basis) */
 }
 
 #endif

@@ -301,7 +301,7 @@ static inline double *gemm_bounds(gf_backend *cpu, gf_precision p, int ta, int t
 static inline double *conv_bounds_y(gf_backend *cpu, gf_precision p, const gf_conv_desc *d, const float *x,
                                     const float *w, const float *bias)
 {
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
 	size_t hw = (size_t)d->hout * d->wout, ny = (size_t)d->n * d->cout * hw;
 	double t = prec_tiny(p);
 	float *xa = abs_plus(x, nx, t), *wa = abs_plus(w, nw, t), *mag = malloc(ny * 4 + 4), *all = NULL;
@@ -313,7 +313,7 @@ static inline double *conv_bounds_y(gf_backend *cpu, gf_precision p, const gf_co
 		NN_OK(cpu->ops->bias_add(cpu, all, ba, d->n, d->cout, (int)hw));
 		free(ba);
 	}
-	double *bd = lowp_bounds(mag, all, ny, p, 3, (long)d->cin * d->kh * d->kw);
+	double *bd = lowp_bounds(mag, all, ny, p, 3, (long)(d->cin / gf_conv_groups(d)) * d->kh * d->kw);
 	free(xa);
 	free(wa);
 	free(mag);
@@ -325,12 +325,12 @@ static inline double *conv_bounds_y(gf_backend *cpu, gf_precision p, const gf_co
 static inline double *conv_bounds_dx(gf_backend *cpu, gf_precision p, const gf_conv_desc *d, const float *dy,
                                      const float *w)
 {
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
 	size_t ny = (size_t)d->n * d->cout * d->hout * d->wout;
 	double t = prec_tiny(p);
 	float *dya = abs_plus(dy, ny, t), *wa = abs_plus(w, nw, t), *mag = malloc(nx * 4 + 4);
 	NN_OK(cpu->ops->conv2d_backward(cpu, mag, NULL, NULL, dya, NULL, wa, d, 0));
-	double *bd = lowp_bounds(mag, NULL, nx, p, 3, (long)d->cout * d->kh * d->kw * d->up * d->up);
+	double *bd = lowp_bounds(mag, NULL, nx, p, 3, (long)(d->cout / gf_conv_groups(d)) * d->kh * d->kw * d->up * d->up);
 	free(dya);
 	free(wa);
 	free(mag);
@@ -342,7 +342,7 @@ static inline double *conv_bounds_dx(gf_backend *cpu, gf_precision p, const gf_c
 static inline double *conv_bounds_dw(gf_backend *cpu, gf_precision p, const gf_conv_desc *d, const float *dy,
                                      const float *x, const float *w, const float *dw_old)
 {
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
 	size_t ny = (size_t)d->n * d->cout * d->hout * d->wout;
 	double t = prec_tiny(p);
 	float *dya = abs_plus(dy, ny, t), *xa = abs_plus(x, nx, t), *mag = malloc(nw * 4 + 4), *all = NULL;

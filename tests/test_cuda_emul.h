@@ -136,7 +136,7 @@ static inline int emul_conv_forward(gf_backend *be, float *y, const float *x, co
                                     const gf_conv_desc *d)
 {
 	struct emul *e = emul_of(be);
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
 	size_t hw = (size_t)d->hout * d->wout, ny = (size_t)d->n * d->cout * hw;
 	float *xr = rounded(e, x, nx), *wr = rounded(e, w, nw);
 	int rc = e->cpu->conv2d_forward(be, y, xr, wr, NULL, d);
@@ -174,7 +174,7 @@ static inline int emul_conv_backward(gf_backend *be, float *dx, float *dw, float
                                      const float *x, const float *w, const gf_conv_desc *d, int acc)
 {
 	struct emul *e = emul_of(be);
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
 	size_t hw = (size_t)d->hout * d->wout, ny = (size_t)d->n * d->cout * hw;
 	int rc = 0;
 	if (db)   /* an f32 sum of dy on the GPU too */

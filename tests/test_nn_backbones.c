@@ -409,6 +409,24 @@ static void test_resnet_backbones(void **state)
 		{ "return require('backbones.stylegan2').G{ classes = 10 }", 20218892, -1, 0 },
 		{ "return require('backbones.stylegan2').D{ classes = 10, mbstd = 2 }", 23876096, -1, 0 },
 		{ "return require('backbones.stylegan2').G{ ch = 4, z = 8, w = 8, size = 64 }", 0, 3, 64 },
+		/* R3GAN (r3gan.lua): the bench's CPU width (widths 64, cardinality 8, 1
+		 * block per stage) and the authors' CIFAR-10 preset (the defaults); the
+		 * CIFAR counts are also those of R3GAN's own Networks.py (3 channels:
+		 * tests/ref/make_nn_refs_r3gan.py prints them) */
+		{ "return require('backbones.r3gan').G{ channels = 1, widths = 64, cardinality = 8, blocks = 1 }", 145472, 1, 32 },
+		{ "return require('backbones.r3gan').D{ channels = 1, widths = 64, cardinality = 8, blocks = 1 }", 141440, 0, 0 },
+		{ "return require('backbones.r3gan').G{ channels = 1, widths = 64, cardinality = 8, blocks = 1, classes = 10 }",
+		  150208, 1, 32 },
+		{ "return require('backbones.r3gan').D{ channels = 1, widths = 64, cardinality = 8, blocks = 1, classes = 10 }",
+		  146112, 0, 0 },
+		{ "return require('backbones.r3gan').G{}", 20732160, -1, 0 },
+		{ "return require('backbones.r3gan').D{}", 20683776, -1, 0 },
+		{ "return require('backbones.r3gan').G{ classes = 10 }", 20781952, -1, 0 },
+		{ "return require('backbones.r3gan').D{ classes = 10 }", 21280512, -1, 0 },
+		{ "return require('backbones.r3gan').G{ size = 64, widths = {16, 16, 8, 8, 4}, cardinality = {4, 4, 2, 2, 1},"
+		  " blocks = {1, 0, 1, 2, 1} }", 0, 3, 64 },
+		{ "return require('backbones.r3gan').D{ size = 64, widths = {16, 16, 8, 8, 4}, cardinality = {4, 4, 2, 2, 1},"
+		  " blocks = {1, 0, 1, 2, 1}, classes = 3, ada = 'bgc' }", 0, 0, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		gf_net *n = build(cases[i].code, 2);

@@ -241,6 +241,29 @@ CASE(test_conv_strides, "conv strides/padding/rect",
 CASE(test_conv_winograd, "conv 3x3 (Winograd path)",
      "return { {'conv', 8, 8, 3, 1, 1}, {'tanh'}, {'conv', 8, 2, 3, 1, 1}, input_shape = {8, 12, 12} }", 2, 0, 0)
 CASE(test_tconv, "tconv", "return { {'tconv', 3, 4, 3, 2, 1, output_padding = 1}, {'tanh'}, input_shape = {3, 4, 4} }", 2, 0, 0)
+/* grouped convolutions (generic, depthwise direct, Winograd, sn) and the
+ * grouped transposed conv: J t and the weight term through the backend's
+ * grouped ops; R3GAN's bases and residual block */
+CASE(test_conv_groups, "conv groups (generic, depthwise, sn)",
+     "return { {'conv', 6, 9, 3, 2, 1, groups = 3}, {'tanh'}, {'conv', 9, 9, 3, 1, 1, groups = 9}, {'sigmoid'},"
+     " {'conv', 9, 6, 1, groups = 3, sn = true}, {'tanh'}, input_shape = {6, 7, 6} }", 2, 0, 0)
+CASE(test_conv_groups_winograd, "conv groups 2 (Winograd path)",
+     "return { {'conv', 16, 16, 3, 1, 1, groups = 2}, {'tanh'}, {'conv', 16, 2, 3, 1, 1}, input_shape = {16, 12, 12} }", 2, 0,
+     0)
+CASE(test_tconv_groups, "tconv groups",
+     "return { {'tconv', 4, 6, 3, 2, 1, output_padding = 1, groups = 2}, {'tanh'}, input_shape = {4, 3, 3} }", 2, 0, 0)
+CASE(test_r3gan_bases, "R3GAN's generative basis (path length form) and discriminative basis",
+     "return { {'linear', 5, 6, bias = false}, {'reshape', 6, 1, 1}, {'tconv', 6, 6, 4, groups = 6, bias = false}, {'tanh'},"
+     " {'conv', 6, 6, 4, groups = 6, bias = false}, {'flatten'}, {'linear', 6, 2, bias = false}, {'tanh'},"
+     " input_shape = {5} }", 3, 0, 0)
+/* R3GAN's residual block with tanh and sigmoid after its biases for the
+ * LeakyReLUs (piecewise linear: dP/dx is 0 between kinks and jumps across
+ * one; test_bias_act has them, test_nn_ref_r3gan the block itself) */
+CASE(test_r3gan_block, "R3GAN's residual block (smooth) + fir down",
+     "return { {'conv', 4, 8, 1, bias = false}, {'bias_act', 8, act = 'linear'}, {'tanh'},"
+     " {'conv', 8, 8, 3, 1, 1, groups = 4, bias = false}, {'bias_act', 8, act = 'linear'}, {'sigmoid'},"
+     " {'conv', 8, 4, 1, bias = false}, {'add', with = 'x'}, {'fir', down = 2}, {'flatten'}, {'linear', 16, 1},"
+     " input_shape = {4, 4, 4} }", 3, 0, 0)
 CASE(test_upconv_fused, "upsample + conv (sub-pixel)",
      "return { {'upsample', 2}, {'conv', 3, 5, 3, 1, 1}, {'tanh'}, input_shape = {3, 4, 3} }", 2, 0, 0)
 CASE(test_upconv_unfused, "upsample + conv (unfused)",
@@ -576,6 +599,11 @@ int main(void)
 		cmocka_unit_test(test_conv_strides),
 		cmocka_unit_test(test_conv_winograd),
 		cmocka_unit_test(test_tconv),
+		cmocka_unit_test(test_conv_groups),
+		cmocka_unit_test(test_conv_groups_winograd),
+		cmocka_unit_test(test_tconv_groups),
+		cmocka_unit_test(test_r3gan_bases),
+		cmocka_unit_test(test_r3gan_block),
 		cmocka_unit_test(test_upconv_fused),
 		cmocka_unit_test(test_upconv_unfused),
 		cmocka_unit_test(test_bn2d),

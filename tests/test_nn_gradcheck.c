@@ -264,6 +264,25 @@ CASE(test_conv_1x1, "conv 1x1", "return { {'conv', 3, 5, 1}, input_shape = {3, 4
 CASE(test_conv_k5, "conv 5x5 s2", "return { {'conv', 2, 5, 5, 2, 2, bias = false}, input_shape = {2, 8, 8} }", 2, 0, 0)
 CASE(test_tconv, "tconv", "return { {'tconv', 3, 4, 3, 2, 1, output_padding = 1}, input_shape = {3, 4, 4} }", 2, 0, 0)
 CASE(test_tconv_k4, "tconv k4", "return { {'tconv', 4, 2, 4, 2, 1}, input_shape = {4, 3, 3} }", 2, 0, 0)
+/* grouped convolutions: the generic path (per-group GEMMs), the direct one
+ * (depthwise), Winograd (8 channels a group at 12x12), 1x1, with sn and
+ * eqlr; the grouped transposed conv; R3GAN's generative basis (a
+ * depthwise 4x4 transposed conv of a (C, 1, 1) map) and discriminative
+ * basis (a depthwise 4x4 conv to (C, 1, 1)) */
+CASE(test_conv_groups, "conv groups 2, stride 2", "return { {'conv', 12, 6, 3, 2, 1, groups = 2}, input_shape = {12, 7, 7} }",
+     2, 0, 0)
+CASE(test_conv_depthwise, "conv depthwise", "return { {'conv', 4, 4, 3, 1, 1, groups = 4}, input_shape = {4, 5, 6} }", 2, 0, 0)
+CASE(test_conv_groups_winograd, "conv groups 2 (Winograd)",
+     "return { {'conv', 16, 16, 3, 1, 1, groups = 2, bias = false}, input_shape = {16, 12, 12} }", 2, 0, 0)
+CASE(test_conv_groups_1x1_sn_eqlr, "conv groups 1x1, sn, eqlr",
+     "return { {'conv', 10, 15, 1, groups = 5}, {'tanh'}, {'conv', 15, 9, 3, 1, 1, groups = 3, sn = true}, {'tanh'},"
+     " {'conv', 9, 6, 3, 1, 1, groups = 3, eqlr = true, lr_mul = 0.5}, input_shape = {10, 4, 5} }", 2, 0, 0)
+CASE(test_tconv_groups, "tconv groups 2",
+     "return { {'tconv', 4, 6, 3, 2, 1, output_padding = 1, groups = 2}, input_shape = {4, 3, 4} }", 2, 0, 0)
+CASE(test_r3gan_bases, "R3GAN's generative and discriminative bases",
+     "return { {'linear', 5, 6, bias = false}, {'reshape', 6, 1, 1}, {'tconv', 6, 6, 4, groups = 6, bias = false}, {'tanh'},"
+     " {'conv', 6, 6, 4, groups = 6, bias = false}, {'flatten'}, {'linear', 6, 2, bias = false}, input_shape = {5} }",
+     3, 0, 0)
 CASE(test_upconv_fused, "upsample+conv (sub-pixel)",
      "return { {'upsample', 2}, {'conv', 3, 5, 3, 1, 1}, input_shape = {3, 4, 3} }", 2, 0, 0)
 CASE(test_upconv_unfused, "upsample+conv (unfused)",
@@ -421,6 +440,12 @@ BACKBONE(test_dcgan_g, "DC-GAN G (size 8)", "return require('backbones.dcgan').G
 BACKBONE(test_dcgan_d, "DC-GAN D (size 16)", "return require('backbones.dcgan').D{ size = 16, channels = 2 }", 3, 0)
 BACKBONE(test_dcgan_cg, "DC-CGAN G (size 8)", "return require('backbones.dcgan').CG{ z = 6, size = 8, classes = 3 }", 3, 3)
 BACKBONE(test_dcgan_cd, "DC-CGAN D (size 16)", "return require('backbones.dcgan').CD{ size = 16, classes = 3 }", 3, 3)
+BACKBONE(test_r3gan_g, "R3GAN G (size 8, conditional)",
+         "return require('backbones.r3gan').G{ size = 8, z = 5, channels = 2, widths = {6, 4}, cardinality = 2, blocks = 1,"
+         " classes = 3, embed = 2 }", 3, 3)
+BACKBONE(test_r3gan_d, "R3GAN D (size 8, conditional)",
+         "return require('backbones.r3gan').D{ size = 8, channels = 2, widths = {6, 4}, cardinality = 2, blocks = {1, 2},"
+         " classes = 3, embed = 3 }", 3, 3)
 
 /* ---- losses ---- */
 
@@ -505,6 +530,12 @@ int main(void)
 		cmocka_unit_test(test_conv_k5),
 		cmocka_unit_test(test_tconv),
 		cmocka_unit_test(test_tconv_k4),
+		cmocka_unit_test(test_conv_groups),
+		cmocka_unit_test(test_conv_depthwise),
+		cmocka_unit_test(test_conv_groups_winograd),
+		cmocka_unit_test(test_conv_groups_1x1_sn_eqlr),
+		cmocka_unit_test(test_tconv_groups),
+		cmocka_unit_test(test_r3gan_bases),
 		cmocka_unit_test(test_upconv_fused),
 		cmocka_unit_test(test_upconv_unfused),
 		cmocka_unit_test(test_upsample3),
@@ -556,6 +587,8 @@ int main(void)
 		cmocka_unit_test(test_dcgan_d),
 		cmocka_unit_test(test_dcgan_cg),
 		cmocka_unit_test(test_dcgan_cd),
+		cmocka_unit_test(test_r3gan_g),
+		cmocka_unit_test(test_r3gan_d),
 		cmocka_unit_test(test_losses),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "test_nn_util.h"
+#include "test_nn_refcase.h"
 
 #define TOL 1e-3
 
@@ -41,22 +41,6 @@ static void check(const char *name, const float *a, size_t n, double scale)
 {
 	if (!nn_ref_check(ref, name, a, n, scale, TOL, &worst_seen))
 		fail();
-}
-
-/* The largest |reference| over the case's parameter gradients. */
-static double grad_scale(const char *c, const gf_view *v, size_t nv)
-{
-	double mx = 0;
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.g.%s", c, v[i].name);
-		if (gf_st_get(ref, name, &t))
-			continue;
-		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
-			mx = fmax(mx, fabs(((const float *)t.data)[j]));
-	}
-	return mx;
 }
 
 /* The tables the script's cases are (its comments repeat them). */
@@ -99,26 +83,12 @@ static const struct dbwd_case {
 	           " {'linear', 27, 1}, input_shape = {2, 3, 3} }", 0, 0 },
 };
 
-/* Writes the views of block b whose reference "<case>.<what>.<view>" exists. */
+/* Writes the views of block b whose reference "<case>.<what>.<view>" exists
+ * (every parameter has one). */
 static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
 {
-	size_t n, nv;
-	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
-	NN_OK(gf_net_read(net, b, host));
-	const gf_view *v = gf_net_views(net, b, &nv);
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t)) {
-			assert_true(b == GF_BUFFERS);   /* every parameter has its reference */
-			continue;
-		}
-		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
-		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
-	}
-	NN_OK(gf_net_write(net, b, host));
-	free(host);
+	nn_refcase rc = { ref, be, TOL, 0 };
+	nn_rc_load(&rc, net, c, b, what);
 }
 
 static void run_case(const struct dbwd_case *c)
@@ -142,37 +112,16 @@ static void run_case(const struct dbwd_case *c)
 	}
 	gf_rng_init(gf_net_rng(net), 5, 9);
 	NN_OK(gf_net_forward(net, &x, labels, GF_TRAIN));
-	gf_tensor out, dx;
+	gf_tensor out;
 	gf_net_output(net, &out);
 	size_t nw;
 	snprintf(name, sizeof(name), "%s.w", c->name);
 	float *w = nn_ref(ref, name, &nw);
 	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
 	NN_OK(gf_net_backward(net, w, GF_NEED_DX));
-	NN_OK(gf_net_dx(net, &dx));
-	size_t nx = (size_t)gf_tensor_numel(&dx);
-	float *t = malloc(nx * sizeof(float));
-	double pen = 0;
-	for (size_t i = 0; i < nx; i++) {
-		t[i] = ((const float *)dx.data)[i];
-		pen += 0.5 * (double)t[i] * t[i];
-	}
-	float pf = (float)pen;
-	snprintf(name, sizeof(name), "%s.P", c->name);
-	check(name, &pf, 1, 0);
-	NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-	NN_OK(gf_net_dx(net, &dx));
-	snprintf(name, sizeof(name), "%s.dPdx", c->name);
-	check(name, dx.data, nx, 0);
-	size_t nv;
-	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
-	const float *g = gf_net_block(net, GF_GRADS, NULL);
-	double scale = grad_scale(c->name, v, nv);
-	for (size_t i = 0; i < nv; i++) {
-		snprintf(name, sizeof(name), "%s.g.%s", c->name, v[i].name);
-		check(name, g + v[i].offset, v[i].numel, scale);
-	}
-	free(t);
+	nn_refcase rc = { ref, be, TOL, worst_seen };
+	nn_rc_dbwd(&rc, net, c->name, "g");   /* this file's g: the penalty's gradients */
+	worst_seen = rc.worst;
 	free(w);
 	gf_net_destroy(net);
 }

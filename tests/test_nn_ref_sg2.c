@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "test_nn_util.h"
+#include "test_nn_refcase.h"
 
 #define TOL 1e-3
 
@@ -36,29 +36,6 @@ static int teardown(void **state)
 	fprintf(stderr, "largest relative error: %.3g (tolerance %.1g)\n", worst_seen, TOL);
 	nn_ref_close(ref, be);
 	return 0;
-}
-
-/* a against reference `name` (nn_ref_check: relative error, floor 1e-2 of
- * the larger of the reference's largest entry and `scale`). */
-static void check(const char *name, const float *a, size_t n, double scale)
-{
-	if (!nn_ref_check(ref, name, a, n, scale, TOL, &worst_seen))
-		fail();
-}
-
-static double grad_scale(const char *c, const char *what, const gf_view *v, size_t nv)
-{
-	double mx = 0;
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t))
-			continue;
-		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
-			mx = fmax(mx, fabs(((const float *)t.data)[j]));
-	}
-	return mx;
 }
 
 /* The tables the script's cases are (its comments repeat them). */
@@ -111,87 +88,13 @@ static const struct sg2_case {
 	  1 },
 };
 
-/* Writes the views of block b whose reference "<case>.<what>.<view>" exists. */
-static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
-{
-	size_t n, nv;
-	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
-	NN_OK(gf_net_read(net, b, host));
-	const gf_view *v = gf_net_views(net, b, &nv);
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t)) {
-			assert_true(b == GF_BUFFERS);   /* every parameter has its reference */
-			continue;
-		}
-		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
-		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
-	}
-	NN_OK(gf_net_write(net, b, host));
-	free(host);
-}
-
-static void check_grads(gf_net *net, const char *c, const char *what)
-{
-	char name[160];
-	size_t nv;
-	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
-	const float *g = gf_net_block(net, GF_GRADS, NULL);
-	double scale = grad_scale(c, what, v, nv);
-	for (size_t i = 0; i < nv; i++) {
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		check(name, g + v[i].offset, v[i].numel, scale);
-	}
-}
-
 static void run_case(const struct sg2_case *c, unsigned flags)
 {
-	char code[1600], name[160];
+	char code[1600];
 	snprintf(code, sizeof(code), strncmp(c->table, "local ", 6) ? "return %s" : "%s", c->table);   /* a table, or Lua code */
-	gf_tensor x;
-	snprintf(name, sizeof(name), "%s.x", c->name);
-	NN_OK(gf_st_get(ref, name, &x));
-	gf_net *net;
-	NN_OK(nn_build(&net, be, code, (int)x.shape[0], flags));
-	load_block(net, c->name, GF_PARAMS, "p");
-	load_block(net, c->name, GF_BUFFERS, "b");
-	NN_OK(gf_net_forward(net, &x, NULL, GF_TRAIN));
-	gf_tensor out, dx;
-	gf_net_output(net, &out);
-	snprintf(name, sizeof(name), "%s.y", c->name);
-	check(name, out.data, (size_t)gf_tensor_numel(&out), 0);
-	size_t nw;
-	snprintf(name, sizeof(name), "%s.w", c->name);
-	float *w = nn_ref(ref, name, &nw);
-	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
-	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
-	NN_OK(gf_net_dx(net, &dx));
-	size_t nx = (size_t)gf_tensor_numel(&dx);
-	snprintf(name, sizeof(name), "%s.dx", c->name);
-	check(name, dx.data, nx, 0);
-	check_grads(net, c->name, "g");
-	if (c->dbwd) {
-		NN_OK(gf_net_check_backward2(net));
-		float *t = malloc(nx * sizeof(float));
-		double pen = 0;
-		for (size_t i = 0; i < nx; i++) {
-			t[i] = ((const float *)dx.data)[i];
-			pen += 0.5 * (double)t[i] * t[i];
-		}
-		float pf = (float)pen;
-		snprintf(name, sizeof(name), "%s.P", c->name);
-		check(name, &pf, 1, 0);
-		NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-		NN_OK(gf_net_dx(net, &dx));
-		snprintf(name, sizeof(name), "%s.dPdx", c->name);
-		check(name, dx.data, nx, 0);
-		check_grads(net, c->name, "g2");
-		free(t);
-	}
-	free(w);
-	gf_net_destroy(net);
+	nn_refcase rc = { ref, be, TOL, worst_seen };
+	nn_rc_run(&rc, c->name, code, c->dbwd, flags);
+	worst_seen = rc.worst;
 }
 
 static void test_cases(void **state)

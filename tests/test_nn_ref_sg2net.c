@@ -18,7 +18,7 @@
 
 #include <ganflow/train.h>
 
-#include "test_nn_util.h"
+#include "test_nn_refcase.h"
 
 #define TOL 2e-3
 
@@ -45,67 +45,35 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* a against reference `name` (nn_ref_check: relative error, floor 1e-2 of
- * the larger of the reference's largest entry and `scale`). */
+/* The checks of test_nn_refcase.h on the current reference file (ref: the
+ * tests below switch files), the worst error kept across them. */
+static nn_refcase at_ref(void)
+{
+	nn_refcase rc = { ref, be, TOL, worst_seen };
+	return rc;
+}
+
 static void check(const char *name, const float *a, size_t n, double scale)
 {
-	if (!nn_ref_check(ref, name, a, n, scale, TOL, &worst_seen))
-		fail();
+	nn_refcase rc = at_ref();
+	nn_rc_check(&rc, name, a, n, scale);
+	worst_seen = rc.worst;
 }
 
-/* the largest reference gradient of the case, as the floor of check */
-static double grad_scale(const char *c, const char *what, const gf_view *v, size_t nv)
-{
-	double mx = 0;
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t))
-			continue;
-		for (int64_t j = 0; j < gf_tensor_numel(&t); j++)
-			mx = fmax(mx, fabs(((const float *)t.data)[j]));
-	}
-	return mx;
-}
-
-/* Writes every parameter from "<case>.p.<view>" (each must exist: the two
- * networks have the same parameters) and the buffers that have a reference
- * (the FIR filters are the layers' own). */
+/* every parameter from "<case>.p.<view>" (the two networks have the same
+ * parameters), the buffers that have a reference (the FIR filters are the
+ * layers' own) */
 static void load_block(gf_net *net, const char *c, gf_block b, const char *what)
 {
-	size_t n, nv;
-	float *host = calloc(1, (gf_net_block(net, b, &n), n ? n : 1) * sizeof(float));
-	NN_OK(gf_net_read(net, b, host));
-	const gf_view *v = gf_net_views(net, b, &nv);
-	char name[160];
-	for (size_t i = 0; i < nv; i++) {
-		gf_tensor t;
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		if (gf_st_get(ref, name, &t)) {
-			if (b == GF_PARAMS)
-				fprintf(stderr, "no reference for parameter %s\n", name);
-			assert_true(b == GF_BUFFERS);
-			continue;
-		}
-		assert_int_equal(gf_tensor_numel(&t), v[i].numel);
-		memcpy(host + v[i].offset, t.data, v[i].numel * sizeof(float));
-	}
-	NN_OK(gf_net_write(net, b, host));
-	free(host);
+	nn_refcase rc = at_ref();
+	nn_rc_load(&rc, net, c, b, what);
 }
 
 static void check_grads(gf_net *net, const char *c, const char *what)
 {
-	char name[160];
-	size_t nv;
-	const gf_view *v = gf_net_views(net, GF_PARAMS, &nv);
-	const float *g = gf_net_block(net, GF_GRADS, NULL);
-	double scale = grad_scale(c, what, v, nv);
-	for (size_t i = 0; i < nv; i++) {
-		snprintf(name, sizeof(name), "%s.%s.%s", c, what, v[i].name);
-		check(name, g + v[i].offset, v[i].numel, scale);
-	}
+	nn_refcase rc = at_ref();
+	nn_rc_check_grads(&rc, net, c, what);
+	worst_seen = rc.worst;
 }
 
 static const float *buffer(gf_net *net, const char *view)
@@ -121,67 +89,23 @@ static const float *buffer(gf_net *net, const char *view)
 
 static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
 {
-	char name[160];
-	gf_tensor x, lf;
-	snprintf(name, sizeof(name), "%s.x", c);
-	NN_OK(gf_st_get(ref, name, &x));
-	snprintf(name, sizeof(name), "%s.labels", c);
-	NN_OK(gf_st_get(ref, name, &lf));
-	int B = (int)x.shape[0];
-	int32_t lab[16];
-	for (int i = 0; i < B; i++)
-		lab[i] = (int32_t)((const float *)lf.data)[i];
-	gf_tensor labels = nn_tensor(NULL, 1, B);
-	labels.dtype = GF_I32;
-	labels.data = lab;
-	gf_net *net;
-	NN_OK(nn_build(&net, be, code, B, flags));
-	load_block(net, c, GF_PARAMS, "p");
-	load_block(net, c, GF_BUFFERS, "b");
-	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
-	gf_tensor out, dx;
-	gf_net_output(net, &out);
-	snprintf(name, sizeof(name), "%s.y", c);
-	check(name, out.data, (size_t)gf_tensor_numel(&out), 0);
+	nn_refcase rc = at_ref();
+	int32_t lab[64];
+	gf_net *net = nn_rc_forward(&rc, c, code, flags, lab);
 	if (!strcmp(c, "g")) {
+		char name[160];
 		snprintf(name, sizeof(name), "%s.w_avg", c);
-		check(name, buffer(net, "w.w_avg"), 5, 0);
+		nn_rc_check(&rc, name, buffer(net, "w.w_avg"), 5, 0);
 	}
-	size_t nw;
-	snprintf(name, sizeof(name), "%s.w", c);
-	float *w = nn_ref(ref, name, &nw);
-	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
-	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
-	NN_OK(gf_net_dx(net, &dx));
-	size_t nx = (size_t)gf_tensor_numel(&dx);
-	snprintf(name, sizeof(name), "%s.dx", c);
-	check(name, dx.data, nx, 0);
-	check_grads(net, c, "g");
-	if (dbwd) {
-		NN_OK(gf_net_check_backward2(net));
-		float *t = malloc(nx * sizeof(float));
-		double pen = 0;
-		for (size_t i = 0; i < nx; i++) {
-			t[i] = ((const float *)dx.data)[i];
-			pen += 0.5 * (double)t[i] * t[i];
-		}
-		float pf = (float)pen;
-		snprintf(name, sizeof(name), "%s.P", c);
-		check(name, &pf, 1, 0);
-		NN_OK(gf_net_backward2(net, t, NULL, GF_NEED_DW | GF_NEED_DX));
-		NN_OK(gf_net_dx(net, &dx));
-		snprintf(name, sizeof(name), "%s.dPdx", c);
-		check(name, dx.data, nx, 0);
-		check_grads(net, c, "g2");
-		free(t);
-	} else {
+	nn_rc_backward(&rc, net, c, dbwd);
+	worst_seen = rc.worst;
+	if (!dbwd) {
 		/* the mapping's norm2 has no double backward: without the ws
 		 * as penalty points (pl = true) the penalty is refused by name */
 		assert_int_equal(gf_net_penalty_points(net), 0);
 		assert_int_not_equal(gf_net_check_backward2(net), 0);
 		assert_non_null(strstr(gf_errmsg(), "norm2"));
 	}
-	free(w);
 	gf_net_destroy(net);
 }
 

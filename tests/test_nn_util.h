@@ -251,12 +251,20 @@ static inline gf_backend *nn_cpu(int threads)
 	return be;
 }
 
-/* The direct convolution of d in double: y = conv(x, w) + b, or with dy
- * its input and weight gradients dx and dw instead. */
+/* The elements of d's weight (cout, cin / groups, kh, kw). */
+static inline size_t nn_conv_wsize(const gf_conv_desc *d)
+{
+	return (size_t)d->cout * (d->cin / gf_conv_groups(d)) * d->kh * d->kw;
+}
+
+/* The direct convolution of d in double (grouped when d->groups > 1): y =
+ * conv(x, w) + b, or with dy its input and weight gradients dx and dw
+ * instead. */
 static inline void nn_conv_ref(const gf_conv_desc *d, const float *x, const float *w, const float *b,
                                const float *dy, double *y, double *dx, double *dw)
 {
-	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	size_t nx = (size_t)d->n * d->cin * d->h * d->w, nw = nn_conv_wsize(d);
+	int cg = d->cin / gf_conv_groups(d), og = d->cout / gf_conv_groups(d);
 	if (dy) {
 		memset(dx, 0, nx * sizeof(double));
 		memset(dw, 0, nw * sizeof(double));
@@ -267,14 +275,14 @@ static inline void nn_conv_ref(const gf_conv_desc *d, const float *x, const floa
 				for (int j = 0; j < d->wout; j++) {
 					size_t yi = (((size_t)n * d->cout + co) * d->hout + i) * d->wout + j;
 					double acc = b ? b[co] : 0.0;
-					for (int c = 0; c < d->cin; c++)
+					for (int c = 0; c < cg; c++)
 						for (int ky = 0; ky < d->kh; ky++)
 							for (int kx = 0; kx < d->kw; kx++) {
 								int iy = i * d->sh - d->ph + ky, ix = j * d->sw - d->pw + kx;
 								if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
 									continue;
-								size_t xi = (((size_t)n * d->cin + c) * d->h + iy) * d->w + ix;
-								size_t wi = (((size_t)co * d->cin + c) * d->kh + ky) * d->kw + kx;
+								size_t xi = (((size_t)n * d->cin + co / og * cg + c) * d->h + iy) * d->w + ix;
+								size_t wi = (((size_t)co * cg + c) * d->kh + ky) * d->kw + kx;
 								if (dy) {
 									dx[xi] += (double)dy[yi] * w[wi];
 									dw[wi] += (double)dy[yi] * x[xi];
@@ -317,7 +325,7 @@ static inline void nn_conv_near(const char *what, const gf_conv_desc *d, const f
 static inline void nn_conv_threads_same(const gf_conv_desc *d)
 {
 	size_t nx = (size_t)d->n * d->cin * d->h * d->w, ny = (size_t)d->n * d->cout * d->hout * d->wout,
-	       nw = (size_t)d->cout * d->cin * d->kh * d->kw;
+	       nw = nn_conv_wsize(d);
 	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *dy = malloc(ny * sizeof(float));
 	float *y[2], *dx[2], *dw[2];
 	assert_non_null(x && w && dy);

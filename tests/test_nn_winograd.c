@@ -2,8 +2,8 @@
  * core/nn/cpu/winograd_cpu.c) against a direct convolution in double:
  * forward (with and without bias), input and weight gradients (each alone
  * and both, overwritten and accumulated), odd and even sizes, several
- * chunks of samples; and the same bits with 1 and 3
- * threads. The PyTorch references of SNGAN/BigGAN blocks and Inception
+ * chunks of samples, grouped convolutions (8 or more channels a group); and
+ * the same bits with 1 and 3 threads. The PyTorch references of SNGAN/BigGAN blocks and Inception
  * (test_nn_ref4, test_nn_ref_incep) exercise the same path through
  * networks. */
 #include <setjmp.h>
@@ -19,21 +19,25 @@
 
 struct shape {
 	int n, cin, cout, h, w;
+	int groups;   /* 0: dense */
 };
 
 /* every one takes the Winograd path (gf_cpu_winograd_ok) */
 static const struct shape shapes[] = {
-	{ 3, 8, 9, 13, 15 },    /* odd both ways: half tiles right and below */
-	{ 2, 16, 8, 12, 12 },
-	{ 1, 9, 8, 12, 17 },
-	{ 2, 8, 16, 17, 13 },
-	{ 2, 256, 256, 9, 8 },  /* small planes, many channels */
-	{ 3, 8, 8, 128, 96 },   /* chunks of 2 + 1 samples forward, 1 backward */
+	{ 3, 8, 9, 13, 15, 0 },    /* odd both ways: half tiles right and below */
+	{ 2, 16, 8, 12, 12, 0 },
+	{ 1, 9, 8, 12, 17, 0 },
+	{ 2, 8, 16, 17, 13, 0 },
+	{ 2, 256, 256, 9, 8, 0 },  /* small planes, many channels */
+	{ 3, 8, 8, 128, 96, 0 },   /* chunks of 2 + 1 samples forward, 1 backward */
+	{ 2, 32, 16, 12, 13, 2 },   /* 16 -> 8 a group */
+	{ 2, 64, 64, 16, 16, 4 },   /* R3GAN's grouped 3x3: 16 channels a group */
+	{ 3, 24, 24, 64, 48, 3 },   /* several chunks, grouped */
 };
 
 static gf_conv_desc desc_of(const struct shape *s)
 {
-	gf_conv_desc d = { s->n, s->cin, s->h, s->w, s->cout, s->h, s->w, 3, 3, 1, 1, 1, 1, 1, GF_F32, GF_NCHW };
+	gf_conv_desc d = { s->n, s->cin, s->h, s->w, s->cout, s->h, s->w, 3, 3, 1, 1, 1, 1, 1, GF_F32, GF_NCHW, s->groups };
 	return d;
 }
 
@@ -45,14 +49,14 @@ static void test_against_direct(void **state)
 		const struct shape *s = &shapes[k];
 		gf_conv_desc d = desc_of(s);
 		size_t nx = (size_t)s->n * s->cin * s->h * s->w, ny = (size_t)s->n * s->cout * s->h * s->w,
-		       nw = (size_t)s->cout * s->cin * 9;
+		       nw = nn_conv_wsize(&d);
 		float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *b = malloc(s->cout * sizeof(float));
 		float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
 		float *dx = malloc(nx * sizeof(float)), *dw = malloc(nw * sizeof(float)), *db = malloc(s->cout * sizeof(float));
 		double *ry = malloc(ny * sizeof(double)), *rdx = malloc(nx * sizeof(double)), *rdw = malloc(nw * sizeof(double));
 		assert_non_null(x && w && b && y && dy && dx && dw && db && ry && rdx && rdw);
 		nn_fill(x, nx, 10 + k, 1.0f, 0.0f);
-		nn_fill(w, nw, 20 + k, 1.0f / sqrtf(9.0f * s->cin), 0.0f);
+		nn_fill(w, nw, 20 + k, 1.0f / sqrtf(9.0f * (s->cin / gf_conv_groups(&d))), 0.0f);
 		nn_fill(b, s->cout, 30 + k, 0.5f, 0.0f);
 		nn_fill(dy, ny, 40 + k, 1.0f, 0.0f);
 
@@ -87,8 +91,11 @@ static void test_against_direct(void **state)
 static void test_threads(void **state)
 {
 	(void)state;
-	const struct shape s = { 5, 24, 16, 13, 12 };
+	const struct shape s = { 5, 24, 16, 13, 12, 0 };
 	gf_conv_desc d = desc_of(&s);
+	nn_conv_threads_same(&d);
+	const struct shape sg = { 5, 32, 16, 13, 12, 2 };
+	d = desc_of(&sg);
 	nn_conv_threads_same(&d);
 }
 

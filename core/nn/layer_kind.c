@@ -49,6 +49,17 @@ int gf_layer_expect_image(const struct layer *l, const struct node *in, int chan
 	return 0;
 }
 
+int gf_layer_check_groups(const gf_layer_net *net, const struct layer *l, int groups, int cin, int cout)
+{
+	if (cin % groups || cout % groups)
+		return gf_layer_err(GF_EPARAM, l, "groups = %d must divide the %d input and %d output channels", groups, cin,
+		                    cout);
+	if (groups > 1 && !(net->be->caps & GF_CAP_CONV_GROUPS))
+		return gf_layer_err(GF_EUNSUPPORTED, l, "groups = %d: backend %s has no grouped convolutions", groups,
+		                    net->be->ops->name);
+	return 0;
+}
+
 gf_conv_desc gf_layer_conv_desc(const struct node *x, const struct node *y, int k, int stride, int pad, int B)
 {
 	gf_conv_desc d;
@@ -234,12 +245,14 @@ int gf_layer_init_fan_in(gf_layer_net *net, struct layer *l, gf_rng *rng, float 
 	float bound = (float)(1.0 / sqrt(fan_in));
 	if (l->init == INIT_DCGAN)
 		gf_rng_normal(rng, host, nw, 0.0f, 0.02f);
+	else if (l->init == INIT_MSR)   /* drawn even at gain 0 (R3GAN's zero layers): later layers draw the same */
+		gf_rng_normal(rng, host, nw, 0.0f, (float)(l->init_gain / sqrt(fan_in)));
 	else
 		gf_rng_uniform(rng, host, nw, -bound, bound);
 	int rc = gf_layer_upload(net, l, 0, host);
 	if (rc || !nb)
 		return rc;
-	if (l->init == INIT_DCGAN)
+	if (l->init == INIT_DCGAN || l->init == INIT_MSR)
 		return net->be->ops->fill(net->be, layer_param(net, l, 1), nb, 0.0f);
 	gf_rng_uniform(rng, host, nb, -bound, bound);
 	return gf_layer_upload(net, l, 1, host);

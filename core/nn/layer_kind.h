@@ -35,7 +35,9 @@
 
 typedef struct gf_layer_kind gf_layer_kind;
 
-enum { INIT_TORCH = 0, INIT_DCGAN };
+/* init = "torch", "dcgan", or "msr" (variance scaling: N(0, init_gain^2 /
+ * fan_in) weights and zero biases, R3GAN's MSRInitializer) */
+enum { INIT_TORCH = 0, INIT_DCGAN, INIT_MSR };
 
 #define MAX_SDIMS (GF_MAX_DIMS - 1)   /* per-sample dimensions */
 #define LAYER_MAX_TENSORS 8           /* parameters, buffers, saved tensors: each per layer (cbn: 4, 6, 4) */
@@ -81,6 +83,7 @@ struct layer {
 	char name[48];       /* user name ("" when none) */
 	int in, with, out;   /* node ids; with = -1 unless the kind reads a second input */
 	int init;            /* INIT_*: the entry's init key, else the network's */
+	float init_gain;     /* INIT_MSR's gain (the entry's init_gain, default 1) */
 
 	/* declared by the kind's shapes (gf_layer_param, _buffer, _save) and
 	 * laid out by net_build.c (offsets) and net.c (saved workspace) */
@@ -179,7 +182,7 @@ struct gf_layer_kind {
 	const char *name;               /* the Lua key and canonical type name: {"conv", ...} */
 	const char *const *aliases;     /* other keys for it, NULL-terminated; may be NULL */
 	int min_pos, max_pos;           /* positional arguments after the type */
-	const char *keys[12];           /* named keys besides name and input */
+	const char *keys[16];           /* named keys besides name and input */
 	unsigned flags;                 /* GF_LK_* */
 	int variant;                    /* for kinds that share one file's functions (the
 	                                 * activations, poolings, dropouts): which one */
@@ -258,6 +261,10 @@ char *gf_layer_shape_str(const struct node *n, char *buf, size_t size);
  * when channels is 0). */
 int gf_layer_expect_image(const struct layer *l, const struct node *in, int channels);
 
+/* GF_EPARAM unless groups divides cin and cout; GF_EUNSUPPORTED for groups
+ * > 1 on a backend without grouped convolutions (GF_CAP_CONV_GROUPS). */
+int gf_layer_check_groups(const gf_layer_net *net, const struct layer *l, int groups, int cin, int cout);
+
 /* The f32 NCHW descriptor of a square k x k convolution from image node x
  * to image node y at batch B (up = 1): conv.c runs it from its input to its
  * output, tconv.c from its output to its input. */
@@ -296,8 +303,9 @@ int gf_layer_save(struct layer *l, size_t n);
 /* ---- initialisation (layer_kind.c) ---- */
 
 /* Weight (param 0) and bias (param 1, when declared) of a linear or
- * convolution: PyTorch's default, U(+-1/sqrt(fan_in)) for both, or with
- * init = "dcgan" N(0, 0.02) and a zero bias. */
+ * convolution: PyTorch's default, U(+-1/sqrt(fan_in)) for both, with
+ * init = "dcgan" N(0, 0.02) and a zero bias, with init = "msr"
+ * N(0, (init_gain / sqrt(fan_in))^2) and a zero bias. */
 int gf_layer_init_fan_in(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host, double fan_in);
 /* Copies host (param i's size) into parameter i. */
 int gf_layer_upload(gf_layer_net *net, const struct layer *l, int i, const float *host);

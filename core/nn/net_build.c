@@ -34,6 +34,8 @@ static int parse_init(const gf_value *v, int def, int *out)
 		*out = INIT_TORCH;
 	else if (strcmp(s, "dcgan") == 0 || strcmp(s, "normal") == 0)
 		*out = INIT_DCGAN;
+	else if (strcmp(s, "msr") == 0)
+		*out = INIT_MSR;
 	else
 		return -1;
 	return 0;
@@ -128,7 +130,14 @@ static int parse_layer(gf_net *net, struct layer *l, const gf_value *v)
 	l->init = net->init;
 	const gf_value *init = gf_value_get(v, "init");
 	if (init && parse_init(init, net->init, &l->init))
-		return gf_layer_err(GF_EPARAM, l, "init must be \"torch\" or \"dcgan\"");
+		return gf_layer_err(GF_EPARAM, l, "init must be \"torch\", \"dcgan\" or \"msr\"");
+	/* init_gain: a key of the kinds whose init knows "msr" (check_keys) */
+	if ((rc = gf_layer_arg_num(&a, -1, "init_gain", 1.0, &l->init_gain)))
+		return rc;
+	if (gf_value_get(v, "init_gain") && l->init != INIT_MSR)
+		return gf_layer_err(GF_EPARAM, l, "init_gain needs init = \"msr\"");
+	if (!(l->init_gain >= 0.0f))
+		return gf_layer_err(GF_EPARAM, l, "init_gain = %g must be >= 0", (double)l->init_gain);
 	if (k->parse && (rc = k->parse(&net->k, l, &a)))
 		return rc;
 
@@ -267,7 +276,7 @@ int gf_net_parse(gf_net *net, const gf_value *table, const gf_net_opts *opts)
 		}
 	}
 	if (parse_init(gf_value_get(table, "init"), INIT_TORCH, &net->init))
-		return gf_seterr(GF_EPARAM, "network: init must be \"torch\" or \"dcgan\"");
+		return gf_seterr(GF_EPARAM, "network: init must be \"torch\", \"dcgan\" or \"msr\"");
 	int ok;
 	net->k.classes = (int)gf_value_as_int(gf_value_get(table, "classes"), 0, &ok);
 	if (!ok || net->k.classes < 0)

@@ -15,8 +15,8 @@ needs is checked (name, shape) before anything is loaded.
 Layer kinds and their PyTorch modules (the nn engine's semantics):
 
     linear      nn.Linear(in, out, bias)
-    conv        nn.Conv2d(in, out, k, stride, pad, bias)
-    tconv       nn.ConvTranspose2d(in, out, k, stride, pad, output_padding, bias)
+    conv        nn.Conv2d(in, out, k, stride, pad, bias, groups)
+    tconv       nn.ConvTranspose2d(in, out, k, stride, pad, output_padding, bias, groups)
     upsample    nn.Upsample(scale_factor=scale, mode="nearest")
     bn          nn.BatchNorm1d on (C) or (C, L), nn.BatchNorm2d on (C, H, W) (eps, momentum, affine)
     relu, lrelu nn.ReLU, nn.LeakyReLU(slope)
@@ -265,17 +265,19 @@ class EqLinear(nn.Module):
 
 
 class EqConv(nn.Module):
-    """conv with eqlr: F.conv2d(x, weight * lr_mul / sqrt(in kh kw), bias * lr_mul, stride, padding)."""
+    """conv with eqlr: F.conv2d(x, weight * lr_mul / sqrt(in/groups kh kw), bias * lr_mul, stride, padding,
+    groups=groups)."""
 
-    def __init__(self, cin, cout, kh, kw, stride, ph, pw, bias, lr_mul):
+    def __init__(self, cin, cout, kh, kw, stride, ph, pw, bias, lr_mul, groups=1):
         super().__init__()
-        self.weight = nn.Parameter(torch.zeros(cout, cin, kh, kw))
+        self.weight = nn.Parameter(torch.zeros(cout, cin // groups, kh, kw))
         self.bias = nn.Parameter(torch.zeros(cout)) if bias else None
-        self.wg, self.lr_mul, self.stride, self.pad = lr_mul / (cin * kh * kw) ** 0.5, lr_mul, stride, (ph, pw)
+        self.wg, self.lr_mul, self.stride, self.pad = lr_mul / (cin // groups * kh * kw) ** 0.5, lr_mul, stride, (ph, pw)
+        self.groups = groups
 
     def forward(self, x):
         return F.conv2d(x, self.weight * self.wg, None if self.bias is None else self.bias * self.lr_mul,
-                        self.stride, self.pad)
+                        self.stride, self.pad, groups=self.groups)
 
 
 class Fir(nn.Module):
@@ -574,17 +576,22 @@ class GanflowNet(nn.Module):
             cin, cout, ks = l.int(0, None), l.int(1, None), l.int(2, None)
             stride, pad = l.int(3, "stride", 1), l.int(4, "pad", 0)
             bias = bool(l.get(None, "bias", True))
+            groups = l.int(None, "groups", 1)
             image(cin)
+            if groups < 1 or cin % groups or cout % groups:
+                raise l.error(f"groups = {groups} must divide the {cin} input and {cout} output channels")
             if k == "conv":
                 kh, kw = l.int(None, "kh", ks), l.int(None, "kw", ks)
                 ph, pw = l.int(None, "ph", pad), l.int(None, "pw", pad)
                 h, w = (s[1] + 2 * ph - kh) // stride + 1, (s[2] + 2 * pw - kw) // stride + 1
                 if l.get(None, "eqlr", False):
-                    return EqConv(cin, cout, kh, kw, stride, ph, pw, bias, float(l.get(None, "lr_mul", 1))), (cout, h, w)
-                return nn.Conv2d(cin, cout, (kh, kw), stride, (ph, pw), bias=bias), (cout, h, w)
+                    return (EqConv(cin, cout, kh, kw, stride, ph, pw, bias, float(l.get(None, "lr_mul", 1)), groups),
+                            (cout, h, w))
+                return nn.Conv2d(cin, cout, (kh, kw), stride, (ph, pw), bias=bias, groups=groups), (cout, h, w)
             opad = l.int(5, "output_padding", 0)
             h, w = [(d - 1) * stride - 2 * pad + ks + opad for d in s[1:]]
-            return nn.ConvTranspose2d(cin, cout, ks, stride, pad, output_padding=opad, bias=bias), (cout, h, w)
+            return (nn.ConvTranspose2d(cin, cout, ks, stride, pad, output_padding=opad, bias=bias, groups=groups),
+                    (cout, h, w))
         if k == "upsample":
             scale = l.int(0, "scale", 2)
             mode = l.get(None, "mode", "nearest")

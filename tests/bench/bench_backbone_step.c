@@ -12,6 +12,10 @@
  *   stylegan2_cond  the same with classes = 10 (label embedding in the mapping, cmap in D)
  *   pix2pix      U-Net G (ngf 32) and PatchGAN D (ndf 32) at 32x32x1 (pix2pix_edges's config),
  *                batch 16: D on (A, B) and (A, G(A)), G's loss BCE + 100 L1
+ *   r3gan        R3GAN 32x32x1 at CPU width (widths 64 at every stage, cardinality 8: 16 channels
+ *                a group as the paper's, 1 block per stage, z 64), n_dis 1 (the networks, not
+ *                R3GAN's loss: hinge here too)
+ *   r3gan_cond   the same with the class embedding in G and the projection in D (classes = 10)
  *
  * batch 64 (pix2pix 16), 2 threads (the peer with OMP_NUM_THREADS and torch threads
  * equal). Prints images/s of each side (the best of `repeat` timings of
@@ -19,7 +23,8 @@
  * GFLOP/s and OpenBLAS's SGEMM GFLOP/s (1024^3, same threads) measured in
  * the same run; last line "backbone_step: worst_ratio=X target=1.3".
  *
- * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] [rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix] [peer=1]
+ * usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2]
+ *        [rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix,r3gan,r3gan_cond] [peer=1]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +60,13 @@ static const struct row rows[] = {
 	{ "pix2pix", "pix2pix 32x32x1 ngf/ndf 32, batch 16",
 	  "return require('backbones.pix2pix').G{ size = 32, channels = 1, ngf = 32 }",
 	  "return require('backbones.pix2pix').D{ size = 32, channels = 1, ndf = 32 }", 0, 0, 1 },
+	{ "r3gan", "R3GAN 32x32x1 widths 64, card 8, 1 block/stage",
+	  "return require('backbones.r3gan').G{ channels = 1, widths = 64, cardinality = 8, blocks = 1 }",
+	  "return require('backbones.r3gan').D{ channels = 1, widths = 64, cardinality = 8, blocks = 1 }", 64, 0, 1 },
+	{ "r3gan_cond", "R3GAN + class embedding/projection, 10 classes",
+	  "return require('backbones.r3gan').G{ channels = 1, widths = 64, cardinality = 8, blocks = 1, classes = 10 }",
+	  "return require('backbones.r3gan').D{ channels = 1, widths = 64, cardinality = 8, blocks = 1, classes = 10 }", 64,
+	  10, 1 },
 };
 
 #define CHECK(what, call)                                                                     \
@@ -269,7 +281,7 @@ static double peer(const struct row *r, int batch, int iters, int repeat, int th
 int main(int argc, char **argv)
 {
 	int batch = 64, iters = 3, repeat = 2, threads = 2, use_peer = 1;
-	const char *want = "sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix";
+	const char *want = "sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix,r3gan,r3gan_cond";
 	for (int i = 1; i < argc; i++) {
 		const char *v;
 		if (bench_arg(argv[i], "batch", &v)) batch = atoi(v);
@@ -280,7 +292,8 @@ int main(int argc, char **argv)
 		else if (bench_arg(argv[i], "peer", &v)) use_peer = atoi(v);
 		else {
 			fprintf(stderr, "usage: bench_backbone_step [batch=64] [iters=3] [repeat=2] [threads=2] "
-			                "[rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix] [peer=1]\n");
+			                "[rows=sngan,sngan_cond,biggan,stylegan2,stylegan2_cond,pix2pix,r3gan,r3gan_cond] "
+			                "[peer=1]\n");
 			return 2;
 		}
 	}

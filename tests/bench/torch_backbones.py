@@ -436,6 +436,120 @@ class SG2_D(nn.Module):
             x = (x * c).sum(dim=1, keepdim=True) / self.ch ** 0.5
         return x
 
+# ---- R3GAN (Huang et al. 2024): the modern ResNet of luaconf/backbones/r3gan.lua
+# written with torch.nn from the paper's description (grouped convolutions, no
+# normalisation, [1, 2, 1] interpolative resampling, generative and
+# discriminative bases), R3GAN's initialisation; widths, cardinality and blocks
+# per stage from 4x4 up ----
+
+def msr(m, gain=1.0):
+    """N(0, gain^2 / fan_in) weights, zero biases (fan_in as PyTorch's: weight.size(1) * kernel)."""
+    w = m.weight
+    fan_in = w.shape[1] * (w[0][0].numel() if w.dim() > 2 else 1)
+    with torch.no_grad():
+        w.normal_(0, gain / fan_in ** 0.5)
+        if getattr(m, "bias", None) is not None:
+            m.bias.zero_()
+    return m
+
+
+def r3_up(x):
+    """R3GAN's interpolative x2 upsampling: [1, 2, 1] convolved with [1, 1] is [1, 3, 3, 1], upfirdn2d's
+    reference path (fir above: zero insertion and a depthwise conv, the fastest of the torch forms measured:
+    a stride-2 transposed conv of the (N C, 1, H, W) planes, R3GAN's own reference, takes seconds backward)."""
+    return fir(x, up=2, pad=(2, 1), gain=4.0)
+
+
+def r3_down(x):
+    return fir(x, down=2, pad=(1, 1))
+
+
+class BiasLReLU(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(c))
+
+    def forward(self, x):
+        return F.leaky_relu(x + self.bias.view(1, -1, 1, 1), 0.2)
+
+
+class R3Block(nn.Module):
+    """1x1 expand, bias + lrelu, grouped kxk, bias + lrelu, 1x1 back (zero at init), + x."""
+
+    def __init__(self, c, card, e, k, total):
+        super().__init__()
+        gain = (2 / (1 + 0.2 ** 2)) ** 0.5 * total ** -0.25
+        self.l1 = msr(nn.Conv2d(c, c * e, 1, bias=False), gain)
+        self.l2 = msr(nn.Conv2d(c * e, c * e, k, padding=(k - 1) // 2, groups=card, bias=False), gain)
+        self.l3 = msr(nn.Conv2d(c * e, c, 1, bias=False), 0.0)
+        self.a1, self.a2 = BiasLReLU(c * e), BiasLReLU(c * e)
+
+    def forward(self, x):
+        return x + self.l3(self.a2(self.l2(self.a1(self.l1(x)))))
+
+
+class R3_G(nn.Module):
+    def __init__(self, widths, card, blocks, z=64, channels=3, classes=0, embed=None, e=2, k=3):
+        super().__init__()
+        total = sum(blocks)
+        embed = embed or z
+        self.embed = msr(nn.Linear(classes, embed, bias=False)) if classes else None
+        zd = z + (embed if classes else 0)
+        self.basis = nn.Parameter(torch.randn(widths[0], 4, 4))
+        self.basis_lin = msr(nn.Linear(zd, widths[0], bias=False))
+        self.ups, self.stages = nn.ModuleList(), nn.ModuleList()   # stage i > 0: [1x1 where the width changes], x2
+        for i, w in enumerate(widths):
+            if i:
+                self.ups.append(msr(nn.Conv2d(widths[i - 1], w, 1, bias=False)) if widths[i - 1] != w else nn.Identity())
+            self.stages.append(nn.Sequential(*[R3Block(w, card[i], e, k, total) for _ in range(blocks[i])]))
+        self.out = msr(nn.Conv2d(widths[-1], channels, 1, bias=False))
+
+    def forward(self, z, y=None):
+        if self.embed is not None:
+            z = torch.cat([z, self.embed(F.one_hot(y, self.embed.in_features).to(z.dtype))], 1)
+        x = self.stages[0](self.basis[None] * self.basis_lin(z)[:, :, None, None])
+        for up, st in zip(self.ups, self.stages[1:]):
+            x = st(r3_up(up(x)))
+        return self.out(x)
+
+
+class R3_D(nn.Module):
+    def __init__(self, widths, card, blocks, channels=3, classes=0, embed=None, e=2, k=3):
+        super().__init__()
+        total = sum(blocks)
+        n = len(widths)
+        self.inp = msr(nn.Conv2d(channels, widths[-1], 1, bias=False))
+        self.stages = nn.ModuleList()
+        self.downs = nn.ModuleList()
+        for i in range(n - 1, -1, -1):
+            self.stages.append(nn.Sequential(*[R3Block(widths[i], card[i], e, k, total) for _ in range(blocks[i])]))
+            if i:
+                self.downs.append(msr(nn.Conv2d(widths[i], widths[i - 1], 1, bias=False)) if widths[i] != widths[i - 1]
+                                  else nn.Identity())
+        w = widths[0]
+        out = (embed or w) if classes else 1
+        self.basis = msr(nn.Conv2d(w, w, 4, groups=w, bias=False))
+        self.basis_lin = msr(nn.Linear(w, out, bias=False))
+        self.embed = msr(nn.Linear(classes, out, bias=False), out ** -0.5) if classes else None
+
+    def forward(self, x, y=None):
+        x = self.inp(x)
+        for i, st in enumerate(self.stages):
+            x = st(x)
+            if i < len(self.downs):
+                x = self.downs[i](r3_down(x))
+        x = self.basis_lin(self.basis(x).flatten(1))
+        if self.embed is not None:
+            x = (x * self.embed(F.one_hot(y, self.embed.in_features).to(x.dtype))).sum(1, keepdim=True)
+        return x
+
+
+def r3(widths, card, blocks, z=64, channels=1, classes=0):
+    n = len(widths)
+    return (lambda: R3_G(widths, [card] * n, [blocks] * n, z, channels, classes),
+            lambda: R3_D(widths, [card] * n, [blocks] * n, channels, classes), z, classes, 1)
+
+
 # name -> (G, D, z, classes, n_dis): the configurations of the quality
 # table and of backbone_step (CPU widths, 32x32x1 Fashion-MNIST)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
@@ -451,6 +565,10 @@ CONFIGS = {
     "stylegan2_cifar": (lambda: SG2_G(), lambda: SG2_D(), 512, 0, 1),
     "stylegan2_cifar_cond": (lambda: SG2_G(classes=10), lambda: SG2_D(classes=10), 512, 10, 1),
     "pix2pix": (lambda: pix2pix_counts.unet(1, 1, 5, ngf=32), lambda: pix2pix_counts.patch_d(2, ndf=32), 0, 0, 1),
+    "r3gan": r3([64] * 4, 8, 1),
+    "r3gan_cond": r3([64] * 4, 8, 1, classes=10),
+    "r3gan_cifar": r3([768] * 4, 96, 2, channels=3),
+    "r3gan_cifar_cond": r3([768] * 4, 96, 2, channels=3, classes=10),
 }
 
 

@@ -187,10 +187,14 @@ def run_numpy(model, feeds):
             value = float(i[2]) if len(i) > 2 and i[2] is not None else 0.0
             out = np.pad(i[0], [(p[k], p[k + r]) for k in range(r)], constant_values=value)
         elif op == "ConvTranspose":
-            if a.get("group", 1) != 1 or "output_shape" in a or any(d != 1 for d in a.get("dilations", [1, 1])):
+            if "output_shape" in a or any(d != 1 for d in a.get("dilations", [1, 1])):
                 raise NotImplementedError(f"ConvTranspose {a}")
-            out = _tconv(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0] * 4),
-                         a.get("output_padding", [0, 0]))
+            g, b = a.get("group", 1), i[2] if len(i) > 2 else None
+            ci, co = i[0].shape[1] // g, i[1].shape[1]   # weight (in, out/g, k, k): R3GAN's depthwise basis
+            out = np.concatenate([_tconv(i[0][:, k * ci:(k + 1) * ci], i[1][k * ci:(k + 1) * ci],
+                                         None if b is None else b[k * co:(k + 1) * co], a.get("strides", [1, 1]),
+                                         a.get("pads", [0] * 4), a.get("output_padding", [0, 0])) for k in range(g)],
+                                 axis=1)
         elif op in ("MaxPool", "AveragePool"):
             if a.get("ceil_mode", 0) or (op == "AveragePool" and not a.get("count_include_pad", 0)
                                          and any(a.get("pads", [0]))):

@@ -6,7 +6,8 @@
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
 # checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
-# the ResNet/SN kinds, bridge only; kinds4.json: attention, bridge and ONNX).
+# the ResNet/SN kinds, bridge only; kinds4.json: attention, bridge and ONNX;
+# kinds6.json, kinds7.json: R3GAN's grouped convolutions and bases).
 # dcgan, cgan, perclass, classifier: train the backbone's pipeline 3 steps on
 # Fashion-MNIST, then ganflow.torch.load must give ganflow's outputs on the
 # same inputs within 1e-4: G through `ganflow sample npy=` (same noise and
@@ -109,15 +110,22 @@ kinds)
   compare "attention: ONNX vs ganflow" onnx "$T/k4.onnx" "$T/t.st"
   # StyleGAN2's kinds (eqlr linear/conv, norm2, w_avg with psi, const,
   # modconv 3x3 / up 2 / 1x1 toRGB, noise auto/const, fir up/down/blurs,
-  # bias_act with clamp and lr_mul, mbstd, dot), parameters perturbed away
-  # from their zero starts (tests/bridge/kinds5.json), bridge and ONNX
-  "$B/tests/net_forward" --make-perturbed "$S/tests/bridge/kinds5.json" "$T/k5.safetensors" >"$T/f.log" 2>&1
-  check "[ $? -eq 0 ]" "net_forward --make-perturbed (kinds5) failed: $(cat "$T/f.log")"
-  forward "$T/k5.safetensors" t 8
-  compare "StyleGAN2 kinds: bridge vs ganflow" net "$T/k5.safetensors" t "$T/t.st"
-  "$G" export "$T/k5.safetensors" "$T/k5.onnx" part=t >"$T/e.log" 2>&1
-  check "[ $? -eq 0 ]" "ganflow export of StyleGAN2's kinds failed: $(cat "$T/e.log")"
-  compare "StyleGAN2 kinds: ONNX vs ganflow" onnx "$T/k5.onnx" "$T/t.st"
+  # bias_act with clamp and lr_mul, mbstd, dot: kinds5.json) and R3GAN's
+  # parts (grouped and depthwise conv, grouped eqlr conv, the depthwise
+  # basis and projection: kinds6.json; the class embedding after z, the
+  # generative basis as a depthwise transposed conv, a residual block, a
+  # grouped strided tconv: kinds7.json; init = "msr" keys), parameters
+  # perturbed away from their zero starts, bridge and ONNX
+  for k in 5 6 7; do
+    what="$([ $k = 5 ] && echo StyleGAN2 || echo "R3GAN ($k)") kinds"
+    "$B/tests/net_forward" --make-perturbed "$S/tests/bridge/kinds$k.json" "$T/k$k.safetensors" >"$T/f.log" 2>&1
+    check "[ $? -eq 0 ]" "net_forward --make-perturbed (kinds$k) failed: $(cat "$T/f.log")"
+    forward "$T/k$k.safetensors" t 8
+    compare "$what: bridge vs ganflow" net "$T/k$k.safetensors" t "$T/t.st"
+    "$G" export "$T/k$k.safetensors" "$T/k$k.onnx" part=t >"$T/e.log" 2>&1
+    check "[ $? -eq 0 ]" "ganflow export of $what failed: $(cat "$T/e.log")"
+    compare "$what: ONNX vs ganflow" onnx "$T/k$k.onnx" "$T/t.st"
+  done
   ;;
 dcgan)
   ck=$(train dcgan_fashion samples=1000) || exit 1

@@ -28,7 +28,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ref_file import put, tensors, write_safetensors
+from ref_file import CASES, case, randn, run_cases, tensors, write_safetensors
 
 torch.set_num_threads(1)
 torch.manual_seed(26)
@@ -132,20 +132,6 @@ def noise_const(x, P, B, name):
 
 
 # ---- the cases ----
-
-CASES = []
-
-
-def case(name, batch, xshape, dbwd):
-    def reg(fn):
-        CASES.append((name, batch, xshape, dbwd, fn))
-        return fn
-    return reg
-
-
-def randn(*shape, scale=1.0):
-    return torch.randn(*shape) * scale
-
 
 # {'linear', 6, 8, eqlr = true, lr_mul = 0.01}, {'bias_act', 8, bias = false},
 # {'linear', 8, 8, eqlr = true, lr_mul = 0.01, bias = false}, {'bias_act', 8, lr_mul = 0.01},
@@ -306,33 +292,7 @@ def mbstd(x, group, f):
     return torch.cat([x, y], dim=1)
 
 
-for name, batch, xshape, dbwd, fn in CASES:
-    P, Bf = {}, {}
-    fn(P, Bf, None, True)
-    for k in list(P):
-        P[k] = P[k].float().requires_grad_(True)
-    x = torch.randn(batch, *xshape)
-    xr = x.clone().requires_grad_(True)
-    y = fn(P, Bf, xr, False)
-    w = torch.randn(*y.shape)
-    params = list(P.values())
-    grads = torch.autograd.grad((y * w).sum(), [xr] + params, create_graph=dbwd)
-    put(f"{name}.x", x)
-    put(f"{name}.w", w)
-    put(f"{name}.y", y)
-    put(f"{name}.dx", grads[0])
-    for (k, v), g in zip(P.items(), grads[1:]):
-        put(f"{name}.p.{k}", v)
-        put(f"{name}.g.{k}", g)
-    for k, v in Bf.items():
-        put(f"{name}.b.{k}", v)
-    if dbwd:
-        pen = 0.5 * (grads[0] * grads[0]).sum()
-        g2 = torch.autograd.grad(pen, [xr] + params, allow_unused=True)
-        put(f"{name}.P", pen.reshape(1))
-        put(f"{name}.dPdx", g2[0])
-        for (k, v), g in zip(P.items(), g2[1:]):
-            put(f"{name}.g2.{k}", g if g is not None else torch.zeros_like(v))
+run_cases(CASES)
 
 write_safetensors(OUT, {"generator": "tests/ref/make_nn_refs_sg2.py", "torch": torch.__version__})
 total = sum(a.nbytes for a in tensors.values())

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_backbones as tb  # noqa: E402
-from ref_file import put, tensors, write_safetensors  # noqa: E402
+from ref_file import put, store_case, tensors, write_safetensors  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/ref/nn_ref_sg2net.safetensors"
 torch.manual_seed(7)
@@ -91,29 +91,7 @@ def run(name, net, names, bufs, x, labels, dbwd):
             if p.dim() == 1 and not p.abs().sum():
                 p.normal_(0, 0.3)
     assert len(names) == len(list(net.parameters())), (len(names), len(list(net.parameters())))
-    keys = list(names)
-    params = [names[k] for k in keys]
-    xr = x.clone().requires_grad_(True)
-    y = net(xr, labels)
-    w = torch.randn(*y.shape)
-    grads = torch.autograd.grad((y * w).sum(), [xr] + params, create_graph=dbwd)
-    put(f"{name}.x", x)
-    put(f"{name}.labels", labels.float())
-    put(f"{name}.w", w)
-    put(f"{name}.y", y)
-    put(f"{name}.dx", grads[0])
-    for k, v, g in zip(keys, params, grads[1:]):
-        put(f"{name}.p.{k}", v)
-        put(f"{name}.g.{k}", g)
-    for k, v in bufs.items():
-        put(f"{name}.b.{k}", v)
-    if dbwd:
-        pen = 0.5 * (grads[0] * grads[0]).sum()
-        g2 = torch.autograd.grad(pen, [xr] + params, allow_unused=True)
-        put(f"{name}.P", pen.reshape(1))
-        put(f"{name}.dPdx", g2[0])
-        for k, v, g in zip(keys, params, g2[1:]):
-            put(f"{name}.g2.{k}", g if g is not None else torch.zeros_like(v))
+    store_case(name, lambda xr: net(xr, labels), x, names, bufs, labels, dbwd)
 
 
 B = 4

@@ -1,11 +1,13 @@
 """The file side of the reference generators (make_nn_refs_sg2*.py,
-make_nn_refs_mix.py, make_nn_refs_pl.py): named float32 arrays collected
-in order and written as one safetensors file (F32 little-endian, the JSON
-header padded to 8 bytes, the metadata the tests print), and the tiny
-conditional StyleGAN2 G of the mixing and path-length references
-(tests/bench/torch_backbones.py's SG2_G), its mapping and the view names
-ganflow gives its parameters. Each generator is its own process, so the
-collection is this module's state.
+make_nn_refs_mix.py, make_nn_refs_pl.py, make_nn_refs_r3*.py): named
+float32 arrays collected in order and written as one safetensors file (F32
+little-endian, the JSON header padded to 8 bytes, the metadata the tests
+print); one case's output, gradients and double backward (store_case)
+and the layer cases of make_nn_refs_sg2.py and make_nn_refs_r3.py (the
+case decorator, run_cases); and the tiny conditional StyleGAN2 G of
+the mixing and path-length references (tests/bench/torch_backbones.py's
+SG2_G), its mapping and the view names ganflow gives its parameters. Each generator
+is its own process, so the collection is this module's state.
 
     from ref_file import put, tensors, write_safetensors
 """
@@ -37,6 +39,64 @@ def write_safetensors(path, meta):
     h += b" " * ((8 - (8 + len(h)) % 8) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+CASES = []
+
+
+def case(name, batch, xshape, dbwd=True):
+    """Registers the decorated fn(P, B, x, init) as a case of run_cases (into CASES, in order)."""
+    def reg(fn):
+        CASES.append((name, batch, xshape, dbwd, fn))
+        return fn
+    return reg
+
+
+def randn(*shape, scale=1.0):
+    return torch.randn(*shape) * scale
+
+
+def store_case(name, f, x, params, bufs=None, labels=None, dbwd=True, form=None):
+    """Stores one case: <name>.x (and .labels, as floats), the output weighting .w, the output .y = f(x) of the
+    network whose parameters are params (ganflow's view -> tensor requiring grad), the gradients of
+    L = sum(w * y): .dx and per parameter .p.<view> and .g.<view>, buffers .b.<view>; with dbwd the double
+    backward of P = 1/2 |dL/dx|^2: .P, .dPdx, .g2.<view>. form(view, t) maps a tensor to ganflow's layout."""
+    form = form or (lambda view, t: t)
+    xr = x.clone().requires_grad_(True)
+    y = f(xr)
+    w = torch.randn(*y.shape)
+    keys = list(params)
+    ps = [params[k] for k in keys]
+    grads = torch.autograd.grad((y * w).sum(), [xr] + ps, create_graph=dbwd)
+    put(f"{name}.x", x)
+    if labels is not None:
+        put(f"{name}.labels", labels.float())
+    put(f"{name}.w", w)
+    put(f"{name}.y", y)
+    put(f"{name}.dx", grads[0])
+    for k, v, g in zip(keys, ps, grads[1:]):
+        put(f"{name}.p.{k}", form(k, v))
+        put(f"{name}.g.{k}", form(k, g))
+    for k, v in (bufs or {}).items():
+        put(f"{name}.b.{k}", v)
+    if dbwd:
+        pen = 0.5 * (grads[0] * grads[0]).sum()
+        g2 = torch.autograd.grad(pen, [xr] + ps, allow_unused=True)
+        put(f"{name}.P", pen.reshape(1))
+        put(f"{name}.dPdx", g2[0])
+        for k, v, g in zip(keys, ps, g2[1:]):
+            put(f"{name}.g2.{k}", form(k, g if g is not None else torch.zeros_like(v)))
+
+
+def run_cases(cases):
+    """Stores each case (name, batch, xshape, dbwd, fn) with store_case. fn(P, B, x, init) fills the
+    parameters P and buffers B (init) or computes the output."""
+    for name, batch, xshape, dbwd, fn in cases:
+        P, Bf = {}, {}
+        fn(P, Bf, None, True)
+        for k in list(P):
+            P[k] = P[k].float().requires_grad_(True)
+        store_case(name, lambda xr: fn(P, Bf, xr, False), torch.randn(batch, *xshape), P, Bf, dbwd=dbwd)
 
 
 def tiny_g_names(g):

@@ -78,7 +78,12 @@ typedef enum {
  * y (n, cout, hout, wout). With up = 2 the input is first upsampled x2 by
  * nearest neighbour (fused: x is the low-resolution tensor, (h, w) its
  * size, and the conv sees (2h, 2w)); backends that advertise
- * GF_CAP_CONV_UP2 support it for 3x3 stride-1 pad-1 convolutions. */
+ * GF_CAP_CONV_UP2 support it for 3x3 stride-1 pad-1 convolutions.
+ * groups = g > 1 (backends that advertise GF_CAP_CONV_GROUPS; up = 1):
+ * PyTorch's grouped convolution, cin and cout multiples of g, w (cout,
+ * cin / g, kh, kw), output channels [j cout/g, (j+1) cout/g) reading only
+ * input channels [j cin/g, (j+1) cin/g); g = cin = cout is depthwise. 0
+ * and 1 both mean an ordinary convolution. */
 typedef struct gf_conv_desc {
 	int n;            /* batch */
 	int cin, h, w;    /* input channels and spatial size */
@@ -89,7 +94,14 @@ typedef struct gf_conv_desc {
 	int up;           /* 1, or 2 for a fused nearest upsample x2 */
 	gf_dtype dtype;   /* GF_F32 (GF_BF16/GF_F16 reserved) */
 	gf_layout layout; /* GF_NCHW (GF_NHWC reserved) */
+	int groups;       /* 0 or 1: dense; g: grouped (GF_CAP_CONV_GROUPS) */
 } gf_conv_desc;
+
+/* The group count of d: 1 for an ordinary convolution. */
+static inline int gf_conv_groups(const gf_conv_desc *d)
+{
+	return d->groups > 1 ? d->groups : 1;
+}
 
 /* Batch normalisation over x viewed as (n, c, hw): statistics per channel
  * over n*hw values (hw = 1 for batchnorm 1d). PyTorch semantics: biased
@@ -200,7 +212,8 @@ typedef enum { GF_COPY_H2H = 0, GF_COPY_H2D, GF_COPY_D2H, GF_COPY_D2D } gf_copy_
 
 /* Capability bits of gf_backend.caps. */
 enum {
-	GF_CAP_CONV_UP2 = 1u << 0   /* conv with up = 2 (fused nearest upsample) */
+	GF_CAP_CONV_UP2 = 1u << 0,   /* conv with up = 2 (fused nearest upsample) */
+	GF_CAP_CONV_GROUPS = 1u << 1 /* conv with groups > 1 (gf_conv_desc.groups) */
 };
 
 /* ---- collectives across data-parallel ranks (gf_backend_ops.collective) ----

@@ -167,7 +167,7 @@ int gf_backend_cpu_create(const gf_backend_opts *opts, gf_backend **out)
 	c->be.device = GF_CPU;
 	c->be.device_index = 0;
 	c->be.threads = threads;
-	c->be.caps = GF_CAP_CONV_UP2;
+	c->be.caps = GF_CAP_CONV_UP2 | GF_CAP_CONV_GROUPS;
 	c->be.impl = c;
 	*out = &c->be;
 	return 0;

@@ -24,7 +24,14 @@
  *
  * Direct path (cout <= 4, stride 1, no upsample): the final RGB/grey conv
  * of a generator. im2col would write 9*cin values per output pixel to
- * feed a GEMM with one or three rows; plain vectorised loops are faster. */
+ * feed a GEMM with one or three rows; plain vectorised loops are faster.
+ *
+ * Grouped convolutions (groups = g): the im2col matrix of the whole input
+ * holds each group's rows (cin/g kh kw of them) one after the other, as
+ * the weight holds each group's cout/g rows, so a chunk runs g GEMMs, one
+ * strided batch (gemm_batched_cpu.c), on the same col; the backward's
+ * products likewise, and Winograd's 16 per chunk become 16 g. Groups of at
+ * most 4 channels in and out (depthwise: 1 and 1) take the direct path. */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -66,8 +73,12 @@ static int chunk_samples(size_t per_sample, int n)
 
 static int check_desc(const gf_conv_desc *d)
 {
+	int g = gf_conv_groups(d);
 	if (d->dtype != GF_F32 || d->layout != GF_NCHW)
 		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: only f32 NCHW");
+	if (g > 1 && (d->cin % g || d->cout % g || d->up != 1))
+		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: %d groups of %d -> %d channels%s", g, d->cin, d->cout,
+		                 d->up != 1 ? " with a fused upsample" : "");
 	if (d->up == 2 && !(d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->ph == 1 && d->pw == 1 &&
 	                    d->hout == 2 * d->h && d->wout == 2 * d->w))
 		return gf_seterr(GF_EUNSUPPORTED, "cpu conv: fused upsample needs a 3x3 stride-1 pad-1 conv");
@@ -791,15 +802,17 @@ GF_CLONES static void direct_fwd_part(void *p, size_t b, size_t e)
 	struct direct_args *a = p;
 	const gf_conv_desc *d = a->d;
 	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
+	int cg = d->cin / gf_conv_groups(d), og = d->cout / gf_conv_groups(d);   /* channels per group */
 	for (size_t item = b; item < e; item++) {
 		int n = (int)(item / (size_t)d->cout), co = (int)(item % (size_t)d->cout);
+		int c0 = co / og * cg;   /* the group's first input channel */
 		float *y = a->out + item * P;
 		float bv = a->b ? a->b[co] : 0.0f;
 		for (size_t i = 0; i < P; i++)
 			y[i] = bv;
-		for (int c = 0; c < d->cin; c++) {
-			const float *x = a->x + ((size_t)n * d->cin + c) * HW;
-			const float *k = a->w + ((size_t)co * d->cin + c) * d->kh * d->kw;
+		for (int c = 0; c < cg; c++) {
+			const float *x = a->x + ((size_t)n * d->cin + c0 + c) * HW;
+			const float *k = a->w + ((size_t)co * cg + c) * d->kh * d->kw;
 			if (three_same(d)) {
 				for (int ky = 0; ky < d->kh; ky++) {
 					const float *kr = k + ky * 3;
@@ -835,13 +848,15 @@ GF_CLONES static void direct_bwd_data_part(void *p, size_t b, size_t e)
 	struct direct_args *a = p;
 	const gf_conv_desc *d = a->d;
 	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
+	int cg = d->cin / gf_conv_groups(d), og = d->cout / gf_conv_groups(d);
 	for (size_t item = b; item < e; item++) {   /* item = n * cin + c */
 		int n = (int)(item / (size_t)d->cin), c = (int)(item % (size_t)d->cin);
+		int o0 = c / cg * og, ci = c % cg;   /* the group's outputs; c's place in the weight */
 		float *dx = a->out + item * HW;
 		memset(dx, 0, HW * sizeof(float));
-		for (int co = 0; co < d->cout; co++) {
+		for (int co = o0; co < o0 + og; co++) {
 			const float *dy = a->dy + ((size_t)n * d->cout + co) * P;
-			const float *k = a->w + ((size_t)co * d->cin + c) * d->kh * d->kw;
+			const float *k = a->w + ((size_t)co * cg + ci) * d->kh * d->kw;
 			if (three_same(d)) {
 				/* dx[i] += sum_k w[k] dy[i + 1 - k]: the same 3-tap form, kernel reversed */
 				for (int ky = 0; ky < d->kh; ky++) {
@@ -894,8 +909,9 @@ GF_CLONES static void direct_bwd_filter_part(void *p, size_t b, size_t e)
 	struct direct_args *a = p;
 	const gf_conv_desc *d = a->d;
 	size_t P = (size_t)d->hout * d->wout, HW = (size_t)d->h * d->w;
-	for (size_t item = b; item < e; item++) {   /* item = co * cin + c */
-		int co = (int)(item / (size_t)d->cin), c = (int)(item % (size_t)d->cin);
+	int cg = d->cin / gf_conv_groups(d), og = d->cout / gf_conv_groups(d);
+	for (size_t item = b; item < e; item++) {   /* item = co * cin/g + c: one kernel of the weight */
+		int co = (int)(item / (size_t)cg), c = co / og * cg + (int)(item % (size_t)cg);   /* c: x's channel */
 		float *k = a->out + item * d->kh * d->kw;
 		if (three_same(d)) {
 			for (int ky = 0; ky < d->kh; ky++) {
@@ -940,7 +956,24 @@ GF_CLONES static void direct_bwd_filter_part(void *p, size_t b, size_t e)
 
 static int use_direct(const gf_conv_desc *d)
 {
-	return d->up == 1 && d->cout <= DIRECT_MAX_COUT && d->sh == 1 && d->sw == 1;
+	int g = gf_conv_groups(d);
+	return d->up == 1 && d->sh == 1 && d->sw == 1 &&
+	       (d->cout <= DIRECT_MAX_COUT || (d->cout / g <= DIRECT_MAX_COUT && d->cin / g <= DIRECT_MAX_COUT));
+}
+
+/* ---- grouped products ---- */
+
+/* The products C_j = op(A_j) op(B_j) + beta C_j of the g groups, X_j = X +
+ * j sx: the dense convolution's one GEMM when g = 1 (its bits unchanged),
+ * else one strided batch. */
+static void group_gemm(gf_backend *be, int g, int ta, int tb, int m, int n, int k, const float *a, int lda, size_t sa,
+                       const float *b, int ldb, size_t sb, float beta, float *c, int ldc, size_t sc)
+{
+	if (g == 1)
+		(void)gf_cpu_gemm(be, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+	else
+		(void)gf_cpu_gemm_batched(be, ta, tb, m, n, k, 1.0f, a, lda, (int64_t)sa, b, ldb, (int64_t)sb, beta, c, ldc,
+		                          (int64_t)sc, g);
 }
 
 /* ---- forward ---- */
@@ -989,9 +1022,10 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 	if (gf_cpu_winograd_ok(d))
 		return gf_cpu_winograd_forward(be, y, x, w, b, d);
 	struct geom g = geom_of(d);
-	size_t P = (size_t)d->hout * d->wout, K = (size_t)d->cin * d->kh * d->kw;
+	int G = gf_conv_groups(d), og = d->cout / G;
+	size_t P = (size_t)d->hout * d->wout, K = (size_t)d->cin * d->kh * d->kw, Kg = K / (size_t)G;
 	int pointwise = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
-	if (pointwise) {
+	if (pointwise && G == 1) {
 		/* 1x1: x itself is the column matrix of each sample */
 		for (int n = 0; n < d->n; n++)
 			gf_cpu_gemm(be, 0, 0, d->cout, (int)P, d->cin, 1.0f, w, d->cin, x + (size_t)n * d->cin * P,
@@ -1013,12 +1047,14 @@ int gf_cpu_conv2d_forward(gf_backend *be, float *y, const float *x, const float 
 		if (nb == 1) {
 			/* one sample: the GEMM writes NCHW directly */
 			float *yb = y + (size_t)b0 * d->cout * P;
-			gf_cpu_gemm(be, 0, 0, d->cout, (int)P, (int)K, 1.0f, w, (int)K, col, (int)ldc, 0.0f, yb, (int)P);
+			group_gemm(be, G, 0, 0, og, (int)P, (int)Kg, w, (int)Kg, og * Kg, col, (int)ldc, Kg * ldc, 0.0f, yb,
+			           (int)P, og * P);
 			if (b)
 				gf_cpu_bias_add(be, yb, b, 1, d->cout, (int)P);
 			continue;
 		}
-		gf_cpu_gemm(be, 0, 0, d->cout, (int)ldc, (int)K, 1.0f, w, (int)K, col, (int)ldc, 0.0f, tmp, (int)ldc);
+		group_gemm(be, G, 0, 0, og, (int)ldc, (int)Kg, w, (int)Kg, og * Kg, col, (int)ldc, Kg * ldc, 0.0f, tmp,
+		           (int)ldc, og * ldc);
 		struct move_args m = { y, tmp, b, b0, d->cout, d->hout, d->wout, ldc, 0, nb };
 		gf_team_for(c->team, (size_t)nb * d->cout, 4, scatter_part, &m);
 	}
@@ -1065,11 +1101,13 @@ static int conv_backward_up2(gf_cpu *c, float *dx, float *dw, const float *dy, c
 	return 0;
 }
 
-/* dw (cout, K) (+)= dwt^T, dwt (K, cout): one item per row of dw */
+/* dw (cout, K) (+)= dwt^T group by group, dwt (groups, K, og) with og =
+ * cout / groups output channels and K kernel values per group: one item
+ * per row of dw */
 struct transpose_args {
 	float *dw;
 	const float *dwt;
-	int cout, K, acc;
+	int og, K, acc;
 };
 
 static void transpose_add_part(void *p, size_t b, size_t e)
@@ -1077,9 +1115,9 @@ static void transpose_add_part(void *p, size_t b, size_t e)
 	struct transpose_args *t = p;
 	for (size_t co = b; co < e; co++) {
 		float *restrict row = t->dw + co * (size_t)t->K;
-		const float *restrict col = t->dwt + co;
+		const float *restrict col = t->dwt + co / (size_t)t->og * t->K * t->og + co % (size_t)t->og;
 		for (int k = 0; k < t->K; k++)
-			row[k] = t->acc ? row[k] + col[(size_t)k * t->cout] : col[(size_t)k * t->cout];
+			row[k] = t->acc ? row[k] + col[(size_t)k * t->og] : col[(size_t)k * t->og];
 	}
 }
 
@@ -1103,21 +1141,23 @@ int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, cons
 			gf_team_for(c->team, (size_t)d->n * d->cin, 1, direct_bwd_data_part, &a);
 		if (dw) {
 			a.out = dw;
-			gf_team_for(c->team, (size_t)d->cout * d->cin, 1, direct_bwd_filter_part, &a);
+			gf_team_for(c->team, (size_t)d->cout * (d->cin / gf_conv_groups(d)), 1, direct_bwd_filter_part, &a);
 		}
 		return 0;
 	}
 	if (gf_cpu_winograd_ok(d))
 		return gf_cpu_winograd_backward(be, dx, dw, dy, x, w, d, accumulate);
 	struct geom g = geom_of(d);
+	int G = gf_conv_groups(d), og = d->cout / G;
+	size_t Kg = K / (size_t)G;   /* a group's kernel values: the weight's row length */
 	int bc = chunk_samples(K * P, d->n);
 	size_t ld = (size_t)bc * P;
 	/* dW^T (K, cout) = col dy^T when K > cout: OpenBLAS runs the tall form
 	 * of these thin products faster (the DC-GAN D's stride-2 convs: 0.49
 	 * vs 0.73 ms at K = 144, cout = 32, N = 4096, one thread), then one
-	 * transpose into dw */
-	int wt = dw && K > (size_t)d->cout;
-	size_t ndyc = bc > 1 ? (size_t)d->cout * ld : 0, nwt = wt ? K * d->cout : 0;
+	 * transpose into dw (per group likewise) */
+	int wt = dw && Kg > (size_t)og;
+	size_t ndyc = bc > 1 ? (size_t)d->cout * ld : 0, nwt = wt ? Kg * d->cout : 0;
 	float *s = gf_cpu_scratch(c, K * ld + ndyc + nwt);
 	if (!s)
 		return -ENOMEM;
@@ -1136,19 +1176,20 @@ int gf_cpu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, cons
 		if (dw) {
 			im2col(c, &g, col, ldc, x, b0, nb);
 			if (wt)
-				gf_cpu_gemm(be, 0, 1, (int)K, d->cout, (int)ldc, 1.0f, col, (int)ldc, dym, (int)ldc,
-				            b0 ? 1.0f : 0.0f, dwt, d->cout);
+				group_gemm(be, G, 0, 1, (int)Kg, og, (int)ldc, col, (int)ldc, Kg * ldc, dym, (int)ldc, og * ldc,
+				           b0 ? 1.0f : 0.0f, dwt, og, Kg * og);
 			else
-				gf_cpu_gemm(be, 0, 1, d->cout, (int)K, (int)ldc, 1.0f, dym, (int)ldc, col, (int)ldc,
-				            b0 || accumulate ? 1.0f : 0.0f, dw, (int)K);
+				group_gemm(be, G, 0, 1, og, (int)Kg, (int)ldc, dym, (int)ldc, og * ldc, col, (int)ldc, Kg * ldc,
+				           b0 || accumulate ? 1.0f : 0.0f, dw, (int)Kg, og * Kg);
 		}
 		if (dx) {
-			gf_cpu_gemm(be, 1, 0, (int)K, (int)ldc, d->cout, 1.0f, w, (int)K, dym, (int)ldc, 0.0f, col, (int)ldc);
+			group_gemm(be, G, 1, 0, (int)Kg, (int)ldc, og, w, (int)Kg, og * Kg, dym, (int)ldc, og * ldc, 0.0f, col,
+			           (int)ldc, Kg * ldc);
 			col2im(c, &g, dx, col, ldc, b0, nb, 1);
 		}
 	}
 	if (wt) {
-		struct transpose_args t = { dw, dwt, d->cout, (int)K, accumulate };
+		struct transpose_args t = { dw, dwt, og, (int)Kg, accumulate };
 		gf_team_for(c->team, (size_t)d->cout, 8, transpose_add_part, &t);
 	}
 	return 0;

@@ -29,7 +29,13 @@
  * the whole K, and every transform item (a sample's channel plane) is done
  * by one thread: results do not depend on the thread count. Compared with
  * im2col the results differ by float rounding only (the transforms add
- * and halve). */
+ * and halve).
+ *
+ * Grouped convolutions (groups = g): the transformed input and output keep
+ * their channels in order and U is (16, cout, cin/g), so group j's product
+ * at position xi, M[xi][j's outputs] = U[xi][j's rows] V[xi][j's inputs],
+ * is product b = xi g + j at b times one group's stride in U, V and M: one
+ * batch of 16 g products. */
 #include <errno.h>
 #include <string.h>
 
@@ -47,7 +53,9 @@
  * fewer the transforms and partial GEMMs cost what the FLOPs save). */
 int gf_cpu_winograd_ok(const gf_conv_desc *d)
 {
-	int side = d->h < d->w ? d->h : d->w, ch = d->cin < d->cout ? d->cin : d->cout;
+	/* channels: a group's (the GEMMs' sizes) */
+	int g = gf_conv_groups(d), cg = d->cin / g, og = d->cout / g;
+	int side = d->h < d->w ? d->h : d->w, ch = cg < og ? cg : og;
 	return d->up == 1 && d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->ph == 1 && d->pw == 1 &&
 	       d->hout == d->h && d->wout == d->w && d->w <= WG_MAX_W && ch >= WG_MIN_CH &&
 	       (side >= 12 || (side >= 8 && ch >= 256));
@@ -363,23 +371,23 @@ int gf_cpu_winograd_forward(gf_backend *be, float *y, const float *x, const floa
 {
 	gf_cpu *c = gf_cpu_of(be);
 	struct tiles t = tiles_of(d);
-	size_t nu = 16 * (size_t)d->cout * d->cin;
+	int G = gf_conv_groups(d), cg = d->cin / G, og = d->cout / G;
+	size_t nu = 16 * (size_t)d->cout * cg;
 	int bc = chunk_of(16 * t.T * (size_t)(d->cin + d->cout), d->n);
 	size_t nt_max = (size_t)bc * t.T;
 	float *s = gf_cpu_scratch(c, nu + 16 * nt_max * (size_t)(d->cin + d->cout));
 	if (!s)
 		return -ENOMEM;
 	float *u = s, *v = u + nu, *m = v + 16 * nt_max * d->cin;
-	struct kernel_args ka = { u, (float *)w, d->cout, d->cin, 0 };
-	gf_team_for(c->team, (size_t)d->cout * d->cin, 256, kernel_part, &ka);
+	struct kernel_args ka = { u, (float *)w, d->cout, cg, 0 };
+	gf_team_for(c->team, (size_t)d->cout * cg, 256, kernel_part, &ka);
 	for (int b0 = 0; b0 < d->n; b0 += bc) {
 		int nb = d->n - b0 < bc ? d->n - b0 : bc;
 		size_t nt = (size_t)nb * t.T;
 		struct wg_args in = { t, d->cin, nb, b0, nt, (size_t)d->cin * nt, x, v, NULL };
 		gf_team_for(c->team, (size_t)nb * d->cin, 2, input_part, &in);
-		int rc = gf_cpu_gemm_batched(be, 0, 0, d->cout, (int)nt, d->cin, 1.0f, u, d->cin,
-		                             (int64_t)d->cout * d->cin, v, (int)nt, (int64_t)d->cin * nt, 0.0f, m, (int)nt,
-		                             (int64_t)d->cout * nt, 16);
+		int rc = gf_cpu_gemm_batched(be, 0, 0, og, (int)nt, cg, 1.0f, u, cg, (int64_t)og * cg, v, (int)nt,
+		                             (int64_t)cg * nt, 0.0f, m, (int)nt, (int64_t)og * nt, 16 * G);
 		if (rc)
 			return rc;
 		struct wg_args out = { t, d->cout, nb, b0, nt, (size_t)d->cout * nt, m, y, bias };
@@ -393,7 +401,8 @@ int gf_cpu_winograd_backward(gf_backend *be, float *dx, float *dw, const float *
 {
 	gf_cpu *c = gf_cpu_of(be);
 	struct tiles t = tiles_of(d);
-	size_t nu = 16 * (size_t)d->cout * d->cin;
+	int G = gf_conv_groups(d), cg = d->cin / G, og = d->cout / G;
+	size_t nu = 16 * (size_t)d->cout * cg;
 	/* per sample: Z, plus V for the weight gradient, plus dV for the input's */
 	size_t per = (size_t)d->cout + (dw ? (size_t)d->cin : 0) + (dx ? (size_t)d->cin : 0);
 	int bc = chunk_of(16 * t.T * per, d->n);
@@ -404,8 +413,8 @@ int gf_cpu_winograd_backward(gf_backend *be, float *dx, float *dw, const float *
 	float *u = s, *du = u + (dx ? nu : 0), *z = du + (dw ? nu : 0);
 	float *v = z + 16 * nt_max * d->cout, *dv = v + (dw ? 16 * nt_max * d->cin : 0);
 	if (dx) {
-		struct kernel_args ka = { u, (float *)w, d->cout, d->cin, 0 };
-		gf_team_for(c->team, (size_t)d->cout * d->cin, 256, kernel_part, &ka);
+		struct kernel_args ka = { u, (float *)w, d->cout, cg, 0 };
+		gf_team_for(c->team, (size_t)d->cout * cg, 256, kernel_part, &ka);
 	}
 	for (int b0 = 0; b0 < d->n; b0 += bc) {
 		int nb = d->n - b0 < bc ? d->n - b0 : bc;
@@ -416,16 +425,14 @@ int gf_cpu_winograd_backward(gf_backend *be, float *dx, float *dw, const float *
 		if (dw) {
 			struct wg_args in = { t, d->cin, nb, b0, nt, (size_t)d->cin * nt, x, v, NULL };
 			gf_team_for(c->team, (size_t)nb * d->cin, 2, input_part, &in);
-			rc = gf_cpu_gemm_batched(be, 0, 1, d->cout, d->cin, (int)nt, 1.0f, z, (int)nt,
-			                         (int64_t)d->cout * nt, v, (int)nt, (int64_t)d->cin * nt, b0 ? 1.0f : 0.0f,
-			                         du, d->cin, (int64_t)d->cout * d->cin, 16);
+			rc = gf_cpu_gemm_batched(be, 0, 1, og, cg, (int)nt, 1.0f, z, (int)nt, (int64_t)og * nt, v, (int)nt,
+			                         (int64_t)cg * nt, b0 ? 1.0f : 0.0f, du, cg, (int64_t)og * cg, 16 * G);
 			if (rc)
 				return rc;
 		}
 		if (dx) {
-			rc = gf_cpu_gemm_batched(be, 1, 0, d->cin, (int)nt, d->cout, 1.0f, u, d->cin,
-			                         (int64_t)d->cout * d->cin, z, (int)nt, (int64_t)d->cout * nt, 0.0f, dv, (int)nt,
-			                         (int64_t)d->cin * nt, 16);
+			rc = gf_cpu_gemm_batched(be, 1, 0, cg, (int)nt, og, 1.0f, u, cg, (int64_t)og * cg, z, (int)nt,
+			                         (int64_t)og * nt, 0.0f, dv, (int)nt, (int64_t)cg * nt, 16 * G);
 			if (rc)
 				return rc;
 			struct wg_args back = { t, d->cin, nb, b0, nt, (size_t)d->cin * nt, dv, dx, NULL };
@@ -433,8 +440,8 @@ int gf_cpu_winograd_backward(gf_backend *be, float *dx, float *dw, const float *
 		}
 	}
 	if (dw) {
-		struct kernel_args kg = { du, dw, d->cout, d->cin, accumulate };
-		gf_team_for(c->team, (size_t)d->cout * d->cin, 256, kernel_grad_part, &kg);
+		struct kernel_args kg = { du, dw, d->cout, cg, accumulate };
+		gf_team_for(c->team, (size_t)d->cout * cg, 256, kernel_grad_part, &kg);
 	}
 	return 0;
 }

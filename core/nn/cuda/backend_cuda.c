@@ -609,7 +609,7 @@ static int cuda_create(const gf_backend_opts *opts, gf_backend **out)
 	c->be.device = GF_CUDA;
 	c->be.device_index = dev;
 	c->be.threads = 1;
-	c->be.caps = GF_CAP_CONV_UP2;
+	c->be.caps = GF_CAP_CONV_UP2 | GF_CAP_CONV_GROUPS;
 	c->be.impl = c;
 
 	CREATE_CHECK(cudaSetDevice(dev));

@@ -31,6 +31,12 @@
  *    backward). Kept selectable (option up2) so the choice can be measured
  *    on the target GPU; see docs/cuda.md.
  *
+ * Grouped convolutions (groups = g, GF_CAP_CONV_GROUPS): cuDNN's group
+ * count on the convolution descriptor and a filter of cin/g channels, in
+ * every precision and layout as the dense ones; their channels are never
+ * padded in NHWC (a padded channel would land in the wrong group), so
+ * cuDNN picks among its kernels for the group's own width.
+ *
  * Algorithms: with option benchmark = 1 (default) cuDNN times its
  * algorithms once per shape (cudnnFind*); with 0 its heuristics choose,
  * which is reproducible across runs. deterministic = 1 (default) keeps
@@ -56,6 +62,7 @@ struct conv_key {
 	int n, c, h, w;          /* input; c padded */
 	int k, kh, kw;           /* output channels (padded), kernel */
 	int sh, sw, ph, pw;
+	int groups;
 	int dt, nhwc, tf32, det, bench;
 };
 
@@ -246,9 +253,10 @@ static int get_entry(gf_cuda *c, const struct conv_key *key, struct gf_cu_conv_e
 	E_CHECK(cudnnCreateFilterDescriptor(&e.wd));
 	E_CHECK(cudnnCreateConvolutionDescriptor(&e.cd));
 	E_CHECK(cudnnSetTensor4dDescriptor(e.xd, fmt, dt, key->n, key->c, key->h, key->w));
-	E_CHECK(cudnnSetFilter4dDescriptor(e.wd, dt, fmt, key->k, key->c, key->kh, key->kw));
+	E_CHECK(cudnnSetFilter4dDescriptor(e.wd, dt, fmt, key->k, key->c / key->groups, key->kh, key->kw));
 	E_CHECK(cudnnSetConvolution2dDescriptor(e.cd, key->ph, key->pw, key->sh, key->sw, 1, 1, CUDNN_CROSS_CORRELATION,
 	                                        CUDNN_DATA_FLOAT));
+	E_CHECK(cudnnSetConvolutionGroupCount(e.cd, key->groups));
 	E_CHECK(cudnnSetConvolutionMathType(e.cd, math));
 	E_CHECK(cudnnGetConvolution2dForwardOutputDim(e.cd, e.xd, e.wd, &n, &k, &ho, &wo));
 	E_CHECK(cudnnSetTensor4dDescriptor(e.yd, fmt, dt, n, k, ho, wo));
@@ -275,6 +283,7 @@ struct prob {
 	int n, c, cp, h, w;       /* input: channels and padded channels */
 	int k, kp, ho, wo;        /* output */
 	int kh, kw, sh, sw, ph, pw;
+	int g;                    /* groups: the filter has c / g (cp / g) channels */
 };
 
 static int pad_to(int c, int a)
@@ -288,7 +297,7 @@ static size_t esize(const struct prob *p)
 }
 
 static struct prob make_prob(const gf_cuda *c, int n, int cin, int h, int w, int cout, int ho, int wo, int kh, int kw,
-                             int sh, int sw, int ph, int pw)
+                             int sh, int sw, int ph, int pw, int g)
 {
 	struct prob p;
 	memset(&p, 0, sizeof(p));
@@ -298,11 +307,12 @@ static struct prob make_prob(const gf_cuda *c, int n, int cin, int h, int w, int
 	int align = p.f.dt == GF_CU_F32 ? 4 : 8;
 	p.n = n;
 	p.c = cin;
-	p.cp = p.f.nhwc ? pad_to(cin, align) : cin;
+	p.g = g;
+	p.cp = p.f.nhwc && g == 1 ? pad_to(cin, align) : cin;
 	p.h = h;
 	p.w = w;
 	p.k = cout;
-	p.kp = p.f.nhwc ? pad_to(cout, align) : cout;
+	p.kp = p.f.nhwc && g == 1 ? pad_to(cout, align) : cout;
 	p.ho = ho;
 	p.wo = wo;
 	p.kh = kh;
@@ -330,6 +340,7 @@ static int entry_for(gf_cuda *c, const struct prob *p, int dir, struct gf_cu_con
 	key.sw = p->sw;
 	key.ph = p->ph;
 	key.pw = p->pw;
+	key.groups = p->g;
 	key.dt = p->f.dt;
 	key.nhwc = p->f.nhwc;
 	key.tf32 = p->f.dt == GF_CU_F32 && c->tf32;
@@ -424,7 +435,7 @@ static size_t plain_need(const struct prob *p, int fwd, int dx, int dw)
 		return 0;
 	size_t e = esize(p), x = gf_cu_round((size_t)p->n * p->cp * p->h * p->w * e);
 	size_t y = gf_cu_round((size_t)p->n * p->kp * p->ho * p->wo * e);
-	size_t w = gf_cu_round((size_t)p->kp * p->cp * p->kh * p->kw * e);
+	size_t w = gf_cu_round((size_t)p->kp * (p->cp / p->g) * p->kh * p->kw * e);
 	if (fwd)
 		return x + w + y;
 	return y + (dx ? w + x : 0) + (dw ? x + w : 0);
@@ -441,10 +452,10 @@ static int plain_fwd(gf_cuda *c, const struct prob *p, char *scr, float *y, cons
 	}
 	size_t e = esize(p);
 	void *xs = gf_cu_carve(&scr, (size_t)p->n * p->cp * p->h * p->w * e);
-	void *ws = gf_cu_carve(&scr, (size_t)p->kp * p->cp * p->kh * p->kw * e);
+	void *ws = gf_cu_carve(&scr, (size_t)p->kp * (p->cp / p->g) * p->kh * p->kw * e);
 	void *ys = gf_cu_carve(&scr, (size_t)p->n * p->kp * p->ho * p->wo * e);
 	CU_LAUNCH(gf_cu_pack_launch(c->stream, xs, p->f, x, p->n, p->c, p->cp, p->h * p->w));
-	CU_LAUNCH(gf_cu_pack_filter_launch(c->stream, ws, p->f, w, p->k, p->c, p->kp, p->cp, p->kh, p->kw));
+	CU_LAUNCH(gf_cu_pack_filter_launch(c->stream, ws, p->f, w, p->k, p->c / p->g, p->kp, p->cp / p->g, p->kh, p->kw));
 	TRY(run_fwd(c, p, ys, xs, ws));
 	CU_LAUNCH(gf_cu_unpack_launch(c->stream, y, ys, p->f, p->n, p->k, p->kp, p->ho * p->wo, b, 0));
 	return 0;
@@ -461,12 +472,13 @@ static int plain_bwd(gf_cuda *c, const struct prob *p, char *scr, float *dx, flo
 		return 0;
 	}
 	size_t e = esize(p);
-	size_t xb = (size_t)p->n * p->cp * p->h * p->w * e, wb = (size_t)p->kp * p->cp * p->kh * p->kw * e;
+	size_t xb = (size_t)p->n * p->cp * p->h * p->w * e, wb = (size_t)p->kp * (p->cp / p->g) * p->kh * p->kw * e;
 	void *dys = gf_cu_carve(&scr, (size_t)p->n * p->kp * p->ho * p->wo * e);
 	CU_LAUNCH(gf_cu_pack_launch(c->stream, dys, p->f, dy, p->n, p->k, p->kp, p->ho * p->wo));
 	if (dx) {
 		void *ws = gf_cu_carve(&scr, wb), *dxs = gf_cu_carve(&scr, xb);
-		CU_LAUNCH(gf_cu_pack_filter_launch(c->stream, ws, p->f, w, p->k, p->c, p->kp, p->cp, p->kh, p->kw));
+		CU_LAUNCH(gf_cu_pack_filter_launch(c->stream, ws, p->f, w, p->k, p->c / p->g, p->kp, p->cp / p->g, p->kh,
+		                                   p->kw));
 		TRY(run_bwd_data(c, p, dxs, ws, dys));
 		CU_LAUNCH(gf_cu_unpack_launch(c->stream, dx, dxs, p->f, p->n, p->c, p->cp, p->h * p->w, NULL, 0));
 	}
@@ -474,7 +486,8 @@ static int plain_bwd(gf_cuda *c, const struct prob *p, char *scr, float *dx, flo
 		void *xs = gf_cu_carve(&scr, xb), *dws = gf_cu_carve(&scr, wb);
 		CU_LAUNCH(gf_cu_pack_launch(c->stream, xs, p->f, x, p->n, p->c, p->cp, p->h * p->w));
 		TRY(run_bwd_filter(c, p, dws, xs, dys, 0));
-		CU_LAUNCH(gf_cu_unpack_filter_launch(c->stream, dw, dws, p->f, p->k, p->c, p->kp, p->cp, p->kh, p->kw, acc));
+		CU_LAUNCH(gf_cu_unpack_filter_launch(c->stream, dw, dws, p->f, p->k, p->c / p->g, p->kp, p->cp / p->g, p->kh,
+		                                     p->kw, acc));
 	}
 	return 0;
 }
@@ -484,7 +497,7 @@ static int plain_bwd(gf_cuda *c, const struct prob *p, char *scr, float *dx, flo
 /* The stacked phase conv over the low-resolution input of d. */
 static struct prob phase_prob(const gf_cuda *c, const gf_conv_desc *d)
 {
-	struct prob p = make_prob(c, d->n, d->cin, d->h, d->w, 4 * d->cout, d->h + 1, d->w + 1, 2, 2, 1, 1, 1, 1);
+	struct prob p = make_prob(c, d->n, d->cin, d->h, d->w, 4 * d->cout, d->h + 1, d->w + 1, 2, 2, 1, 1, 1, 1, 1);
 	return p;
 }
 
@@ -563,6 +576,10 @@ static int check_desc(const gf_conv_desc *d)
 		return gf_seterr(GF_EUNSUPPORTED, "cuda conv: fused upsample needs a 3x3 stride-1 pad-1 conv");
 	if (d->n < 1 || d->cin < 1 || d->cout < 1 || d->h < 1 || d->w < 1 || d->hout < 1 || d->wout < 1)
 		return gf_seterr(GF_EPARAM, "cuda conv: empty tensor");
+	int g = gf_conv_groups(d);
+	if (g > 1 && (d->cin % g || d->cout % g || d->up != 1))
+		return gf_seterr(GF_EUNSUPPORTED, "cuda conv: %d groups of %d -> %d channels%s", g, d->cin, d->cout,
+		                 d->up != 1 ? " with a fused upsample" : "");
 	return 0;
 }
 
@@ -594,7 +611,7 @@ int gf_cu_conv2d_forward(gf_backend *be, float *y, const float *x, const float *
 	}
 	int up = d->up;
 	struct prob p = make_prob(c, d->n, d->cin, d->h * up, d->w * up, d->cout, d->hout, d->wout, d->kh, d->kw, d->sh,
-	                          d->sw, d->ph, d->pw);
+	                          d->sw, d->ph, d->pw, gf_conv_groups(d));
 	TRY(warm(c, &p, 1, 0, 0));
 	size_t xu = up == 2 ? gf_cu_round((size_t)d->n * d->cin * p.h * p.w * sizeof(float)) : 0;
 	char *scr = gf_cu_scratch(c, xu + plain_need(&p, 1, 0, 0));
@@ -635,7 +652,7 @@ int gf_cu_conv2d_backward(gf_backend *be, float *dx, float *dw, float *db, const
 	}
 	int up = d->up;
 	struct prob p = make_prob(c, d->n, d->cin, d->h * up, d->w * up, d->cout, d->hout, d->wout, d->kh, d->kw, d->sh,
-	                          d->sw, d->ph, d->pw);
+	                          d->sw, d->ph, d->pw, gf_conv_groups(d));
 	TRY(warm(c, &p, 0, dx != NULL, dw != NULL));
 	size_t big = up == 2 ? gf_cu_round((size_t)d->n * d->cin * p.h * p.w * sizeof(float)) : 0;
 	size_t need = part + (up == 2 ? 2 * big : 0) + plain_need(&p, 0, dx != NULL, dw != NULL);

@@ -1,12 +1,17 @@
 /* conv: 2-d convolution, PyTorch's nn.Conv2d(in, out, k, stride, pad,
- * bias = bias) with the weight (out, in, kh, kw).
+ * bias = bias, groups = groups) with the weight (out, in / groups, kh, kw).
  *
  *   {"conv", in, out, k, stride = 1, pad = 0, bias = true, init = ..., sn = false,
- *    kh = k, kw = k, ph = pad, pw = pad}
+ *    kh = k, kw = k, ph = pad, pw = pad, groups = 1}
  *
  * kh/kw and ph/pw give rectangular kernels and padding (Inception's 1x7 and
  * 7x1 convolutions: nn.Conv2d(in, out, (1, 7), padding = (0, 3)) is
- * {"conv", in, out, 1, kw = 7, pw = 3}).
+ * {"conv", in, out, 1, kw = 7, pw = 3}). groups = g splits the channels
+ * into g independent convolutions of in/g -> out/g (ResNeXt's and R3GAN's
+ * grouped 3x3, g = in = out the depthwise convolution); the fan-in of
+ * every initialisation, spectral norm's matrix (out, in/g k k) and the
+ * FLOPs are those of the grouped weight. Backends advertise it with
+ * GF_CAP_CONV_GROUPS.
  *
  * Forward and backward are the backend's conv2d_forward / conv2d_backward.
  * Fusion: a conv 3x3 stride 1 pad 1 absorbs a nearest upsample x2 before
@@ -24,6 +29,7 @@
 
 struct conv_cfg {
 	int cin, cout, kh, kw, stride, ph, pw, bias;
+	int groups;
 	int up;   /* 2 when a nearest upsample x2 is fused in, else 1 */
 	struct gf_sn sn;
 	struct gf_eqlr eq;
@@ -41,7 +47,8 @@ static int conv_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *a
 	    (rc = gf_layer_arg_int(a, 4, "pad", 0, 0, &pad)) || (rc = gf_layer_arg_bool(a, "bias", 1, &c->bias)) ||
 	    (rc = gf_sn_parse(a, &c->sn)) || (rc = gf_layer_arg_int(a, -1, "kh", k, 1, &c->kh)) ||
 	    (rc = gf_layer_arg_int(a, -1, "kw", k, 1, &c->kw)) || (rc = gf_layer_arg_int(a, -1, "ph", pad, 0, &c->ph)) ||
-	    (rc = gf_layer_arg_int(a, -1, "pw", pad, 0, &c->pw)) || (rc = gf_eqlr_parse(a, &c->eq, c->sn.on)))
+	    (rc = gf_layer_arg_int(a, -1, "pw", pad, 0, &c->pw)) || (rc = gf_layer_arg_int(a, -1, "groups", 1, 1, &c->groups)) ||
+	    (rc = gf_eqlr_parse(a, &c->eq, c->sn.on)))
 		return rc;
 	return 0;
 }
@@ -54,6 +61,9 @@ static int conv_shapes(gf_layer_net *net, struct layer *l)
 	int rc = gf_layer_expect_image(l, in, c->cin);
 	if (rc)
 		return rc;
+	if ((rc = gf_layer_check_groups(net, l, c->groups, c->cin, c->cout)))
+		return rc;
+	int cg = c->cin / c->groups;   /* input channels per group: the weight's second dimension */
 	int64_t h = in->shape[1], w = in->shape[2];
 	if (h + 2 * c->ph < c->kh || w + 2 * c->pw < c->kw)
 	{
@@ -64,11 +74,11 @@ static int conv_shapes(gf_layer_net *net, struct layer *l)
 	}
 	int64_t ho = (h + 2 * c->ph - c->kh) / c->stride + 1, wo = (w + 2 * c->pw - c->kw) / c->stride + 1;
 	gf_layer_set_shape(layer_out(net, l), 3, (int64_t[]){ c->cout, ho, wo });
-	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, c->cin, c->kh, c->kw });
+	gf_layer_param(l, gf_sn_weight_name(&c->sn), 4, (int64_t[]){ c->cout, cg, c->kh, c->kw });
 	if (c->bias)
 		gf_layer_param(l, "bias", 1, (int64_t[]){ c->cout });
-	gf_eqlr_shapes(l, &c->eq, l->param[0].n, c->bias ? (size_t)c->cout : 0, (double)c->cin * (c->kh * c->kw));
-	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, c->cin * c->kh * c->kw);
+	gf_eqlr_shapes(l, &c->eq, l->param[0].n, c->bias ? (size_t)c->cout : 0, (double)cg * (c->kh * c->kw));
+	return gf_sn_shapes(net, l, &c->sn, 1, c->cout, cg * c->kh * c->kw);
 }
 
 static int conv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
@@ -76,7 +86,7 @@ static int conv_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *hos
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	if (c->eq.on)
 		return gf_eqlr_init(net, l, &c->eq, rng, host);
-	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)c->cin * (c->kh * c->kw));
+	int rc = gf_layer_init_fan_in(net, l, rng, host, (double)(c->cin / c->groups) * (c->kh * c->kw));
 	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
@@ -87,6 +97,7 @@ static gf_conv_desc conv_desc(const gf_layer_net *net, const struct layer *l, in
 	d.kw = c->kw;
 	d.pw = c->pw;
 	d.up = c->up;
+	d.groups = c->groups;
 	return d;
 }
 
@@ -162,7 +173,7 @@ static double conv_flops(const gf_layer_net *net, const struct layer *l, int B, 
 {
 	const struct conv_cfg *c = LAYER_CCFG(struct conv_cfg, l);
 	double taps = (exec && c->up == 2) ? 4.0 : (double)c->kh * c->kw;
-	return 2.0 * B * (double)layer_out(net, l)->numel * c->cin * taps;
+	return 2.0 * B * (double)layer_out(net, l)->numel * (c->cin / c->groups) * taps;
 }
 
 static const char *conv_note(const struct layer *l)
@@ -175,7 +186,7 @@ static int conv_absorb_input(const gf_layer_net *net, struct layer *l, const str
 {
 	struct conv_cfg *c = LAYER_CFG(struct conv_cfg, l);
 	if (prev->as_upsample != 2 || c->kh != 3 || c->kw != 3 || c->stride != 1 || c->ph != 1 || c->pw != 1 || c->up != 1 ||
-	    !(net->be->caps & GF_CAP_CONV_UP2))
+	    c->groups != 1 || !(net->be->caps & GF_CAP_CONV_UP2))
 		return 0;
 	c->up = 2;
 	return 1;
@@ -186,7 +197,8 @@ const gf_layer_kind gf_layer_conv = {
 	.aliases = (const char *const[]){ "conv2d", NULL },
 	.min_pos = 3,
 	.max_pos = 5,
-	.keys = { "stride", "pad", "bias", "init", "sn", "kh", "kw", "ph", "pw", "eqlr", "lr_mul", "bias_init" },
+	.keys = { "stride", "pad", "bias", "init", "init_gain", "sn", "kh", "kw", "ph", "pw", "groups", "eqlr", "lr_mul",
+	          "bias_init" },
 	.parse = conv_parse,
 	.shapes = conv_shapes,
 	.init = conv_init,

@@ -1,13 +1,17 @@
 /* embedding: a learned vector per class label, PyTorch's
  * nn.Embedding(classes, dim) with the weight (classes, dim).
  *
- *   {"embedding", classes, dim, init = ..., sn = false}
+ *   {"embedding", classes, dim, init = ..., init_gain = 1, sn = false}
  *
  * Reads the i32 labels (its input defaults to them: GF_LK_LABELS) and sets
  * the network's class count. Backend embedding_forward /
  * embedding_backward (scatter in index order, deterministic); labels have
- * no gradient. Initialised N(0, 1) as PyTorch. sn = true:
- * spectral_norm(nn.Embedding(...)) (sn.c). */
+ * no gradient. Initialised N(0, 1) as PyTorch; init = "msr": the table is
+ * the weight of nn.Linear(classes, dim, bias = False) on the one-hot label
+ * (R3GAN's class embeddings), fan_in = classes: N(0, init_gain^2 /
+ * classes). sn = true: spectral_norm(nn.Embedding(...)) (sn.c). */
+#include <math.h>
+
 #include "sn.h"
 
 struct embedding_cfg {
@@ -42,9 +46,11 @@ static int embedding_shapes(gf_layer_net *net, struct layer *l)
 
 static int embedding_init(gf_layer_net *net, struct layer *l, gf_rng *rng, float *host)
 {
-	gf_rng_normal(rng, host, l->param[0].n, 0.0f, 1.0f);
+	const struct embedding_cfg *c = LAYER_CCFG(struct embedding_cfg, l);
+	float std = l->init == INIT_MSR ? (float)(l->init_gain / sqrt((double)c->classes)) : 1.0f;
+	gf_rng_normal(rng, host, l->param[0].n, 0.0f, std);
 	int rc = gf_layer_upload(net, l, 0, host);
-	return rc ? rc : gf_sn_init(net, l, &LAYER_CCFG(struct embedding_cfg, l)->sn, rng, host);
+	return rc ? rc : gf_sn_init(net, l, &c->sn, rng, host);
 }
 
 static int embedding_forward(gf_layer_net *net, struct layer *l, int B, unsigned mode)
@@ -76,7 +82,7 @@ const gf_layer_kind gf_layer_embedding = {
 	.aliases = (const char *const[]){ "embed", NULL },
 	.min_pos = 2,
 	.max_pos = 2,
-	.keys = { "init", "sn" },
+	.keys = { "init", "init_gain", "sn" },
 	.flags = GF_LK_LABELS,
 	.parse = embedding_parse,
 	.shapes = embedding_shapes,

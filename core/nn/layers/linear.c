@@ -3,7 +3,7 @@
  * sample, (R, out) out (nn.Linear on the last dimension: the mapping
  * network on w and style mixing's w2, layer style_mix).
  *
- *   {"linear", in, out, bias = true, init = ..., sn = false}
+ *   {"linear", in, out, bias = true, init = ..., init_gain = 1, sn = false}
  *
  * Forward and both gradients are GEMMs (backend gemm, bias_add,
  * bias_grad); the double backward too (J t is the forward without its
@@ -165,7 +165,7 @@ const gf_layer_kind gf_layer_linear = {
 	.name = "linear",
 	.min_pos = 2,
 	.max_pos = 2,
-	.keys = { "bias", "init", "sn", "eqlr", "lr_mul", "bias_init" },
+	.keys = { "bias", "init", "init_gain", "sn", "eqlr", "lr_mul", "bias_init" },
 	.parse = linear_parse,
 	.shapes = linear_shapes,
 	.init = linear_init,
