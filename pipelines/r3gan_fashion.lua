@@ -20,8 +20,8 @@
 --   images (decay_kimg = 20000), conditional with classes = 10:
 --   ./build/ganflow run pipelines/r3gan_fashion.lua width=768 cardinality=96 blocks=2 batch=512 \
 --       decay_kimg=20000 ema_kimg=5000 aug=0.55 channels=3 data=<cifar10 shards> classes=10
--- The defaults are a CPU-sized version for Fashion-MNIST: width 64,
--- cardinality 8, 1 block a stage, the schedules over the default run's
+-- The defaults are a CPU-sized version for Fashion-MNIST: width 32,
+-- cardinality 4, 1 block a stage, the schedules over the default run's
 -- 4000 x 64 images, no augmentation (aug = 0).
 --
 --   ./build/ganflow dataset fashion-mnist            (once)
@@ -38,8 +38,8 @@ local opt = gf.args {
   data = "data/fashion-mnist/train",
   channels = 1,        -- of the images (3 for CIFAR-10)
   batch = 64,          -- images per G step and per D step (paper, CIFAR-10: 512)
-  width = 64,          -- channels at every stage (paper: 768)
-  cardinality = 8,     -- groups of the blocks' kxk convolution (paper: 96)
+  width = 32,          -- channels at every stage (paper: 768)
+  cardinality = 4,     -- groups of the blocks' kxk convolution (paper: 96)
   blocks = 1,          -- residual blocks per stage (paper: 2)
   expansion = 2,       -- the blocks' inner width factor
   z = 64,              -- noise dimension

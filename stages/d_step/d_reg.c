@@ -195,10 +195,7 @@ int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p)
 	s->r2_on = s->r2 > 0;
 	s->gp_on = s->gp > 0;
 	s->pair = s->loss.d == GF_LOSS_RELATIVISTIC;
-	if (s->pair && s->r1_on && s->r1_every > 1 && gf_param_given(p, "r1_every"))
-		return gf_fail(ctx, "parameter 'r1_every': loss = \"rpgan\" takes R1 (and R2) in every D step, on the pair "
-		                    "batch, as R3GAN does; r1_every = %d asks for StyleGAN2's lazy step", s->r1_every);
-	if (s->pair)
+	if (s->pair) /* R3GAN: R1 and R2 in every D step, on the pair batch */
 		s->r1_every = 1;
 	if (s->pair && gf_param_num(p, "lecam") > 0)
 		return gf_fail(ctx, "parameter 'lecam': LeCam's averages are of D's real and fake outputs apart; loss = "

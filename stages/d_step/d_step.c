@@ -687,7 +687,8 @@ static const gf_param_desc params[] = {
 	{ "r1", GF_PARAM_NUM, "0", "R1 penalty gamma: gamma/2 E|grad D(x)|^2 on real batches (0 = none)", "0.." },
 	{ "r2", GF_PARAM_NUM, "0", "R2 penalty gamma: gamma/2 E|grad D(G(z))|^2 on the fakes, in every D step (0 = none; "
 	                           "loss = \"rpgan\" with r1 = r2 = gamma is R3GAN's gamma/2 (R1 + R2))", "0.." },
-	{ "r1_every", GF_PARAM_INT, "16", "R1: 1 = in every D step; k > 1 = StyleGAN2's lazy regularisation, a step of "
+	{ "r1_every", GF_PARAM_INT, "16", "R1: 1 = in every D step (always with loss = \"rpgan\"); k > 1 = StyleGAN2's "
+	                                  "lazy regularisation, a step of "
 	                                  "its own every k D steps (penalty x k, Adam's lr x r and betas ^ r, r = k/(k+1))",
 	  "1..1000000" },
 	{ "gp", GF_PARAM_NUM, "0", "WGAN-GP lambda: lambda E(|grad D(x^)| - 1)^2 on random interpolates of real and fake "

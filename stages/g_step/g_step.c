@@ -128,7 +128,9 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	} else if (gin.ndim != 2)
 		return gf_fail(ctx, "G (net) must take noise vectors (input_shape = {z}), its input is %dd", gin.ndim - 1);
 	s->zdim = s->paired ? 0 : (int)gin.shape[1];
-	if (!s->paired && !gf_tensor_same_shape(&gout, &din)) {
+	gf_tensor din1 = din; /* per sample: the replica may run pairs (2 batch) */
+	din1.shape[0] = gout.shape[0];
+	if (!s->paired && !gf_tensor_same_shape(&gout, &din1)) {
 		char a[96], b[96];
 		return gf_fail(ctx, "G's output %s does not match D's input %s (d_net)", gf_tensor_shape_str(&gout, a, 96),
 		               gf_tensor_shape_str(&din, b, 96));

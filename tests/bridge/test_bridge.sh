@@ -2,7 +2,7 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | stylegan2 | export | errors | damaged
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | stylegan2 | r3gan | export | errors | damaged
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
 # checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
@@ -178,6 +178,20 @@ stylegan2)
   "$G" export "$ck" "$T/d.onnx" part=discriminator >"$T/e.log" 2>&1
   check "[ $? -eq 0 ]" "ganflow export (StyleGAN2 D) failed: $(cat "$T/e.log")"
   compare "ONNX StyleGAN2 D vs ganflow" onnx "$T/d.onnx" "$T/d.st"
+  ;;
+r3gan)
+  # the conditional R3GAN at a tiny width (grouped convolutions, the bases,
+  # the fir resamplers, G's average on its schedule): G against ganflow
+  # sample, D (its projection) against net_forward, through the bridge and
+  # exported to ONNX
+  ck=$(train r3gan_fashion samples=1000 width=16 cardinality=2 classes=10 decay_kimg=0.05) || exit 1
+  sample "$ck" 20
+  compare "R3GAN G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  forward "$ck" d 16
+  compare "R3GAN D: bridge vs ganflow" net "$ck" d "$T/d.st"
+  "$G" export "$ck" "$T/g.onnx" >"$T/e.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'labels' '$T/e.log'" "ganflow export (R3GAN G) failed: $(cat "$T/e.log")"
+  compare "ONNX R3GAN G vs ganflow sample" onnx "$T/g.onnx" "$T/s"
   ;;
 export)
   ck=$(train cgan_fashion samples=1000 labels=data) || exit 1

@@ -34,7 +34,9 @@ fail() { echo "FAIL [$group]: $*"; fails=$((fails + 1)); }
 
 "$G" dataset fashion-mnist out="$T/fm" >/dev/null 2>&1 || { echo "FAIL: cannot convert Fashion-MNIST"; exit 1; }
 
-# name | ranks | pipeline | options (besides steps, seed, threads, dir, data)
+# name | ranks | pipeline | options (besides steps, seed, threads, dir, data); r3gan:
+# the relativistic pairs, R1 + R2 in the step, every schedule (lr, beta2,
+# gamma, G's average, ADA's p) moving within the 6 steps
 table() {
   case $group in
   dcgan) cat <<'EOF'
@@ -57,6 +59,7 @@ biggan       1 biggan_fashion    batch=8 ch=8 n_dis=2
 stylegan2    1 stylegan2_fashion batch=8 ch=8 z=16 w=16 r1_every=2 ada_kimg=0.01
 sg2_mix_pl   1 stylegan2_fashion batch=8 ch=8 z=16 w=16 r1_every=2 mixing=0.9 pl=2 pl_every=2 classes=10
 pix2pix      1 pix2pix_edges     batch=4 ngf=8 ndf=8 test=@DATA@/../test
+r3gan        1 r3gan_fashion     batch=8 width=16 cardinality=2 classes=10 aug=0.3 decay_kimg=0.05
 EOF
   ;;
   dp) cat <<'EOF'

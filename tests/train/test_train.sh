@@ -5,7 +5,7 @@
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
-#                                  sample_folder | graphs | stylegan2
+#                                  sample_folder | graphs | stylegan2 | r3gan
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -1017,6 +1017,60 @@ sample_folder)
   "$G" sample "$(latest "$T/c")" n=5 class=7 out="$T/c7/" >/dev/null 2>&1
   got=$(ls "$T/c7" | tr '\n' ' ')$(ls "$T/c7/7" 2>/dev/null | wc -l)
   check "[ '$got' = '7 5' ]" "class=7 should write 5 files in 7/, got '$got'"
+  ;;
+r3gan)
+  # R3GAN (r3gan_fashion, tiny width, conditional, augmentation on): the
+  # relativistic pairs with R1 + R2, every schedule following R3GAN's cosine
+  # decay over the images seen (its values in metrics.jsonl at each step,
+  # ADA's p the schedule's), N + resume + N = 2N bit for bit with the
+  # schedules, and ganflow sample / eval of its checkpoint
+  r3() { local dir=$1; shift; run r3gan_fashion "$dir" width=16 cardinality=2 classes=10 aug=0.5 decay_kimg=0.1 \
+           samples=1000 log=1 "$@"; }
+  r3 "$T/a" steps=8
+  check "[ $? -eq 0 ]" "r3gan_fashion failed: $(tail -3 "$T/a.log")"
+  /usr/bin/python3 - "$T/a/metrics.jsonl" $BATCH >"$T/sched.log" 2>&1 <<'PY'
+import json, math, sys
+batch = int(sys.argv[2])
+def cosine(nimg, base, final, total):
+    if nimg > total:
+        return final
+    return base + (1 - 0.5 * (1 + math.cos(math.pi * nimg / total))) * (final - base)
+want = {"lr_g": (2e-4, 5e-5), "lr_d": (2e-4, 5e-5), "beta2_g": (0.9, 0.99), "beta2_d": (0.9, 0.99),
+        "r1_d": (0.05, 0.005), "r2_d": (0.05, 0.005), "ema_kimg_g": (0.0, 64.0), "ada_p_d": (0.0, 0.5)}
+seen = {}
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    # a line is G's step; D's values in it are those of its latest message
+    # (the metrics stage merges them as they arrive): G's keys at this
+    # step's images, D's at some step's, and D's values of one message
+    # agree with each other
+    for k, (a, b) in want.items():
+        if k not in m:
+            continue
+        steps = [m["step"]] if k.endswith("_g") else range(1, 20)
+        close = lambda s: abs(m[k] - cosine((s - 1) * batch, a, b, 100.0)) <= 1e-6 * max(abs(m[k]), 1e-3)
+        assert any(close(s) for s in steps), (k, m["step"], m[k])
+        seen[k] = seen.get(k, 0) + 1
+    if "ada_p" in m:  # the device's p: the schedule's value of the same iteration
+        assert abs(m["ada_p"] - m["ada_p_d"]) < 1e-6, (m["step"], m["ada_p"], m["ada_p_d"])
+        assert abs(m["r1_d"] - m["r2_d"]) < 1e-12, m
+        seen["ada_p"] = seen.get("ada_p", 0) + 1
+    for k in ("loss_d", "loss_g", "r1", "r2"):
+        if k in m:
+            assert m[k] is not None and math.isfinite(m[k]), (k, m)
+            seen[k] = seen.get(k, 0) + 1
+assert len({round(json.loads(l).get("lr_g", 0), 12) for l in open(sys.argv[1])}) >= 6, "lr_g should move every step"
+missing = [k for k in list(want) + ["ada_p", "loss_d", "loss_g", "r1", "r2"] if not seen.get(k)]
+assert not missing, missing
+PY
+  check "[ $? -eq 0 ]" "R3GAN's schedules and metrics: $(tail -3 "$T/sched.log")"
+  r3 "$T/b" steps=4 checkpoint_every=4
+  r3 "$T/b" steps=8 resume="$T/b"
+  check "[ $? -eq 0 ]" "r3gan_fashion resume failed: $(tail -3 "$T/b.log")"
+  "$B/tests/st_compare" "$(latest "$T/a")" "$(latest "$T/b")" >"$T/cmp.log" 2>&1
+  check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp.log'" "4 + resume + 4 should equal 8 steps: $(cat "$T/cmp.log")"
+  "$G" sample "$(latest "$T/a")" n=20 out="$T/grid.png" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ] && [ \"\$(png_size '$T/grid.png')\" != '' ]" "ganflow sample of an R3GAN checkpoint failed: $(cat "$T/s.log")"
   ;;
 *)
   echo "unknown case $case_name"
