@@ -810,6 +810,41 @@ enospc)
   check "! ls '$T/r/checkpoints' | grep -q tmp" "a temporary file was left behind: $(ls "$T/r/checkpoints")"
   "$G" sample "$T/r/checkpoints/ckpt-00000020.safetensors" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the previous checkpoint should be intact"
+  # the sample grid and the TensorBoard file name the real cause: no libpng
+  # "Write Error" turned into EIO, no event file ending inside a record
+  GF_FAULT_ENOSPC=samples/step-00000004.png LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/g" quiet=true steps=6 samples=2 \
+    >"$T/g.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'samples/step-00000004.png: cannot write PNG: No space left on device' '$T/g.log'" \
+    "a full disk under a sample grid should say so: $(tail -3 "$T/g.log")"
+  check "! grep -Eq 'libpng|Write Error|Input/output' '$T/g.log'" "libpng's message or EIO in: $(grep -E 'libpng|Input' "$T/g.log")"
+  check "! ls '$T/g/samples' | grep -q tmp" "a temporary grid was left behind: $(ls "$T/g/samples")"
+  if /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null; then
+    GF_FAULT_ENOSPC=events.out.tfevents GF_FAULT_ENOSPC_AFTER=3000 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+      ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+      "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/e" quiet=true steps=6 samples=2 \
+      log=1 >"$T/e.log" 2>&1
+    check "[ $? -eq 0 ]" "a full disk under the TensorBoard file should not stop the run: $(tail -3 "$T/e.log")"
+    check "grep -q 'TensorBoard events: .*No space left on device (the file ends at its last whole record)' '$T/e.log'" \
+      "the TensorBoard warning should name the cause: $(grep -i tensorboard "$T/e.log")"
+    ev=$(ls "$T"/e/events.out.tfevents.*)
+    out=$(/usr/bin/python3 "$S/tests/train/check_tfevents.py" --framing "$T/e" 2>&1)
+    check "[ $? -eq 0 ] && [ \"\$(stat -c %s "$ev")\" -le 3000 ]" "the event file should end at its last whole record: $out"
+  fi
+  # a real full disk (a 256 KiB tmpfs of our own, where we may mount one)
+  if unshare -m true 2>/dev/null; then
+    ck=$T/r/checkpoints/ckpt-00000020.safetensors
+    unshare -m bash -c "mkdir -p '$T/full' && mount -t tmpfs -o size=256k tmpfs '$T/full' &&
+      head -c 200000 /dev/zero >'$T/full/fill' && '$G' sample '$ck' n=256 cols=16 out='$T/full/grid.png'; echo rc=\$?;
+      echo files: \$(ls '$T/full')" >"$T/full.log" 2>&1
+    check "grep -q 'rc=1' '$T/full.log' && grep -q 'grid.png: cannot write PNG: No space left on device' '$T/full.log'" \
+      "sample on a full tmpfs should say No space left on device: $(cat "$T/full.log")"
+    check "! grep -Eq 'libpng|Write Error|Input/output' '$T/full.log' && grep -qx 'files: fill' '$T/full.log'" \
+      "on a full tmpfs (no other message, no file left): $(cat "$T/full.log")"
+  else
+    echo "note: no mount namespace here (not root): the tmpfs check is skipped, the LD_PRELOAD ones ran"
+  fi
   ;;
 sigint)
   "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/r" quiet=true steps=1000000 \
