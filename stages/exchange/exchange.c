@@ -54,6 +54,7 @@ typedef struct xchg {
 	gf_ctx *ctx;
 	gf_dist_mode mode;
 	size_t bucket;          /* floats */
+	double bucket_mb;       /* as the pipeline gave it, for the log */
 	int rounds;
 	double timeout;
 	int measure;
@@ -101,6 +102,7 @@ static int xc_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "parameter 'bucket_mb' is 0: a bucket must hold something (above 0, at most 4096)");
 	if (x->timeout == 0)
 		return gf_fail(ctx, "parameter 'timeout' is 0: the seconds a collective may stall must be above 0");
+	x->bucket_mb = mb;
 	x->bucket = (size_t)(mb * 1048576.0 / sizeof(float));
 	if (x->bucket < 1)
 		x->bucket = 1;
@@ -276,9 +278,13 @@ static int op_hello(xchg *x, gf_msg *m, gf_msg *ack)
 	gf_msg_set_scalar(ack, "rounds", (double)x->rounds);
 	gf_msg_set_scalar(ack, "rank", (double)x->rank);
 	gf_msg_set_scalar(ack, "world", (double)x->world);
-	if (x->rank == 0)
-		gf_info(x->ctx, "%s over %d rank%s (%zu parameters%s)", gf_dist_mode_name(x->mode), x->world,
-		        x->world == 1 ? "" : "s", x->n, x->mode == GF_DIST_ALLREDUCE ? ", buckets of up to bucket_mb" : "");
+	if (x->rank == 0 && x->mode == GF_DIST_ALLREDUCE)
+		gf_info(x->ctx, "%s over %d rank%s (%zu parameters, buckets of up to %g MiB: bucket_mb = %g, %zu floats)",
+		        gf_dist_mode_name(x->mode), x->world, x->world == 1 ? "" : "s", x->n, x->bucket_mb, x->bucket_mb,
+		        x->bucket);
+	else if (x->rank == 0)
+		gf_info(x->ctx, "%s over %d rank%s (%zu parameters)", gf_dist_mode_name(x->mode), x->world,
+		        x->world == 1 ? "" : "s", x->n);
 	return 0;
 }
 
