@@ -109,7 +109,7 @@ int gf_rundir_read_args(const char *dir, gf_run_arg **out, int *n)
 			rc = -ENOMEM;
 			break;
 		}
-		(*out)[(*n)++] = (gf_run_arg){ key, val, 0 };
+		(*out)[(*n)++] = (gf_run_arg){ key, val, 0, 0 };
 	}
 	fclose(f);
 	if (rc < 0) {

@@ -142,6 +142,11 @@ small_n)
     real="$F/fm/train" real_n=1000 n=100 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ]" "n = 100 below the feature dimension (128) should fail"
   check "grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log'" "the error should suggest a larger n: $(cat "$T/e.log")"
+  # the evaluator stage's n is the pipeline's eval_n: the message names both
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" classifier="$F/clf32.safetensors" eval=2 eval_n=100 \
+    eval_real_n=1000 steps=2 dir="$T/r" >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"evaluator images (parameter n): n=100 is not more than the feature dimension 128.*: the pipeline passes the command line's eval_n=100 as n\" '$T/r.log'" \
+    "the evaluator's n should be named as typed, eval_n: $(grep -i evaluator "$T/r.log" | head -2)"
   ;;
 wrong_size)
   "$G" eval "$gck" classifier="$F/clf28.safetensors" \
