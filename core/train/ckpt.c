@@ -244,10 +244,15 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 
 int gf_ckpt_has_ema(const gf_ckpt *c, int i)
 {
-	char name[512];
-	gf_tensor t;
-	snprintf(name, sizeof(name), "%s.ema.rng", gf_ckpt_part_name(c, i));
-	return gf_st_get(c->f, name, &t) == 0;
+	/* any tensor of the average: one that lacks some of its tensors is a
+	 * damaged average, refused naming the tensor (gf_ckpt_net_weights), not
+	 * silently replaced by the trained weights (the bridge's rule too) */
+	char prefix[512];
+	int n = snprintf(prefix, sizeof(prefix), "%s.ema.", gf_ckpt_part_name(c, i));
+	for (size_t k = 0; k < gf_st_count(c->f); k++)
+		if (!strncmp(gf_st_name(c->f, k), prefix, (size_t)n))
+			return 1;
+	return 0;
 }
 
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out)
@@ -284,6 +289,11 @@ int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const 
 	if (rc) {
 		gf_net_destroy(*out);
 		*out = NULL;
+		if (rc == GF_ENOTFOUND && !strcmp(which, "ema")) {
+			const char *part = gf_ckpt_part_name(c, i);
+			return gf_seterr(rc, "%s: the moving average of '%s' (%s.ema.*) is incomplete; ema=0 takes the trained "
+			                     "weights (%s.net.*)", gf_errmsg(), part, part, part);
+		}
 		return gf_seterr(rc, "%s", gf_errmsg());
 	}
 	return 0;

@@ -50,10 +50,12 @@ the last layer's. The module is returned in eval mode (batchnorm on its
 running statistics, no dropout), as `ganflow sample` generates by default;
 .train() gives batch statistics.
 
-EMA: load(..., ema=True) takes "<part>.ema.<layer>.<param>" when the
-checkpoint holds them. ganflow does not write EMA weights yet, so today it
-always falls back to the live weights, silently (module.ema tells which
-were loaded).
+EMA: load(..., ema=True) takes the moving average "<part>.ema.<layer>.<param>"
+(g_step's `ema`) when the checkpoint holds any tensor "<part>.ema.*", as
+`ganflow sample` and `ganflow eval` do; an average that lacks a tensor of
+the network is refused naming it (CheckpointError), never replaced by the
+trained weights. A part without any "<part>.ema.*" loads its trained
+weights (module.ema tells which were loaded); ema=False always does.
 """
 import torch
 import torch.nn.functional as F
@@ -818,8 +820,9 @@ def load(checkpoint, part="g", ema=True, device=None):
                 checkpoints/latest), or a ganflow.checkpoint.Checkpoint
     part        an instance name ("g", "d", "clf", "g3" of a per-class checkpoint) or a
                 role ("generator", "discriminator", "classifier": the first such part)
-    ema         use the part's EMA weights ("<part>.ema.*") when the checkpoint has them;
-                ganflow writes none yet, so this falls back to the live weights
+    ema         use the part's moving average ("<part>.ema.*") when the checkpoint has one
+                (a g_step with `ema`); one missing a tensor is refused, as `ganflow sample`
+                refuses it; False: the trained weights
     device      where the module goes (default: the CPU)
 
     Raises CheckpointError (a TableError for a table the bridge cannot build) naming the
@@ -834,14 +837,28 @@ def load(checkpoint, part="g", ema=True, device=None):
     state = net.net.state_dict()
     prefix = f"{name}.net."
     wanted = [k for k in state if not k.endswith("num_batches_tracked")]
-    if ema and all(ck.has(f"{name}.ema.{k}") for k in wanted):
+    # the C reader's rule (gf_ckpt_has_ema): any "<part>.ema.*" tensor is an
+    # average, and then all of the network's must be there
+    if ema and ck.names(f"{name}.ema."):
         prefix, net.ema = f"{name}.ema.", True
     new = {}
     # the C reader's checks and messages (gf_ckpt_load, gf_st_read, gf_ckpt_net)
-    for k in wanted:
+    # parameters and buffers, then the generator state the C reader also
+    # requires of a network (i64 [3]; not a weight, not loaded here)
+    for k in wanted + ["rng"]:
         tname = prefix + k
         if not ck.has(tname):
-            raise CheckpointError(f"checkpoint {ck.path}: no tensor '{tname}' (the network has it)")
+            why = f"checkpoint {ck.path}: no tensor '{tname}' (the network has it)"
+            if net.ema:
+                why += (f": the moving average of '{name}' ({name}.ema.*) is incomplete; ema=False takes the "
+                        f"trained weights ({name}.net.*)")
+            raise CheckpointError(why)
+        if k == "rng":
+            dt, shape = ck.info(tname)
+            if dt != "I64" or tuple(shape) != (3,):
+                raise CheckpointError(f"{ck.path}: tensor '{tname}' is {shape_str(shape, dt)}, expected "
+                                      f"{shape_str([3], 'I64')}")
+            break
         dt, shape = ck.info(tname)
         if dt != "F32" or tuple(shape) != tuple(state[k].shape):
             raise CheckpointError(f"{ck.path}: tensor '{tname}' is {shape_str(shape, dt)}, expected "

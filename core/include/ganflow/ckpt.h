@@ -132,7 +132,13 @@ int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *
 int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const gf_value *table, gf_backend *be,
                               int max_batch, gf_net **out);
 
-/* 1 when part i holds a moving average of its network ("<part>.ema.*"). */
+/* 1 when part i holds a moving average of its network: any tensor
+ * "<part>.ema.*". Loading the average (gf_ckpt_net_weights "ema") then
+ * needs every tensor of the network under that prefix, and a missing one
+ * is GF_ENOTFOUND naming it ("...: the moving average of 'g' (g.ema.*) is
+ * incomplete; ema=0 takes the trained weights (g.net.*)"): never the
+ * trained weights in its place. python/ganflow/torch.py follows the same
+ * rule (docs/bridge.md). */
 int gf_ckpt_has_ema(const gf_ckpt *c, int i);
 
 /* The data position recorded for lmdb_reader instance `reader` (the
