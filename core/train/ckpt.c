@@ -214,6 +214,49 @@ const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key)
 	return gf_st_meta(c->f, k);
 }
 
+/* Checkpoints written before the noise layer took StyleGAN2's one strength
+ * per layer hold one per channel ((C) tensors) under tables that name no
+ * strength: such a layer is read as it was trained, strength = "channel"
+ * (docs/nn.md; python/ganflow/torch.py does the same). */
+static int old_noise_strengths(const gf_ckpt *c, int i, gf_value *table)
+{
+	size_t n = gf_value_nargs(table);
+	for (size_t k = 0; k < n; k++) {
+		gf_value *l = (gf_value *)gf_value_arg(table, k);
+		const gf_value *t = gf_value_arg(l, 0), *name = gf_value_get(l, "name");
+		if (!t || t->type != GF_VSTR || strcmp(t->u.s, "noise") || gf_value_get(l, "strength"))
+			continue;
+		char tname[600];
+		gf_tensor ts;
+		if (name && name->type == GF_VSTR)
+			snprintf(tname, sizeof(tname), "%s.net.%s.noise_strength", gf_ckpt_part_name(c, i), name->u.s);
+		else
+			snprintf(tname, sizeof(tname), "%s.net.%zu.noise_strength", gf_ckpt_part_name(c, i), k);
+		if (gf_st_get(c->f, tname, &ts) || gf_tensor_numel(&ts) <= 1)
+			continue;
+		if (l->type == GF_VLIST) { /* {"noise", C} alone: a map of its positions, to take the key */
+			gf_value m = gf_value_map();
+			char pos[24];
+			int rc = 0;
+			for (size_t j = 0; j < gf_value_len(l) && !rc; j++) {
+				gf_value v;
+				snprintf(pos, sizeof(pos), "%zu", j + 1);
+				rc = gf_value_copy(&v, gf_value_at(l, j));
+				if (!rc)
+					rc = gf_value_set(&m, pos, v);
+			}
+			gf_value_free(l);
+			*l = m;
+			if (rc)
+				return rc;
+		}
+		int rc = gf_value_set(l, "strength", gf_value_str("channel"));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 {
 	*table = gf_value_nil();
@@ -222,6 +265,10 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 		return gf_seterr(GF_ECORRUPT, "%s: part '%s' (%s) has no layer table (metadata '%s.table')", c->path,
 		                 gf_ckpt_part_name(c, i), gf_ckpt_part_role(c, i), gf_ckpt_part_name(c, i));
 	int rc = gf_value_from_json(text, table);
+	if (rc == 0 && (rc = old_noise_strengths(c, i, table))) {
+		gf_value_free(table);
+		return gf_seterr(rc, "%s: out of memory", c->path);
+	}
 	if (rc == 0)
 		return 0;
 	char why[256];
@@ -239,6 +286,10 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 		return gf_seterr(GF_ECORRUPT, "%s: the layer table of '%s' is neither JSON (%s) nor the Lua text of older "
 		                              "checkpoints",
 		                 c->path, gf_ckpt_part_name(c, i), why);
+	if ((rc = old_noise_strengths(c, i, table))) {
+		gf_value_free(table);
+		return gf_seterr(rc, "%s: out of memory", c->path);
+	}
 	return 0;
 }
 

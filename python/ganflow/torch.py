@@ -328,11 +328,12 @@ class BiasAct(nn.Module):
 
 
 class Noise(nn.Module):
-    """x + strength[c] noise[n, h, w]: noise_const in eval (mode auto), a fresh draw in training."""
+    """x + strength noise[n, h, w] (one strength, StyleGAN2's; or per channel, strength[c]):
+    noise_const in eval (mode auto), a fresh draw in training."""
 
-    def __init__(self, c, h, w, mode):
+    def __init__(self, c, h, w, mode, per_channel=False):
         super().__init__()
-        self.noise_strength = nn.Parameter(torch.zeros(c))
+        self.noise_strength = nn.Parameter(torch.zeros(c if per_channel else 1))
         self.register_buffer("noise_const", torch.zeros(h * w))
         self.mode, self.hw = mode, (h, w)
 
@@ -719,7 +720,10 @@ class GanflowNet(nn.Module):
         if k == "noise":
             c = l.int(0, "channels")
             image(c)
-            return Noise(c, s[1], s[2], l.get(None, "mode", "auto")), s
+            strength = l.get(None, "strength", "scalar")
+            if strength not in ("scalar", "channel"):
+                raise l.error('strength must be "scalar" (one per layer, StyleGAN2) or "channel" (one per channel)')
+            return Noise(c, s[1], s[2], l.get(None, "mode", "auto"), strength == "channel"), s
         if k == "const":
             c, h, w = l.int(0, "channels"), l.int(1, "height"), l.int(2, "width")
             return Const(c, h, w), (c, h, w)
@@ -813,6 +817,24 @@ def build(table, input_shape=None):
     return GanflowNet(table, input_shape)
 
 
+def _old_noise_strengths(ck, name, table):
+    """gf_ckpt_table's rule: a noise layer that names no strength but whose checkpoint tensor holds one per
+    channel (written before the layer took StyleGAN2's one per layer) is read with strength = "channel"."""
+    layers = table if isinstance(table, list) else [table[k] for k in sorted((k for k in table if k.isdigit()), key=int)]
+    for i, l in enumerate(layers):
+        args = l if isinstance(l, dict) else {str(j + 1): v for j, v in enumerate(l)}
+        if args.get("1") != "noise" or "strength" in args:
+            continue
+        key = f"{name}.net.{args.get('name', i)}.noise_strength"
+        if ck.has(key) and int(torch.tensor(ck.info(key)[1]).prod()) > 1:
+            args["strength"] = "channel"
+            if isinstance(table, list):
+                table[i] = args
+            else:
+                table[str(i + 1)] = args
+    return table
+
+
 def load(checkpoint, part="g", ema=True, device=None):
     """A part of a ganflow checkpoint as a GanflowNet, in eval mode.
 
@@ -830,7 +852,7 @@ def load(checkpoint, part="g", ema=True, device=None):
     ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
     name = ck.find(part)
     try:
-        net = GanflowNet(ck.table(name))
+        net = GanflowNet(_old_noise_strengths(ck, name, ck.table(name)))
     except TableError as e:
         raise TableError(f"{ck.path}: part '{name}': {e}") from None
     net.part, net.role, net.cls = name, ck.role(name), ck.part_class(name)

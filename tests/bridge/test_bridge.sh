@@ -166,6 +166,11 @@ stylegan2)
   ck=$(train stylegan2_fashion samples=1000 ch=8 z=16 w=16 classes=10 mbstd=2 r1_every=2 mixing=0.9) || exit 1
   sample "$ck" 20
   compare "StyleGAN2 G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  # a checkpoint of before the scalar noise strength (one per channel,
+  # tests/train/old_noise.py: each the scalar repeated): the bridge reads it
+  # as gf_ckpt_table does, as it was trained: the same images
+  "$PY" "$S/tests/train/old_noise.py" "$ck" "$T/old.safetensors" >/dev/null || fail "cannot make the old checkpoint"
+  compare "StyleGAN2 G with per-channel noise strengths (old checkpoint): bridge vs ganflow sample" g "$T/old.safetensors" g "$T/s"
   forward "$ck" d 16
   compare "StyleGAN2 D: bridge vs ganflow" net "$ck" d "$T/d.st"
   "$G" export "$ck" "$T/g.onnx" >"$T/e.log" 2>&1

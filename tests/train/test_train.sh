@@ -5,7 +5,7 @@
 #   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
-#                                  sample_folder | graphs | stylegan2
+#                                  sample_folder | graphs | stylegan2 | sg2_noise
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -574,6 +574,31 @@ resnets)
   "$G" run "$S/pipelines/biggan_imagenet.lua" data="$T/synth" ch=8 batch=2 steps=2 dir="$T/bi" quiet=true >"$T/bi.log" 2>&1
   check "[ $? -eq 0 ] && [ -f '$T/bi/checkpoints/ckpt-00000002.safetensors' ]" "biggan_imagenet on synth data failed: $(tail -3 "$T/bi.log")"
   check "[ \"\$(png_size '$T/bi/samples/latest.png' | cut -d' ' -f2)\" -gt 128 ]" "biggan_imagenet grid should hold 128x128 images"
+  ;;
+sg2_noise)
+  # StyleGAN2's noise strength is one per synthesis layer (StyleGAN2-ADA's);
+  # a checkpoint of before, one per channel (tests/train/old_noise.py makes
+  # one from a new one, each strength copied to its channels): sample and
+  # eval load it as it was trained (the same images: equal per-channel
+  # strengths are the scalar), resume= with the scalar default is refused
+  # naming the tensor and the option, and resumes with noise_strength=channel
+  run stylegan2_fashion "$T/n" steps=2 samples=1000 log=1 ch=8 z=16 w=16 ada=
+  check "[ $? -eq 0 ]" "stylegan2_fashion failed: $(tail -3 "$T/n.log")"
+  ck=$(latest "$T/n")
+  wide=$(/usr/bin/python3 "$S/tests/train/old_noise.py" "$ck" "$T/old.safetensors" 2>&1)
+  check "[ \"\$wide\" -ge 14 ]" "the old checkpoint should widen every strength (net, ema, Adam's m and v): $wide"
+  "$G" sample "$ck" n=8 out="$T/new.png" npy="$T/new" >"$T/new.log" 2>&1
+  "$G" sample "$T/old.safetensors" n=8 out="$T/old.png" npy="$T/old" >"$T/old.log" 2>&1
+  check "[ $? -eq 0 ]" "sample should load a checkpoint with per-channel strengths: $(cat "$T/old.log")"
+  d=$(/usr/bin/python3 -c 'import sys, numpy as np
+print(float(np.abs(np.load(sys.argv[1]) - np.load(sys.argv[2])).max()))' "$T/new.images.npy" "$T/old.images.npy" 2>&1)
+  check "[ \"\$d\" = 0.0 ]" "the old checkpoint's images should be the new one's: max difference $d"
+  run stylegan2_fashion "$T/r" steps=3 ch=8 z=16 w=16 ada= resume="$T/old.safetensors"
+  rc=$?
+  check "[ $rc -ne 0 ] && grep -qF \"tensor 'g.net.b4_conv1_noise.noise_strength' is (8) f32, expected (1) f32: one noise strength per channel\" '$T/r.log' && grep -qF 'noise_strength = \"channel\"' '$T/r.log'" \
+    "resume with the scalar should be refused naming the tensor and the option: $(tail -2 "$T/r.log")"
+  run stylegan2_fashion "$T/r2" steps=3 ch=8 z=16 w=16 ada= noise_strength=channel resume="$T/old.safetensors"
+  check "[ $? -eq 0 ]" "resume with noise_strength=channel should continue the old run: $(tail -3 "$T/r2.log")"
   ;;
 stylegan2)
   # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the

@@ -110,7 +110,10 @@ const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key);
 
 /* Part i's layer table into *table (the caller frees it): parsed from
  * JSON, or from the Lua text of checkpoints written before layer tables
- * were JSON. Returns 0 or an error naming the file and part. */
+ * were JSON. A `noise` layer that names no strength but whose tensor holds
+ * one per channel (a checkpoint written before the layer took StyleGAN2's
+ * one strength per layer) gets strength = "channel", so the network loads
+ * as it was trained. Returns 0 or an error naming the file and part. */
 int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
 
 /* Builds part i's network on be for batches up to max_batch and loads its
