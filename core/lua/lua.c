@@ -558,7 +558,7 @@ static int l_run(lua_State *L)
 	r->pl = NULL;
 	return 0;
 #endif
-	if (gf_rundir_open(&o, r->script, r->rank, r->world, &r->args, &r->lock_fd, err, sizeof(err)))
+	if (gf_rundir_open(&o, r->script, r->rank, r->world, &r->lock_fd, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	/* stage objects of this pipeline are stale from here on */
 	gf_graph *g = gf_placement_take_graph(r->pl);
@@ -566,7 +566,7 @@ static int l_run(lua_State *L)
 	r->pl = NULL;
 	r->runs++;
 	gf_pipeline_end end;
-	int rc = gf_pipeline_run(g, &o, r->script, r->rank, r->world, &end, r->err, sizeof(r->err));
+	int rc = gf_pipeline_run(g, &o, r->script, &r->args, r->rank, r->world, &end, r->err, sizeof(r->err));
 	if (rc)
 		explain_run(r, r->err, sizeof(r->err));
 	if (rc == GF_EGRAPH) /* validation: an error of the script, at the gf.run line */

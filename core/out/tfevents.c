@@ -136,12 +136,8 @@ static gf_tb *writers;
  * write that fails (a full disk) may have left part of the record: the
  * file is cut back to its last whole record, so that it stays readable
  * to its end, and the writer refuses every later record. */
-static int write_record(gf_tb *w, const pb *event)
+static int append_record(gf_tb *w, const pb *event)
 {
-	if (event->err)
-		return event->err;
-	if (w->err)
-		return gf_seterr(w->err, "%s: %s (an earlier write failed)", w->path, strerror(-w->err));
 	uint8_t head[12], tail[4];
 	uint64_t n = event->n;
 	for (int i = 0; i < 8; i++)
@@ -175,6 +171,20 @@ static int write_record(gf_tb *w, const pb *event)
 	return 0;
 }
 
+static int start_file(gf_tb *w);
+
+/* The file is created with the first event (its version record first):
+ * a run refused while its stages are created leaves no event file. */
+static int write_record(gf_tb *w, const pb *event)
+{
+	if (event->err)
+		return event->err;
+	if (w->err)
+		return gf_seterr(w->err, "%s: %s (an earlier write failed)", w->path, strerror(-w->err));
+	int rc = w->fd < 0 ? start_file(w) : 0;
+	return rc ? rc : append_record(w, event);
+}
+
 static void event_head(pb *e, int64_t step, double wall)
 {
 	uint64_t bits;
@@ -194,6 +204,27 @@ static int write_value(gf_tb *w, int64_t step, double wall, pb *v)
 	pthread_mutex_lock(&lock);
 	int rc = write_record(w, &e);
 	pthread_mutex_unlock(&lock);
+	free(e.b);
+	return rc;
+}
+
+static int start_file(gf_tb *w)
+{
+	struct stat st;
+	if ((w->fd = open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666)) < 0 || fstat(w->fd, &st)) {
+		int rc = gf_seterr(-errno, "%s: %s", w->path, strerror(errno));
+		if (w->fd >= 0)
+			close(w->fd);
+		w->fd = -1;
+		return rc;
+	}
+	w->good = st.st_size;
+	pb e = { 0 };
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	event_head(&e, 0, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+	pb_string(&e, EV_VERSION, "brain.Event:2");
+	int rc = e.err ? e.err : append_record(w, &e);
 	free(e.b);
 	return rc;
 }
@@ -221,21 +252,11 @@ int gf_tb_open(const char *dir, gf_tb **out)
 		goto fail;
 	}
 	snprintf(w->path, n, "%s/events.out.tfevents.%lld.%s", dir, (long long)time(NULL), host);
-	struct stat st;
-	if ((w->fd = open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666)) < 0 || fstat(w->fd, &st)) {
-		rc = gf_seterr(-errno, "%s: %s", w->path, strerror(errno));
+	/* the file itself comes with the first event (write_record) */
+	if (access(dir, W_OK)) {
+		rc = gf_seterr(-errno, "%s: %s", dir, strerror(errno));
 		goto fail;
 	}
-	w->good = st.st_size;
-	pb e = { 0 };
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	event_head(&e, 0, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
-	pb_string(&e, EV_VERSION, "brain.Event:2");
-	rc = write_record(w, &e);
-	free(e.b);
-	if (rc)
-		goto fail;
 	w->refs = 1;
 	w->next = writers;
 	writers = w;
@@ -269,7 +290,8 @@ void gf_tb_close(gf_tb *w)
 			break;
 		}
 	pthread_mutex_unlock(&lock);
-	close(w->fd);
+	if (w->fd >= 0)
+		close(w->fd);
 	free(w->dir);
 	free(w->path);
 	free(w);

@@ -184,6 +184,8 @@ struct gf_graph {
 	unsigned flags;
 	double grace;
 	double stall, stall_stop; /* watchdog limits in seconds, 0 = automatic */
+	gf_graph_created_fn created; /* gf_graph_on_created's, NULL: none */
+	void *created_arg;
 	/* the watchdog's view, kept by the monitor thread only */
 	int64_t wd_step, wd_items;
 	double t_progress;        /* when the step (or items) last moved */

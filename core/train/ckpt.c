@@ -1,6 +1,7 @@
 /* Training checkpoints: the one place that knows their layout (file names,
  * `latest`, the parts of the training stages, layer tables, data
  * positions). See <ganflow/ckpt.h>. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +36,37 @@ int gf_ckpt_set_latest(const char *dir, const char *file)
 		return gf_seterr(rc, "%s: %s", latest, strerror(errno));
 	}
 	return 0;
+}
+
+int gf_ckpt_commit_record(const char *run_dir)
+{
+	char next[4200], from[4600], to[4600];
+	snprintf(next, sizeof(next), "%s/" GF_RUN_NEXT, run_dir);
+	DIR *d = opendir(next);
+	if (!d)
+		return errno == ENOENT ? 0 : gf_seterr(-errno, "%s: %s", next, strerror(errno));
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;   /* ".", "..", and the temporary files of a writer */
+		snprintf(from, sizeof(from), "%s/%s", next, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", run_dir, e->d_name);
+		if (rename(from, to))
+			rc = gf_seterr(-errno, "cannot move '%s' to '%s': %s", from, to, strerror(errno));
+	}
+	closedir(d);
+	if (!rc && rmdir(next) && errno != ENOENT)
+		rc = gf_seterr(-errno, "%s: %s", next, strerror(errno));
+	return rc;
+}
+
+const char *gf_ckpt_record_file(const char *run_dir, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/" GF_RUN_NEXT "/%s", run_dir, name);
+	if (access(buf, F_OK))
+		snprintf(buf, size, "%s/%s", run_dir, name);
+	return buf;
 }
 
 int gf_ckpt_resolve(const char *path, char *out, size_t size)
@@ -175,6 +207,14 @@ void gf_ckpt_close(gf_ckpt *c)
 const char *gf_ckpt_path(const gf_ckpt *c)
 {
 	return c->path;
+}
+
+int64_t gf_ckpt_step(const gf_ckpt *c)
+{
+	const char *s = gf_st_meta(c->f, "step");
+	char *end;
+	long long v = s ? strtoll(s, &end, 10) : -1;
+	return s && end != s && !*end && v >= 0 ? (int64_t)v : -1;
 }
 
 int gf_ckpt_nparts(const gf_ckpt *c)

@@ -2,7 +2,7 @@
 # End-to-end tests of the training pipelines on real Fashion-MNIST data
 # (Debian's dataset-fashion-mnist), each run by CTest as its own test:
 #
-#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
+#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | resume_fail | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
 #                                  sample_folder | graphs | stylegan2 | sg2_noise
@@ -680,6 +680,57 @@ PY
     /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/ramp" $((k - 1)))" "$(ck "$T/ramp" $k)" "$d" 0 >"$T/ramp$k.log" 2>&1
     check "[ $? -eq 0 ]" "StyleGAN2's ramp at step $k (decay $d): $(cat "$T/ramp$k.log")"
   done
+  ;;
+resume_fail)
+  # A resume that fails leaves the run as it was: its record of how it was
+  # started (args.txt, pipeline.lua) changes only once the new run has
+  # written a checkpoint, so a plain resume=RUN afterwards still works
+  run dcgan_fashion "$T/a" steps=4 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/a.log")"
+  cp "$T/a/args.txt" "$T/args0"
+  cp "$T/a/pipeline.lua" "$T/p0"
+  same() { cmp -s "$T/args0" "$T/a/args.txt" && cmp -s "$T/p0" "$T/a/pipeline.lua" && [ ! -e "$T/a/.next" ]; }
+  # options that break the run at once (D not finite before any checkpoint)
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" r1=1e30 r1_every=1 steps=8 >"$T/b.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'not finite' '$T/b.log'" "r1=1e30 should stop the resumed run: $(tail -2 "$T/b.log")"
+  check "same" "a failed resume rewrote the run's record: $(diff "$T/args0" "$T/a/args.txt")"
+  check "grep -q 'resume: changed from $T/a/args.txt: r1 (not given) -> 1e30, r1_every (not given) -> 1, steps 4 -> 8' '$T/b.log'" \
+    "a resume that changes options should say so in one line: $(grep resume: "$T/b.log")"
+  # another pipeline (tensors of other shapes): refused while its stages are
+  # created, before anything is written (only the lock file is touched)
+  touch "$T/marker"
+  sleep 1
+  "$G" run "$S/pipelines/cgan_fashion.lua" resume="$T/a" steps=8 >"$T/c.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"tensor 'd.net.0.weight' is (\" '$T/c.log'" "a cGAN resumed from a DC-GAN run should be refused: $(tail -1 "$T/c.log")"
+  check "same" "the refused resume rewrote the run's record: $(diff "$T/args0" "$T/a/args.txt")"
+  written=$(find "$T/a" -newer "$T/marker" ! -name .lock | tr '\n' ' ')
+  check "[ -z \"\$written\" ]" "the refused resume wrote: $written"
+  # a full disk under the new record: the old one stays; a fresh run leaves none
+  GF_FAULT_ENOSPC=args.txt GF_FAULT_ENOSPC_AFTER=0 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=8 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"cannot write '$T/a/.next/args.txt' into the run directory: No space left on device\" '$T/e.log'" \
+    "a full disk under the record should be named: $(tail -1 "$T/e.log")"
+  check "same" "a full disk rewrote the run's record"
+  GF_FAULT_ENOSPC=args.txt GF_FAULT_ENOSPC_AFTER=0 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/f" steps=2 quiet=true >"$T/f.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"cannot write '$T/f/args.txt' into the run directory: No space left on device\" '$T/f.log'" \
+    "a full disk at the start should be named: $(tail -1 "$T/f.log")"
+  check "[ ! -e '$T/f/args.txt' ] && [ ! -e '$T/f/pipeline.lua' ] && ! ls -a '$T/f' | grep -q tmp" \
+    "a full disk at the start should leave no record, no 0-byte args.txt: $(ls -la "$T/f")"
+  # the run continues as recorded; a changed option is recorded with its checkpoint
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=6 lr=1e-4 >"$T/g.log" 2>&1
+  check "[ $? -eq 0 ]" "resume=RUN after the failed ones should work: $(tail -2 "$T/g.log")"
+  check "grep -qx 'lr=1e-4' '$T/a/args.txt' && grep -qx 'steps=6' '$T/a/args.txt' && ! grep -q r1 '$T/a/args.txt' && [ ! -e '$T/a/.next' ]" \
+    "the resumed run should record its options: $(cat "$T/a/args.txt")"
+  # steps at or below the checkpoint's step contradict it: nothing to run
+  cp "$T/a/args.txt" "$T/args0"
+  cp "$T/a/pipeline.lua" "$T/p0"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=5 >"$T/h.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'ckpt-00000006.safetensors was written at step 6 and steps=5: nothing to run (give steps above 6' '$T/h.log'" \
+    "steps below the checkpoint's should be refused: $(tail -1 "$T/h.log")"
+  check "same" "the refused steps rewrote the run's record"
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5

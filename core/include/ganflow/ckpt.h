@@ -63,6 +63,29 @@ const char *gf_ckpt_file_name(const char *dir, int64_t step, char *buf, size_t s
  * gf_errmsg(). */
 int gf_ckpt_set_latest(const char *dir, const char *file);
 
+/* ---- the record of how a run was started ----
+ *
+ * RUN/pipeline.lua and RUN/args.txt (`ganflow run` writes them) say how
+ * the checkpoints of RUN were made, and `resume=RUN` restores the
+ * arguments from args.txt. A run that would replace them (one that
+ * continues RUN) writes its own into RUN/.next/ instead; they take the old
+ * ones' place with the first checkpoint it writes (the checkpoint stage
+ * calls gf_ckpt_commit_record after `latest`), or when it ends well without
+ * writing one. A run that fails before either leaves RUN's record as it
+ * was: a resume with options that break it at once cannot change how the
+ * run resumes next. */
+#define GF_RUN_NEXT ".next"
+
+/* Moves every file of run_dir/.next into run_dir (one rename each), then
+ * removes the folder; nothing when there is none. Returns 0 or -errno
+ * with gf_errmsg() naming the file. */
+int gf_ckpt_commit_record(const char *run_dir);
+
+/* The record file `name` (e.g. "args.txt") of the run in progress in
+ * run_dir, into buf: run_dir/.next/name while it waits there, else
+ * run_dir/name. Returns buf. */
+const char *gf_ckpt_record_file(const char *run_dir, const char *name, char *buf, size_t size);
+
 /* Resolves path, a checkpoint file, a run directory (through
  * checkpoints/latest) or a checkpoints folder (through latest), to the
  * checkpoint file, into out. Returns 0, or -errno / GF_ENOTFOUND with a
@@ -93,6 +116,10 @@ void gf_ckpt_close(gf_ckpt *c);
 
 /* The file's path; owned by c. */
 const char *gf_ckpt_path(const gf_ckpt *c);
+
+/* The step the checkpoint was written at (metadata "step"), or -1 when it
+ * records none (a single network of gf_ckpt_save). */
+int64_t gf_ckpt_step(const gf_ckpt *c);
 
 /* Parts, in the order of the file's metadata: their number, and part i's
  * instance name, role and class (-1 when it records none). Strings are

@@ -161,6 +161,16 @@ void gf_graph_set_grace(gf_graph *g, double seconds);
  * slowest step seen (at least 30 s); stop after 10 x the report time. */
 void gf_graph_set_stall(gf_graph *g, double report, double stop);
 
+/* Called by gf_graph_run once every stage instance was created (each has
+ * checked its parameters and loaded what it resumes from) and before any
+ * runs, on the calling thread: the first moment the run is known to start.
+ * A non-zero return ends the run there with GF_EFAIL and gf_errmsg() as
+ * its message (stages are destroyed, nothing ran). The caller of
+ * `ganflow run` writes the run directory's record here (core/lua/rundir.c).
+ * NULL: none. */
+typedef int (*gf_graph_created_fn)(void *arg);
+void gf_graph_on_created(gf_graph *g, gf_graph_created_fn fn, void *arg);
+
 /* The last error message ("" when none). Owned by the graph, valid until
  * the next call on it or gf_graph_destroy. */
 const char *gf_graph_error(const gf_graph *g);

@@ -27,9 +27,11 @@ extern "C" {
 
 typedef struct gf_tb gf_tb;
 
-/* The writer of run directory dir: opened (a new event file, its version
- * event written) on the first call, shared afterwards. Returns 0, or
- * -errno naming the file in gf_errmsg(). Release with gf_tb_close. */
+/* The writer of run directory dir (which must be writable): made on the
+ * first call, shared afterwards. Its event file (named at that call) is
+ * created with the first event, its version event first, so a run that
+ * stops before it writes anything leaves none. Returns 0, or -errno
+ * naming the directory in gf_errmsg(). Release with gf_tb_close. */
 int gf_tb_open(const char *dir, gf_tb **out);
 
 /* Drops a reference; the last one closes the file. NULL is ignored. */
