@@ -480,7 +480,13 @@ int gf_rundir_record(const gf_run_opts *o, int rank, const char *script, const g
 	size_t n = 0;
 	int rc = 0;
 	const char *name = "pipeline.lua";
-	if (script && !(rc = read_file(script, &data, &n)))
+	if (script && (rc = read_file(script, &data, &n))) {
+		snprintf(err, errsize, "cannot read '%s' to copy it into the run directory: %s", script, strerror(-rc));
+		if (replaces)
+			remove_next(o->dir);
+		return -1;
+	}
+	if (script)
 		rc = write_file(where, name, data, n);
 	free(data);
 	if (!rc) {
