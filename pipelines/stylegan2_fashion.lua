@@ -38,6 +38,8 @@ local opt = gf.args {
   pl = 0.0,            -- path-length weight, w.r.t. the ws (StyleGAN2's FFHQ config: 2; 0: none)
   pl_every = 4,
   mixing = 0.0,        -- style mixing probability per batch (StyleGAN2-ADA: 0.9; CIFAR config: 0)
+  noise_strength = "scalar", -- one noise strength per synthesis layer (StyleGAN2); "channel": one per channel,
+                       -- what runs made before the scalar hold (resume them with it)
   ema_kimg = 20.0,     -- G's moving average: half-life in thousands of images (StyleGAN2: batch x 10/32)
   ema_rampup = 0.05,   -- ... at most this fraction of the images seen (0: none)
   ada = "bgc",         -- StyleGAN2-ADA's adaptive augmentation of D's images (empty: none)
@@ -54,7 +56,7 @@ local opt = gf.args {
 }
 
 local G = sg2.G { size = 32, channels = 1, ch = opt.ch, z = opt.z, w = opt.w, mapping = opt.mapping,
-                  classes = opt.classes, mixing = opt.mixing, pl = opt.pl > 0 }
+                  classes = opt.classes, mixing = opt.mixing, pl = opt.pl > 0, noise_strength = opt.noise_strength }
 local ada = opt.ada ~= ""
 local D = sg2.D { size = 32, channels = 1, ch = opt.ch, classes = opt.classes, mbstd = opt.mbstd,
                   ada = ada and opt.ada or nil, ada_p = ada and opt.ada_p or nil }

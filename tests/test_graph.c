@@ -825,40 +825,35 @@ static void test_stall_watchdog(void **state)
  * Ending after K + 1 (what the follower's last report alone allows) would
  * cost the lead a whole step more, past mpirun's 2 s (docs/dist.md). The
  * peers table stands in for core/dist: rank 0 of a world of 2 whose other
- * rank answers at once with nothing further to run. */
+ * rank answers at once with nothing further to run; its answer, from a
+ * thread of its own, goes through the calls dist.c's responder makes. */
 
 #define AGREE_K 3
 
 static atomic_int agree_go;           /* the test lets the lead finish step K */
 static atomic_llong agree_s = -1;     /* the step the "ranks" agreed on */
 static atomic_llong lead_done;        /* steps the lead completed */
-static _Atomic(gf_graph *) agree_g;
-
-static void agree_attach(gf_graph *g)
-{
-	atomic_store(&agree_g, g);
-}
+static pthread_t agree_t;
+static atomic_int agree_started;
 
 static void *agree_thread(void *arg)
 {
 	(void)arg;
-	gf_graph *g = atomic_load(&agree_g);
-	int64_t s = gf_graph_hold(g); /* as dist.c's responder does for each rank */
+	int64_t s = gf_graph_hold_running(); /* as dist.c's responder does for each rank */
 	atomic_store(&agree_s, s);
-	gf_graph_stop_at(g, s);
+	gf_graph_stop_running(s);
 	return NULL;
 }
 
 static int agree_request(void)
 {
-	pthread_t t;
-	if (pthread_create(&t, NULL, agree_thread, NULL))
+	if (pthread_create(&agree_t, NULL, agree_thread, NULL))
 		return gf_seterr(-EAGAIN, "cannot start the agreement thread");
-	pthread_detach(t);
+	atomic_store(&agree_started, 1);
 	return 0;
 }
 
-static const gf_graph_peers agree_peers = { .attach = agree_attach, .stop_request = agree_request };
+static const gf_graph_peers agree_peers = { .stop_request = agree_request };
 
 static int lead_run(void *self, gf_ctx *ctx)
 {
@@ -946,6 +941,11 @@ static void test_agreed_stop_in_flight(void **state)
 	gf_run_info info = { .steps = 0, .seed = 1, .world = 2, .backend = "cpu" };
 	int rc = gf_graph_run(g, &info, GF_GRAPH_QUIET);
 	pthread_join(t, NULL);
+	/* the answer's thread may still be inside gf_graph_stop_running (its
+	 * log line, the wake-up): gf_graph_run waited for it to leave g, and
+	 * it is joined before the next test registers peers */
+	if (atomic_load(&agree_started))
+		pthread_join(agree_t, NULL);
 	gf_graph_set_peers(NULL);
 	assert_int_equal(rc, 0);
 	assert_int_equal(gf_graph_stop_reason(g), GF_STOP_REQUEST);
@@ -954,6 +954,55 @@ static void test_agreed_stop_in_flight(void **state)
 	assert_int_equal(atomic_load(&lead_done), AGREE_K);
 	assert_int_equal(gf_graph_step(g), AGREE_K);
 	gf_graph_destroy(g);
+}
+
+/* The distributed layer's thread answers whenever its messages arrive,
+ * also while a run ends and its graph is destroyed (a STOP_AT that crosses
+ * the end of the run): gf_graph_hold_running / gf_graph_stop_running must
+ * then find no graph rather than a freed one. A thread calls them without
+ * pause while graphs of a world of 2 run, are stopped by it and are
+ * destroyed at once; a call that reached a graph after its run returned
+ * is a use after free (TSan and ASan report it, ctest -L tsan). */
+static atomic_int answer_quit;
+static atomic_llong answer_calls;
+
+static void *answer_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&answer_quit)) {
+		int64_t h = gf_graph_hold_running();
+		gf_graph_stop_running(h > 0 ? -1 : 0); /* stop now: released at once */
+		atomic_fetch_add(&answer_calls, 1);
+	}
+	return NULL;
+}
+
+static void test_answer_after_run(void **state)
+{
+	(void)state;
+	pthread_t t;
+	atomic_store(&answer_quit, 0);
+	assert_int_equal(pthread_create(&t, NULL, answer_thread, NULL), 0);
+	for (int i = 0; i < 40; i++) {
+		gf_graph *g;
+		assert_int_equal(gf_graph_create(&g), 0);
+		int src = add(g, "count_source", "src", "{ n = 0 }", 1);
+		int sink = add(g, "check_sink", "sink", NULL, 1);
+		link_(g, src, "out", sink, "inp", NULL);
+		gf_run_info info = { .steps = 0, .seed = 1, .world = 2, .backend = "cpu" };
+		int rc = gf_graph_run(g, &info, GF_GRAPH_QUIET);
+		if (rc)
+			fail_msg("run %d: %s", i, gf_graph_error(g));
+		/* only the answer's stop ends a source of n = 0 */
+		assert_int_equal(gf_graph_stop_reason(g), GF_STOP_REQUEST);
+		gf_graph_destroy(g);
+	}
+	atomic_store(&answer_quit, 1);
+	pthread_join(t, NULL);
+	assert_true(atomic_load(&answer_calls) > 40);
+	/* no run in progress: nothing to hold */
+	assert_int_equal(gf_graph_hold_running(), -1);
+	gf_graph_stop_running(5);
 }
 
 static const gf_port_desc opt_in[] = { { "inp", "items", GF_PORT_OPTIONAL, "" } };
@@ -1105,6 +1154,7 @@ int main(void)
 		cmocka_unit_test(test_optional_ports),
 		cmocka_unit_test(test_agreed_stop_in_flight),
 		cmocka_unit_test(test_flops_and_peaks),
+		cmocka_unit_test(test_answer_after_run),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -316,6 +316,13 @@ static void test_stage_errors(void **state)
 	p = script("type.lua", "local gf = require 'ganflow'\n\nlocal s = gf.stage 'count_source' { n = 'ten' }\n");
 	expect_err(run_script(p, 0, NULL), GF_ELUA,
 	           "type.lua:3: stage 'count_source' (count_source): parameter 'n' must be an integer, got string \"ten\"");
+	/* a pipeline's option passed on under the stage's name: the message
+	 * also names what the user typed */
+	p = script("given.lua", "local gf = require 'ganflow'\nlocal s = gf.stage 'count_source' { n = gf.arg('count', 10) }\n");
+	const char *count[] = { "count=-3" };
+	expect_err(run_script(p, 1, count), GF_ELUA,
+	           "given.lua:2: stage 'count_source' (count_source): parameter 'n' is -3, outside its range 0..: the "
+	           "pipeline passes the command line's count=-3 as n");
 	p = script("fn.lua", "local gf = require 'ganflow'\nlocal s = gf.stage 'count_source' { n = print }\n");
 	expect_err(run_script(p, 0, NULL), GF_ELUA, "fn.lua:2: count_source.n: a function cannot be a parameter");
 	p = script("workers.lua", "local gf = require 'ganflow'\nlocal s = gf.stage 'check_sink' { workers = 2 }\n");

@@ -391,6 +391,8 @@ CASE(test_bias_act_relu, "bias_act relu lr_mul", "return { {'bias_act', 4, act =
 CASE(test_noise, "noise (random, the generator replayed)",
      "return { {'conv', 2, 5, 3, 1, 1}, {'noise', 5, mode = 'random'}, input_shape = {2, 4, 4} }", 2, 0, 0)
 CASE(test_noise_const, "noise const", "return { {'noise', 2, mode = 'const'}, {'tanh'}, input_shape = {2, 3, 3} }", 2, 0, 0)
+CASE(test_noise_channel, "noise const, a strength per channel",
+     "return { {'noise', 2, mode = 'const', strength = 'channel'}, {'tanh'}, input_shape = {2, 3, 3} }", 2, 0, 0)
 CASE(test_const, "const + a branch from x",
      "return { {'linear', 4, 18}, {'reshape', 2, 3, 3, name = 'b'}, {'const', 2, 3, 3, input = 'x'}, {'add', with = 'b'},"
      " {'tanh'}, input_shape = {4} }", 2, 0, 0)
@@ -511,6 +513,7 @@ int main(void)
 		cmocka_unit_test(test_bias_act_relu),
 		cmocka_unit_test(test_noise),
 		cmocka_unit_test(test_noise_const),
+		cmocka_unit_test(test_noise_channel),
 		cmocka_unit_test(test_const),
 		cmocka_unit_test(test_modconv),
 		cmocka_unit_test(test_modconv_up),

@@ -65,7 +65,7 @@ static const struct sg2_case {
 	  " {'modconv', 4, 3, 3, with = 's0'}, {'noise', 3, mode = 'const', name = 'n0'}, {'bias_act', 3, clamp = 2, name = 'h'},"
 	  " {'linear', 8, 3, eqlr = true, bias_init = 1, input = 'x', name = 's1'},"
 	  " {'modconv', 3, 2, 3, with = 's1', up = 2, input = 'h', name = 'up'}, {'fir', pad = 1, gain = 4},"
-	  " {'noise', 2, mode = 'const', name = 'n1'}, {'bias_act', 2, name = 'h2'},"
+	  " {'noise', 2, mode = 'const', strength = 'channel', name = 'n1'}, {'bias_act', 2, name = 'h2'},"
 	  " {'linear', 8, 2, eqlr = true, bias_init = 1, input = 'x', name = 's2'},"
 	  " {'modconv', 2, 3, 1, demod = false, with = 's2', input = 'h2', name = 'rgb'},"
 	  " {'bias_act', 3, act = 'linear', clamp = 1}, input_shape = {8} }",
@@ -187,19 +187,19 @@ static void test_modconv_forms(void **state)
 	forms(8, 8, 3, 1, 1, 12);   /* a "same" 3x3 of 8 channels at 12x12: the CPU's Winograd path */
 }
 
-/* ---- noise: the generator's normals in training, noise_const in eval ---- */
-static void test_noise_modes(void **state)
+/* ---- noise: the generator's normals in training, noise_const in eval ----
+ * One strength for the layer (StyleGAN2-ADA's SynthesisLayer, the default)
+ * or, strength = "channel", one per channel. */
+static void noise_modes(const char *code, int per_channel)
 {
-	(void)state;
 	enum { B = 2, C = 2, H = 3, W = 4 };
 	gf_net *net, *twin;
-	const char *code = "return { {'noise', 2}, input_shape = {2, 3, 4} }";
 	NN_OK(nn_build(&net, be, code, B, 0));
 	NN_OK(nn_build(&twin, be, code, B, 0));
 	gf_rng a = { 11, 0, 0 }, b = { 11, 0, 0 };
 	NN_OK(gf_net_init(net, &a));
 	NN_OK(gf_net_init(twin, &b));
-	size_t nb;
+	size_t nb, np;
 	const float *nc = gf_net_block(net, GF_BUFFERS, &nb), *nc2 = gf_net_block(twin, GF_BUFFERS, NULL);
 	assert_int_equal(nb, H * W);
 	float want[H * W];
@@ -208,10 +208,13 @@ static void test_noise_modes(void **state)
 	assert_memory_equal(nc, want, sizeof(want));
 	assert_memory_equal(nc, nc2, sizeof(want));
 	assert_true(a.offset == c.offset);
-	float *p = gf_net_block(net, GF_PARAMS, NULL);
-	assert_true(p[0] == 0.0f && p[1] == 0.0f);   /* strength starts at 0 */
+	float *p = gf_net_block(net, GF_PARAMS, &np);
+	assert_int_equal(np, per_channel ? C : 1);
+	for (size_t i = 0; i < np; i++)
+		assert_true(p[i] == 0.0f);   /* strength starts at 0 */
 	p[0] = 0.5f;
-	p[1] = -2.0f;
+	if (per_channel)
+		p[1] = -2.0f;
 	float x[B * C * H * W];
 	for (int i = 0; i < B * C * H * W; i++)
 		x[i] = 0.1f * (float)i;
@@ -228,7 +231,7 @@ static void test_noise_modes(void **state)
 		for (int ch = 0; ch < C; ch++)
 			for (int i = 0; i < H * W; i++) {
 				size_t at = ((size_t)n * C + ch) * H * W + i;
-				assert_float_equal(yv[at], x[at] + p[ch] * z[n * H * W + i], 1e-6);
+				assert_float_equal(yv[at], x[at] + p[per_channel ? ch : 0] * z[n * H * W + i], 1e-6);
 			}
 	NN_OK(gf_net_forward(net, &xt, NULL, 0));   /* eval: noise_const */
 	NN_OK(gf_net_output(net, &y));
@@ -237,10 +240,18 @@ static void test_noise_modes(void **state)
 		for (int ch = 0; ch < C; ch++)
 			for (int i = 0; i < H * W; i++) {
 				size_t at = ((size_t)n * C + ch) * H * W + i;
-				assert_float_equal(yv[at], x[at] + p[ch] * want[i], 1e-6);
+				assert_float_equal(yv[at], x[at] + p[per_channel ? ch : 0] * want[i], 1e-6);
 			}
 	gf_net_destroy(net);
 	gf_net_destroy(twin);
+}
+
+static void test_noise_modes(void **state)
+{
+	(void)state;
+	noise_modes("return { {'noise', 2}, input_shape = {2, 3, 4} }", 0);
+	noise_modes("return { {'noise', 2, strength = 'scalar'}, input_shape = {2, 3, 4} }", 0);
+	noise_modes("return { {'noise', 2, strength = 'channel'}, input_shape = {2, 3, 4} }", 1);
 }
 
 /* ---- refusals and argument errors ---- */
@@ -277,6 +288,8 @@ static void test_errors(void **state)
 	             "layer 1 (bias_act): act = \"tanh\": expected \"linear\", \"relu\" or \"lrelu\"");
 	expect_error("return { {'bias_act', 4}, input_shape = {3, 2, 2} }", GF_ESHAPE, "layer 1 (bias_act): expects 4 channels first");
 	expect_error("return { {'noise', 3, mode = 'fresh'}, input_shape = {3, 2, 2} }", GF_EPARAM, "layer 1 (noise): mode must be");
+	expect_error("return { {'noise', 3, strength = 'pixel'}, input_shape = {3, 2, 2} }", GF_EPARAM,
+	             "layer 1 (noise): strength must be \"scalar\" (one per layer, StyleGAN2) or \"channel\"");
 	expect_error("return { {'linear', 4, 3, name = 's'}, {'reshape', 3, 1, 1}, {'modconv', 3, 3, 1} , input_shape = {4} }",
 	             GF_EPARAM, "layer 3 (modconv): needs with = <the styles");
 	expect_error("return { {'linear', 4, 2, name = 's'}, {'reshape', 2, 1, 1}, {'modconv', 2, 3, 1, with = 'x'},"

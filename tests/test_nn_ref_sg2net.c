@@ -10,7 +10,9 @@
  * unfused. Also: w_avg's truncation in an eval forward; style
  * mixing (mixing = 1) against tests/ref/nn_ref_mix.safetensors
  * (tests/ref/make_nn_refs_mix.py); the path length on the ws against
- * tests/ref/nn_ref_pl.safetensors (tests/ref/make_nn_refs_pl.py). */
+ * tests/ref/nn_ref_pl.safetensors (tests/ref/make_nn_refs_pl.py); and an
+ * unconditional G against StyleGAN2-ADA's own networks.py
+ * (tests/ref/make_nn_refs_sg2ada.py -> tests/ref/nn_ref_sg2ada.safetensors). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +87,33 @@ static const float *buffer(gf_net *net, const char *view)
 			return gf_net_block(net, GF_BUFFERS, NULL) + v[i].offset;
 	fail_msg("no buffer %s", view);
 	return NULL;
+}
+
+/* A training forward of case c's network (its output against reference
+ * y, with w_avg G's tracked mean after it), then the backward of
+ * L = <c.w, y>: the gradients of the input and of every parameter. */
+static void train_check(gf_net *net, const char *c, const char *y, const gf_tensor *x, const gf_tensor *labels,
+                        int w_avg)
+{
+	char name[160];
+	gf_tensor out, dx;
+	NN_OK(gf_net_forward(net, x, labels, GF_TRAIN));
+	gf_net_output(net, &out);
+	check(y, out.data, (size_t)gf_tensor_numel(&out), 0);
+	if (w_avg) {
+		snprintf(name, sizeof(name), "%s.w_avg", c);
+		check(name, buffer(net, "w.w_avg"), 5, 0);
+	}
+	size_t nw;
+	snprintf(name, sizeof(name), "%s.w", c);
+	float *w = nn_ref(ref, name, &nw);
+	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
+	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
+	NN_OK(gf_net_dx(net, &dx));
+	snprintf(name, sizeof(name), "%s.dx", c);
+	check(name, dx.data, (size_t)gf_tensor_numel(&dx), 0);
+	check_grads(net, c, "g");
+	free(w);
 }
 
 static void run_case(const char *c, const char *code, int dbwd, unsigned flags)
@@ -163,7 +192,7 @@ static const char *const G_MIX = "return require('backbones.stylegan2').G{ size 
 
 static void mix_case(unsigned flags)
 {
-	gf_tensor x, lf, out, dx;
+	gf_tensor x, lf, out;
 	NN_OK(gf_st_get(ref, "mix.x", &x));
 	NN_OK(gf_st_get(ref, "mix.labels", &lf));
 	int B = (int)x.shape[0];
@@ -185,24 +214,13 @@ static void mix_case(unsigned flags)
 	float z2[4 * 6];
 	gf_rng_normal(&copy, z2, (size_t)B * 6, 0.0f, 1.0f);
 	check("mix.z2", z2, (size_t)B * 6, 0);
-	NN_OK(gf_net_forward(net, &x, &labels, GF_TRAIN));
-	gf_net_output(net, &out);
-	check("mix.y", out.data, (size_t)gf_tensor_numel(&out), 0);
-	check("mix.w_avg", buffer(net, "w.w_avg"), 5, 0);
-	size_t nw;
-	float *w = nn_ref(ref, "mix.w", &nw);
-	assert_int_equal(nw, (size_t)gf_tensor_numel(&out));
-	NN_OK(gf_net_backward(net, w, GF_NEED_DX | GF_NEED_DW));
-	NN_OK(gf_net_dx(net, &dx));
-	check("mix.dx", dx.data, (size_t)gf_tensor_numel(&dx), 0);
-	check_grads(net, "mix", "g");
+	train_check(net, "mix", "mix.y", &x, &labels, 1);
 	/* eval: nothing drawn, every layer reads w */
 	uint64_t off = rng->offset;
 	NN_OK(gf_net_forward(net, &x, &labels, GF_EVAL));
 	assert_true(rng->offset == off);
 	gf_net_output(net, &out);
 	check("mix.y_nomix", out.data, (size_t)gf_tensor_numel(&out), 0);
-	free(w);
 	free(st);
 	gf_net_destroy(net);
 }
@@ -281,6 +299,70 @@ static void test_mix(void **state)
 	against("tests/ref/nn_ref_mix.safetensors", mix_case);
 }
 
+/* StyleGAN2-ADA's own Generator (training/networks.py, run by
+ * tests/ref/make_nn_refs_sg2ada.py from a copy outside the repository ->
+ * tests/ref/nn_ref_sg2ada.safetensors): the parameter count (one noise
+ * strength per synthesis layer: theirs at this size and at
+ * stylegan2_fashion's CPU width, with and without classes), then with its
+ * weights the eval output with the constant noise (and truncated, psi
+ * 0.7), the training output, w_avg after it, and the gradients of
+ * L = <w, y> with respect to z and every parameter. */
+static const char *const G_ADA = "return require('backbones.stylegan2').G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2,"
+                                 " channels = 2, clamp = 1, noise = 'const' }";
+static const char *const G_ADA_PSI = "local G = require('backbones.stylegan2').G{ size = 8, ch = 4, z = 6, w = 5, mapping = 2,"
+                                     " channels = 2, clamp = 1, noise = 'const' }"
+                                     " for _, l in ipairs(G) do if l[1] == 'w_avg' then l.psi = 0.7 end end return G";
+
+static size_t count_of(const char *code)
+{
+	gf_net *net;
+	size_t np;
+	NN_OK(nn_build(&net, be, code, 2, 0));
+	gf_net_block(net, GF_PARAMS, &np);
+	gf_net_destroy(net);
+	return np;
+}
+
+static void ada_case(unsigned flags)
+{
+	float *c = nn_ref(ref, "ada.count", NULL), *c32 = nn_ref(ref, "ada.count32", NULL),
+	      *c32c = nn_ref(ref, "ada.count32c", NULL);
+	assert_int_equal(count_of(G_ADA), (size_t)c[0]);
+	assert_int_equal(count_of("return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1 }"),
+	                 (size_t)c32[0]);
+	assert_int_equal(count_of("return require('backbones.stylegan2').G{ ch = 32, z = 64, w = 64, channels = 1,"
+	                          " classes = 10 }"),
+	                 (size_t)c32c[0]);
+	gf_tensor x, out;
+	NN_OK(gf_st_get(ref, "ada.x", &x));
+	int B = (int)x.shape[0];
+	gf_net *net, *trunc;
+	NN_OK(nn_build(&net, be, G_ADA, B, flags));
+	NN_OK(nn_build(&trunc, be, G_ADA_PSI, B, flags));
+	load_block(net, "ada", GF_PARAMS, "p");
+	load_block(net, "ada", GF_BUFFERS, "b");
+	load_block(trunc, "ada", GF_PARAMS, "p");
+	load_block(trunc, "ada", GF_BUFFERS, "b");
+	NN_OK(gf_net_forward(net, &x, NULL, GF_EVAL));
+	gf_net_output(net, &out);
+	check("ada.y", out.data, (size_t)gf_tensor_numel(&out), 0);
+	NN_OK(gf_net_forward(trunc, &x, NULL, GF_EVAL));
+	gf_net_output(trunc, &out);
+	check("ada.y_trunc", out.data, (size_t)gf_tensor_numel(&out), 0);
+	train_check(net, "ada", "ada.y_train", &x, NULL, 1);
+	free(c);
+	free(c32);
+	free(c32c);
+	gf_net_destroy(net);
+	gf_net_destroy(trunc);
+}
+
+static void test_sg2ada(void **state)
+{
+	(void)state;
+	against("tests/ref/nn_ref_sg2ada.safetensors", ada_case);
+}
+
 /* The draw: over many training forwards, a batch mixes with probability
  * prob, and layer i reads w2 with probability prob i / (num_ws - 1) (the
  * cutoff uniform in 1..num_ws-1), never layer 0, and a layer after one
@@ -346,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_mix),
 		cmocka_unit_test(test_pl),
 		cmocka_unit_test(test_mix_prob),
+		cmocka_unit_test(test_sg2ada),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

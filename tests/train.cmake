@@ -9,7 +9,7 @@ target_link_libraries(gf_enospc PRIVATE ${CMAKE_DL_LIBS})
 set_target_properties(gf_enospc PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 gf_add_stage(nan_batch NOINSTALL SOURCES ${CMAKE_CURRENT_LIST_DIR}/stages/nan_batch/nan_batch.c)
 
-foreach(c dcgan tensorboard cgan perclass async resume shape resume_other ckpt_format rundir nan stall_resume diverge nonfinite enospc sigint plot regularise penalties ada ema pix2pix resnets sample_folder graphs data_classes resume_keep stylegan2 r3gan)
+foreach(c dcgan tensorboard cgan perclass async resume resume_fail shape resume_other ckpt_format rundir nan stall_resume diverge nonfinite enospc sigint plot regularise penalties ada ema pix2pix resnets sample_folder graphs data_classes resume_keep stylegan2 sg2_noise r3gan)
   add_test(NAME train_${c} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train/test_train.sh ${c})
   set_tests_properties(train_${c} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "train"
     ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR};GF_SANITIZE=${GF_SANITIZE}")

@@ -344,6 +344,15 @@ int gf_cmd_eval(int argc, char **argv)
 	o.stats.pr_k = pr ? o.stats.pr_k : 0;
 	o.clean_resize = !strcmp(resize, "clean");
 	o.per_class = per_class;
+	/* both sides' counts before either side's features (minutes with the
+	 * Inception); n=0 of a generator would reach the statistics empty */
+	uint64_t have = 0;
+	if (images && gf_evaluator_count(what, &have)) {
+		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
+		goto done;
+	}
+	o.other_n = images ? (n <= 0 || (uint64_t)n > have ? (int64_t)have : n) : n;
+	o.other_what = images ? what : "generated images";
 	double t0 = gf_now();
 	if (gf_evaluator_open(&e, &o)) {
 		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
@@ -361,11 +370,6 @@ int gf_cmd_eval(int argc, char **argv)
 	char net_hash[17];
 	snprintf(net_hash, sizeof(net_hash), "%016llx", (unsigned long long)gf_evaluator_features_hash(e));
 	double real_sec = gf_now() - t0, gen_sec = 0;
-	if (!images && gf_evalstats_check_n(n, gf_evaluator_dim(e), "generated images")) {
-		/* before generating anything: n=0 would reach the statistics empty */
-		fprintf(stderr, "ganflow eval: %s\n", gf_errmsg());
-		goto done;
-	}
 	int64_t count = n;
 	uint64_t bad = 0;
 	int rc = images ? gf_evaluator_add_dataset(e, what, n, &count, &bad)

@@ -174,17 +174,11 @@ static void nap(long ns)
 
 enum { R_PING, R_HOLD, R_STOP_AT, R_STOP_REQ, R_HOLD_STEP, R_N };
 
-static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
-static gf_graph *attached; /* under attach_lock */
-
 /* The gf_graph_peers table this layer registers with the graph runtime
- * while MPI is up (gf_dist_init to gf_dist_finalize). */
-static void attach(gf_graph *g)
-{
-	pthread_mutex_lock(&attach_lock);
-	attached = g;
-	pthread_mutex_unlock(&attach_lock);
-}
+ * while MPI is up (gf_dist_init to gf_dist_finalize). The graph is not
+ * ours to keep: the responder reaches the running one through
+ * gf_graph_hold_running / gf_graph_stop_running, which the runtime guards
+ * against a run that has ended. */
 
 /* Asks rank 0 to start an agreed stop (one small message; rank 0 ignores
  * requests after the first): 0, or GF_EDIST without an MPI world. */
@@ -199,23 +193,7 @@ static int stop_request(void)
 	return 0;
 }
 
-static const gf_graph_peers peers = { .attach = attach, .stop_request = stop_request };
-
-static int64_t hold_attached(void)
-{
-	pthread_mutex_lock(&attach_lock);
-	int64_t h = attached ? gf_graph_hold(attached) : -1;
-	pthread_mutex_unlock(&attach_lock);
-	return h;
-}
-
-static void stop_attached(int64_t s)
-{
-	pthread_mutex_lock(&attach_lock);
-	if (attached)
-		gf_graph_stop_at(attached, s);
-	pthread_mutex_unlock(&attach_lock);
-}
+static const gf_graph_peers peers = { .stop_request = stop_request };
 
 static int post(MPI_Request *req, int64_t *buf, int tag, int src)
 {
@@ -268,11 +246,11 @@ static void *responder_main(void *arg)
 			continue;
 		}
 		case R_HOLD: {
-			int64_t msg[2] = { W.rank, hold_attached() };
+			int64_t msg[2] = { W.rank, gf_graph_hold_running() };
 			MPI_Send(msg, 2, MPI_INT64_T, 0, TAG_HOLD_STEP, W.probe);
 			break;
 		}
-		case R_STOP_AT: stop_attached(buf[R_STOP_AT][1]); break;
+		case R_STOP_AT: gf_graph_stop_running(buf[R_STOP_AT][1]); break;
 		case R_STOP_REQ:
 			if (!agreeing) {
 				agreeing = 1;

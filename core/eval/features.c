@@ -441,6 +441,9 @@ int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 	int rc = gf_backend_open("cpu", &bo, &e->be);
 	if (!rc)
 		rc = load_classifier(e, o->classifier);
+	/* the other side's count too, before any feature of the real split */
+	if (!rc && o->other_what)
+		rc = gf_evalstats_check_n(o->other_n, e->d, o->other_what);
 	if (!rc && o->real)
 		rc = load_real(e);
 	if (rc) {
@@ -449,6 +452,16 @@ int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o)
 	}
 	*out = e;
 	return 0;
+}
+
+int gf_evaluator_count(const char *path, uint64_t *count)
+{
+	struct src s;
+	int rc = src_open(&s, path);
+	*count = rc ? 0 : s.count;
+	if (!rc)
+		src_close(&s);
+	return rc;
 }
 
 void gf_evaluator_close(gf_evaluator *e)

@@ -37,7 +37,7 @@ int gf_args_parse(gf_args *out, int argc, char *const *argv, char *err, size_t e
 			free(key);
 			continue;
 		}
-		out->a[out->n++] = (gf_run_arg){ key, val, 0 };
+		out->a[out->n++] = (gf_run_arg){ key, val, 0, 0 };
 	}
 	return 0;
 }
@@ -67,6 +67,7 @@ const char *gf_args_use(gf_args *a, const char *key, int remember)
 	gf_run_arg *e = gf_args_find(a, key);
 	if (e) {
 		e->used = 1;
+		e->by_arg |= remember;
 		return e->val;
 	}
 	/* remembered to suggest it for a mistyped command-line key */
@@ -90,7 +91,7 @@ int gf_args_add(gf_args *a, char *key, char *val)
 		return -ENOMEM;
 	}
 	a->a = grown;
-	a->a[a->n++] = (gf_run_arg){ key, val, 0 };
+	a->a[a->n++] = (gf_run_arg){ key, val, 0, 0 };
 	a->a[a->n] = (gf_run_arg){ 0 };
 	return 0;
 }
@@ -150,4 +151,50 @@ int gf_args_parse_bool(const char *s, int *out)
 	else
 		return -1;
 	return 0;
+}
+
+/* ---- where a value came from ---- */
+
+/* 1 when the command-line text s denotes v (as gf.arg converts it). */
+static int same_value(const char *s, const gf_value *v)
+{
+	char *end;
+	double d;
+	int b;
+	switch (v->type) {
+	case GF_VINT:
+	case GF_VNUM:
+		d = strtod(s, &end);
+		return end != s && !*end && d == (v->type == GF_VINT ? (double)v->u.i : v->u.n);
+	case GF_VBOOL: return !gf_args_parse_bool(s, &b) && b == v->u.b;
+	case GF_VSTR: return !strcmp(s, v->u.s);
+	default: return 0;
+	}
+}
+
+int gf_args_source(const gf_args *a, const char *param, const gf_value *v, char *out, size_t size)
+{
+	int n = 0;
+	out[0] = '\0';
+	for (int i = 0; v && i < a->n; i++) {
+		const gf_run_arg *e = &a->a[i];
+		if (!e->by_arg || !strcmp(e->key, param) || !same_value(e->val, v))
+			continue;
+		size_t len = strlen(out);
+		snprintf(out + len, size - len, "%s%s=%s", n ? " or " : "", e->key, e->val);
+		n++;
+	}
+	return n;
+}
+
+int gf_args_explain(char *msg, size_t size, const char *param, const char *given)
+{
+	char quoted[160], plain[160];
+	snprintf(quoted, sizeof(quoted), "parameter '%s'", param);
+	snprintf(plain, sizeof(plain), "(parameter %s)", param);
+	if (!given[0] || (!strstr(msg, quoted) && !strstr(msg, plain)))
+		return 0;
+	size_t len = strlen(msg);
+	snprintf(msg + len, size - len, ": the pipeline passes the command line's %s as %s", given, param);
+	return 1;
 }

@@ -15,11 +15,15 @@
 
 #include <stddef.h>
 
-/* One key=value; used: read by the pipeline (gf.arg, or a run option). */
+#include <ganflow/value.h>
+
+/* One key=value; used: read by the pipeline (gf.arg, or a run option);
+ * by_arg: read through gf.arg (an option of the pipeline's own). */
 typedef struct gf_run_arg {
 	char *key;
 	char *val;
 	int used;
+	int by_arg;
 } gf_run_arg;
 
 typedef struct gf_args {
@@ -61,6 +65,19 @@ int gf_args_check_option(const char *what, const char *key, const char *const *k
 
 /* After the script: a warning for every key still unread. */
 void gf_args_warn_unused(const gf_args *a, const char *const *known, size_t nknown);
+
+/* Where a stage parameter's value came from, for messages that name the
+ * parameter: a pipeline passes its own options on (dcgan_fashion.lua's
+ * n_dis becomes d_step's d_steps), so the user typed another name. Writes
+ * into out the command-line arguments read through gf.arg whose value is
+ * v ("n_dis=0"; several joined by " or "), leaving out one named param
+ * itself (the user typed that name); returns how many. */
+int gf_args_source(const gf_args *a, const char *param, const gf_value *v, char *out, size_t size);
+
+/* Appends to msg (a message of size bytes) ": the pipeline passes the
+ * command line's GIVEN as PARAM" when msg is about parameter PARAM
+ * ("parameter 'PARAM'" or "(parameter PARAM)"); returns 1 when it did. */
+int gf_args_explain(char *msg, size_t size, const char *param, const char *given);
 
 /* "true", "1", "yes", "on" -> 1; "false", "0", "no", "off" -> 0; else -1. */
 int gf_args_parse_bool(const char *s, int *out);

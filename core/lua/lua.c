@@ -68,6 +68,12 @@ struct runner {
 	int failed;           /* a graph failed: err holds the message */
 	int interrupted;      /* a graph was stopped by a signal */
 	int lock_fd;          /* the run directory's lock (rank 0), -1 when none */
+	struct given {        /* stage parameters given a value the command line typed under */
+		char inst[64];    /* another name (d_steps = n_dis), for messages that name them */
+		char param[64];
+		char args[192];   /* "n_dis=0" */
+	} given[64];
+	int ngiven;
 	char err[8192];
 };
 
@@ -144,6 +150,41 @@ static int port_tostring(lua_State *L)
 	return 1;
 }
 
+/* A message about a stage parameter names it as the stage does (d_steps)
+ * while the user typed the pipeline's option (n_dis=0): with msg, appends
+ * where the value of the parameter msg is about came from (args.c); with
+ * inst, keeps the parameters of that instance that took a typed value, for
+ * the messages of the run (explain_run). */
+static void explain_params(struct runner *r, const gf_value *params, const char *inst, char *msg, size_t size)
+{
+	for (size_t i = 0; params->type == GF_VMAP && i < params->u.c.len; i++) {
+		const char *k = params->u.c.keys[i];
+		char given[192];
+		if (!gf_args_source(&r->args, k, &params->u.c.items[i], given, sizeof(given)))
+			continue;
+		if (msg && gf_args_explain(msg, size, k, given))
+			return;
+		if (inst && r->ngiven < (int)(sizeof(r->given) / sizeof(r->given[0]))) {
+			struct given *g = &r->given[r->ngiven++];
+			snprintf(g->inst, sizeof(g->inst), "%s", inst);
+			snprintf(g->param, sizeof(g->param), "%s", k);
+			snprintf(g->args, sizeof(g->args), "%s", given);
+		}
+	}
+}
+
+/* The same for a message of the run (a stage's create or run): a
+ * parameter of the instance the message names. */
+static void explain_run(struct runner *r, char *msg, size_t size)
+{
+	for (int i = 0; i < r->ngiven; i++) {
+		char inst[80];
+		snprintf(inst, sizeof(inst), "'%s'", r->given[i].inst);
+		if (strstr(msg, inst) && gf_args_explain(msg, size, r->given[i].param, r->given[i].args))
+			return;
+	}
+}
+
 /* gf.stage(name)(params) and gf.stage(name, params) */
 static int stage_make(lua_State *L, struct runner *r, const char *stage, int pidx)
 {
@@ -167,10 +208,15 @@ static int stage_make(lua_State *L, struct runner *r, const char *stage, int pid
 	}
 	int node;
 	int rc = gf_placement_add(r->pl, stage, name[0] ? name : NULL, &params, workers, rank, &node);
-	gf_value_free(&params);
-	if (rc)
-		return luaL_error(L, "%s", gf_placement_error(r->pl));
+	if (rc) {
+		snprintf(err, sizeof(err), "%s", gf_placement_error(r->pl));
+		explain_params(r, &params, NULL, err, sizeof(err));
+		gf_value_free(&params);
+		return luaL_error(L, "%s", err);
+	}
 	const char *inst = gf_placement_name(r->pl, node);
+	explain_params(r, &params, inst, NULL, 0);
+	gf_value_free(&params);
 	struct stage_ref *s = lua_newuserdatauv(L, sizeof(*s), 0);
 	memset(s, 0, sizeof(*s));
 	s->node = node;
@@ -512,7 +558,7 @@ static int l_run(lua_State *L)
 	r->pl = NULL;
 	return 0;
 #endif
-	if (gf_rundir_open(&o, r->script, r->rank, r->world, &r->args, &r->lock_fd, err, sizeof(err)))
+	if (gf_rundir_open(&o, r->script, r->rank, r->world, &r->lock_fd, err, sizeof(err)))
 		return luaL_error(L, "%s", err);
 	/* stage objects of this pipeline are stale from here on */
 	gf_graph *g = gf_placement_take_graph(r->pl);
@@ -520,7 +566,9 @@ static int l_run(lua_State *L)
 	r->pl = NULL;
 	r->runs++;
 	gf_pipeline_end end;
-	int rc = gf_pipeline_run(g, &o, r->script, r->rank, r->world, &end, r->err, sizeof(r->err));
+	int rc = gf_pipeline_run(g, &o, r->script, &r->args, r->rank, r->world, &end, r->err, sizeof(r->err));
+	if (rc)
+		explain_run(r, r->err, sizeof(r->err));
 	if (rc == GF_EGRAPH) /* validation: an error of the script, at the gf.run line */
 		return luaL_error(L, "%s", r->err);
 	if (rc) {

@@ -125,6 +125,8 @@ int gf_pipeline_check(gf_placement *pl, gf_run_opts *o, const gf_args *args, cha
 		return -1;
 	if (o->resume[0] && gf_rundir_resolve_resume(o->resume, sizeof(o->resume), err, errsize))
 		return -1;
+	if (o->resume[0] && gf_rundir_check_steps(o, err, errsize))
+		return -1;
 	if (strcmp(o->backend, "auto") && strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) {
 		snprintf(err, errsize, "gf.run: backend must be \"auto\", \"cpu\" or \"cuda\", not \"%s\"", o->backend);
 		return -1;
@@ -138,17 +140,41 @@ int gf_pipeline_check(gf_placement *pl, gf_run_opts *o, const gf_args *args, cha
 	return 0;
 }
 
-int gf_pipeline_run(gf_graph *g, const gf_run_opts *o, const char *script, int rank, int world,
+/* What gf_graph_run calls once every stage is created: the run's record. */
+struct record {
+	const gf_run_opts *o;
+	const char *script;
+	const gf_args *args;
+	int rank;
+};
+
+static int record_run(void *arg)
+{
+	const struct record *r = arg;
+	char err[4800];
+	if (gf_rundir_record(r->o, r->rank, r->script, r->args, err, sizeof(err)))
+		return gf_seterr(GF_EFAIL, "%s", err);
+	return 0;
+}
+
+int gf_pipeline_run(gf_graph *g, const gf_run_opts *o, const char *script, const gf_args *args, int rank, int world,
                     gf_pipeline_end *end, char *err, size_t errsize)
 {
 	memset(end, 0, sizeof(*end));
+	struct record rec = { o, script, args, rank };
 	if (gf_graph_nodes(g) == 0) {
 		gf_log(GF_LOG_WARN, "rank %d of %d: no stage of the pipeline is placed on this rank; it has nothing to run",
 		       rank, world);
 		gf_graph_destroy(g);
 		end->reason = "nothing to run";
+		if (record_run(&rec)) {
+			snprintf(err, errsize, "%s", gf_errmsg());
+			return GF_EFAIL;
+		}
+		gf_rundir_finish(o, rank, 1);
 		return 0;
 	}
+	gf_graph_on_created(g, record_run, &rec);
 	gf_run_info info = {
 		.rank = rank,
 		.world = world,
@@ -185,5 +211,9 @@ int gf_pipeline_run(gf_graph *g, const gf_run_opts *o, const char *script, int r
 		end->reason = gf_stop_reason_name(why);
 	}
 	gf_graph_destroy(g);
+	/* a run that ended well has proven itself; one that did not leaves the
+	 * record of the run it continued, unless a checkpoint of its own
+	 * already replaced it */
+	gf_rundir_finish(o, rank, rc == 0);
 	return rc;
 }

@@ -45,12 +45,16 @@ typedef struct gf_pipeline_end {
 
 /* Runs this rank's graph g (destroyed here) with the options o in the
  * run directory o->dir, the Ctrl-C handlers installed (signals.h); a
- * rank where no stage is placed only warns. Returns 0 with *end filled
- * (a run that reached its end), GF_EGRAPH (the graph does not validate:
- * an error of the script), GF_EFAIL (a stage failed) or GF_ESTOP (stopped
- * by a request: end->signal), with the message in err ("interrupted" for a
- * graceful stop). */
-int gf_pipeline_run(gf_graph *g, const gf_run_opts *o, const char *script, int rank, int world,
+ * rank where no stage is placed only warns. Once every stage is created
+ * (a resumed checkpoint loaded), rank 0 writes the run's record (script,
+ * the arguments args: gf_rundir_record), and when the run ends puts a
+ * record that replaces an earlier one in its place or drops it
+ * (gf_rundir_finish). Returns 0 with *end filled (a run that reached its
+ * end), GF_EGRAPH (the graph does not validate: an error of the script),
+ * GF_EFAIL (a stage failed, or the record could not be written) or
+ * GF_ESTOP (stopped by a request: end->signal), with the message in err
+ * ("interrupted" for a graceful stop). */
+int gf_pipeline_run(gf_graph *g, const gf_run_opts *o, const char *script, const gf_args *args, int rank, int world,
                     gf_pipeline_end *end, char *err, size_t errsize);
 
 #endif

@@ -4,7 +4,11 @@
  * A run directory holds what the stages write (checkpoints/, metrics,
  * samples) and, from rank 0, a copy of the script (pipeline.lua) and the
  * effective arguments (args.txt): `ganflow run DIR/pipeline.lua` with the
- * lines of args.txt repeats the run.
+ * lines of args.txt repeats the run. That record is written only once the
+ * run is known to start (every stage created, a resumed checkpoint loaded)
+ * and, where it would replace the record of the run being continued, it
+ * waits in DIR/.next/ until the new run's first checkpoint
+ * (<ganflow/ckpt.h>): a resume that fails leaves the run as it was.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -46,14 +50,63 @@ int gf_rundir_resolve_resume(char *path, size_t size, char *err, size_t errsize)
 	return 0;
 }
 
+/* 1 when the texts a and b give the same value (numbers compared as such:
+ * lr=2e-4 and lr=0.0002 are one value). */
+static int same_text(const char *a, const char *b)
+{
+	char *ea, *eb;
+	double x = strtod(a, &ea), y = strtod(b, &eb);
+	if (ea != a && !*ea && eb != b && !*eb)
+		return x == y;
+	return !strcmp(a, b);
+}
+
+/* "k old -> new, ..." for every argument of the command line (but resume
+ * and dir) that args.txt gave another value or none. */
+static void changed_args(const gf_args *args, const gf_run_arg *saved, int n, char *out, size_t size)
+{
+	out[0] = '\0';
+	for (int i = 0; i < args->n; i++) {
+		const gf_run_arg *a = &args->a[i];
+		if (!strcmp(a->key, "resume") || !strcmp(a->key, "dir"))
+			continue;
+		const char *was = NULL;
+		for (int j = 0; j < n && !was; j++)
+			if (saved[j].key && !strcmp(saved[j].key, a->key))
+				was = saved[j].val;
+		if (was && same_text(was, a->val))
+			continue;
+		size_t len = strlen(out);
+		snprintf(out + len, size - len, "%s%s %s -> %s", len ? ", " : "", a->key, was ? was : "(not given)", a->val);
+	}
+}
+
+int gf_rundir_check_steps(const gf_run_opts *o, char *err, size_t errsize)
+{
+	gf_ckpt *c;
+	if (o->steps <= 0 || gf_ckpt_open(&c, o->resume))
+		return 0; /* no target; a file that does not open fails in the stages, naming it */
+	int64_t at = gf_ckpt_step(c);
+	gf_ckpt_close(c);
+	if (at < 0 || o->steps > at)
+		return 0;
+	snprintf(err, errsize,
+	         "resume: %s was written at step %lld and steps=%lld: nothing to run (give steps above %lld, or "
+	         "steps=0 to run to the end of the data)",
+	         o->resume, (long long)at, (long long)o->steps, (long long)at);
+	return -1;
+}
+
 int gf_rundir_resume_in_place(gf_args *args, int rank, char *err, size_t errsize)
 {
 	gf_run_arg *res = gf_args_find(args, "resume"), *saved;
-	char restored[1024] = "";
+	char restored[1024] = "", changed[1024];
 	int n, rc;
 	if (!res || gf_args_find(args, "dir") || (rc = gf_rundir_read_args(res->val, &saved, &n)) == 0)
 		return 0;
 	const char *run_dir = res->val; /* the string stays put when args->a moves */
+	if (rc > 0)
+		changed_args(args, saved, n, changed, sizeof(changed));
 	char *dir = rc < 0 ? NULL : strdup("dir"), *val = dir ? strdup(run_dir) : NULL;
 	if (!val || gf_args_add(args, dir, val)) { /* the run directory itself */
 		if (!val)
@@ -75,9 +128,12 @@ int gf_rundir_resume_in_place(gf_args *args, int rank, char *err, size_t errsize
 		}
 	}
 	gf_rundir_args_free(saved, n);
-	if (rank == 0)
+	if (rank == 0) {
 		gf_log(GF_LOG_INFO, "resume: continuing the run in %s; restored from its args.txt: %s", run_dir,
 		       restored[0] ? restored : "(nothing: the command line gives every argument)");
+		if (changed[0]) /* args.txt records them once the run has written a checkpoint */
+			gf_log(GF_LOG_INFO, "resume: changed from %s/args.txt: %s", run_dir, changed);
+	}
 	return 0;
 }
 
@@ -109,7 +165,7 @@ int gf_rundir_read_args(const char *dir, gf_run_arg **out, int *n)
 			rc = -ENOMEM;
 			break;
 		}
-		(*out)[(*n)++] = (gf_run_arg){ key, val, 0 };
+		(*out)[(*n)++] = (gf_run_arg){ key, val, 0, 0 };
 	}
 	fclose(f);
 	if (rc < 0) {
@@ -177,30 +233,68 @@ static int mkdirs(const char *path, char *failed, size_t size)
 	return 0;
 }
 
-static int copy_file(const char *from, const char *to)
+/* data (n bytes) as the file dir/name, written with write(2) under a
+ * hidden temporary name and renamed into place: never a half-written
+ * file, and a full disk reported as such. Returns 0 or -errno, the
+ * temporary file then removed. */
+static int write_file(const char *dir, const char *name, const char *data, size_t n)
 {
-	FILE *in = fopen(from, "rb");
-	if (!in)
+	char path[4400], tmp[4500];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0)
 		return -errno;
-	FILE *out = fopen(to, "wb");
-	if (!out) {
-		int e = errno;
-		fclose(in);
-		return -e;
-	}
-	char buf[65536];
-	size_t n;
 	int rc = 0;
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		if (fwrite(buf, 1, n, out) != n) {
-			rc = -EIO;
+	while (n > 0) {
+		ssize_t k = write(fd, data, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			rc = k < 0 ? -errno : -EIO;
 			break;
 		}
-	if (ferror(in))
-		rc = -EIO;
-	fclose(in);
-	if (fclose(out) && !rc)
+		data += k;
+		n -= (size_t)k;
+	}
+	if (close(fd) && !rc)
 		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* The whole file path into *out (malloc'ed, the caller frees), *n bytes. */
+static int read_file(const char *path, char **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -errno;
+	size_t cap = 0;
+	char buf[65536];
+	size_t k;
+	int rc = 0;
+	while ((k = fread(buf, 1, sizeof(buf), f)) > 0) {
+		char *grown = *n + k > cap ? realloc(*out, cap = 2 * (*n + k)) : *out;
+		if (!grown) {
+			rc = -ENOMEM;
+			break;
+		}
+		*out = grown;
+		memcpy(*out + *n, buf, k);
+		*n += k;
+	}
+	if (!rc && ferror(f))
+		rc = -EIO;
+	fclose(f);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -273,6 +367,25 @@ static void first_entry(const char *dir, char *out, size_t size)
 	closedir(d);
 }
 
+/* Removes the record a killed run left waiting in DIR/.next: the lock
+ * says no run is alive here, and its record never replaced the last one. */
+static void remove_next(const char *dir)
+{
+	char next[4200], path[4600];
+	snprintf(next, sizeof(next), "%s/" GF_RUN_NEXT, dir);
+	DIR *d = opendir(next);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(path, sizeof(path), "%s/%s", next, e->d_name);
+			unlink(path);
+		}
+	closedir(d);
+	rmdir(next);
+}
+
 /* Removes checkpoints/ *.tmp.PID: the lock says no writer is alive here. */
 static void remove_partial(const char *dir)
 {
@@ -292,10 +405,9 @@ static void remove_partial(const char *dir)
 	closedir(d);
 }
 
-int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const gf_args *args, int *lock_fd,
-                      char *err, size_t errsize)
+int gf_rundir_prepare(const gf_run_opts *o, int rank, int *lock_fd, char *err, size_t errsize)
 {
-	char failed[4096], path[4200];
+	char failed[4096];
 	*lock_fd = -1;
 	int rc = mkdirs(o->dir, failed, sizeof(failed));
 	if (rc) {
@@ -318,19 +430,18 @@ int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const 
 		return -1;
 	}
 	remove_partial(o->dir);
-	if (script) {
-		snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
-		if ((rc = copy_file(script, path))) {
-			snprintf(err, errsize, "cannot write '%s' into the run directory: %s", path, strerror(-rc));
-			return -1;
-		}
-	}
-	snprintf(path, sizeof(path), "%s/args.txt", o->dir);
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		snprintf(err, errsize, "cannot write '%s' into the run directory: %s", path, strerror(errno));
-		return -1;
-	}
+	remove_next(o->dir);
+	return 0;
+}
+
+/* args.txt: the effective run options, then the arguments of args that
+ * are not run options. Returns the text (malloc'ed) or NULL. */
+static char *args_text(const gf_run_opts *o, const char *script, const gf_args *args, size_t *n)
+{
+	char *text = NULL;
+	FILE *f = open_memstream(&text, n);
+	if (!f)
+		return NULL;
 	fprintf(f, "# effective arguments of this run: ganflow run %s followed by these lines\n", script ? script : "-");
 	fprintf(f, "steps=%lld\nseed=%lld\ndir=%s\nbackend=%s\nthreads=%lld\ncheckpoint_every=%lld\n",
 	        (long long)o->steps, (long long)o->seed, o->dir, o->backend, (long long)o->threads,
@@ -341,14 +452,74 @@ int gf_rundir_prepare(const gf_run_opts *o, int rank, const char *script, const 
 		if (!is_run_key(args->a[i].key))
 			fprintf(f, "%s=%s\n", args->a[i].key, args->a[i].val);
 	if (fclose(f)) {
-		snprintf(err, errsize, "cannot write '%s': %s", path, strerror(errno));
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int gf_rundir_record(const gf_run_opts *o, int rank, const char *script, const gf_args *args, char *err,
+                     size_t errsize)
+{
+	if (rank != 0)
+		return 0;
+	char where[4200], path[4300];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/args.txt", o->dir);
+	int replaces = !stat(path, &st);
+	snprintf(path, sizeof(path), "%s/pipeline.lua", o->dir);
+	replaces |= !stat(path, &st);
+	/* the record of the run this one continues stays until this one has
+	 * written a checkpoint (gf_ckpt_commit_record) */
+	snprintf(where, sizeof(where), replaces ? "%s/" GF_RUN_NEXT : "%s", o->dir);
+	if (replaces && mkdir(where, 0777) && errno != EEXIST) {
+		snprintf(err, errsize, "cannot create '%s': %s", where, strerror(errno));
+		return -1;
+	}
+	char *data = NULL;
+	size_t n = 0;
+	int rc = 0;
+	const char *name = "pipeline.lua";
+	if (script && (rc = read_file(script, &data, &n))) {
+		snprintf(err, errsize, "cannot read '%s' to copy it into the run directory: %s", script, strerror(-rc));
+		if (replaces)
+			remove_next(o->dir);
+		return -1;
+	}
+	if (script)
+		rc = write_file(where, name, data, n);
+	free(data);
+	if (!rc) {
+		name = "args.txt";
+		data = args_text(o, script, args, &n);
+		rc = data ? write_file(where, name, data, n) : -ENOMEM;
+		free(data);
+	}
+	if (rc) {
+		snprintf(err, errsize, "cannot write '%s/%s' into the run directory: %s", where, name, strerror(-rc));
+		if (replaces)
+			remove_next(o->dir);
+		else if (!strcmp(name, "args.txt")) /* all of the record or none */
+			unlink(path);
 		return -1;
 	}
 	return 0;
 }
 
-int gf_rundir_open(gf_run_opts *o, const char *script, int rank, int world, const gf_args *args, int *lock_fd,
-                   char *err, size_t errsize)
+void gf_rundir_finish(const gf_run_opts *o, int rank, int ok)
+{
+	if (rank != 0)
+		return;
+	if (!ok) {
+		remove_next(o->dir); /* the record of the run it continued stays */
+		return;
+	}
+	if (gf_ckpt_commit_record(o->dir))
+		gf_log(GF_LOG_WARN, "the run's record (pipeline.lua, args.txt) is not in place: %s", gf_errmsg());
+}
+
+int gf_rundir_open(gf_run_opts *o, const char *script, int rank, int world, int *lock_fd, char *err,
+                   size_t errsize)
 {
 	if (!o->dir[0]) {
 		/* one run directory for all ranks: rank 0's name */
@@ -358,5 +529,5 @@ int gf_rundir_open(gf_run_opts *o, const char *script, int rank, int world, cons
 			return -1;
 		}
 	}
-	return gf_rundir_prepare(o, rank, script, args, lock_fd, err, errsize);
+	return gf_rundir_prepare(o, rank, lock_fd, err, errsize);
 }

@@ -215,6 +215,16 @@ static int has_prefix(const char *name, const char *prefix)
 	return n == 0 || (strncmp(name, prefix, n) == 0 && name[n] == '.');
 }
 
+/* A scalar noise strength (1) that the checkpoint holds per channel: the
+ * noise layer's strength before StyleGAN2's one per layer became its
+ * default (core/nn/layers/noise.c). */
+static int old_noise_strength(const char *name, const gf_tensor *t)
+{
+	const char *tail = ".noise_strength";
+	size_t n = strlen(name), k = strlen(tail);
+	return n > k && !strcmp(name + n - k, tail) && gf_tensor_numel(t) == 1;
+}
+
 int gf_ckpt_load(const char *path, const gf_ckpt_part *parts, int nparts, int64_t *step, gf_rng *rng)
 {
 	struct list l = { 0 };
@@ -235,6 +245,11 @@ int gf_ckpt_load(const char *path, const gf_ckpt_part *parts, int nparts, int64_
 		if ((rc = gf_st_read(f, l.e[i].name, t->dtype, t->ndim, t->shape, t->data))) {
 			if (rc == GF_ENOTFOUND)
 				gf_seterr(rc, "checkpoint %s: no tensor '%s' (the network has it)", path, l.e[i].name);
+			else if (rc == GF_ESHAPE && old_noise_strength(l.e[i].name, t))
+				gf_seterr(rc, "%s: one noise strength per channel, from before the noise layer took StyleGAN2's "
+				              "one per layer; build the layer with strength = \"channel\" to load it (the StyleGAN2 "
+				              "backbone's noise_strength = \"channel\", stylegan2_fashion.lua's too)",
+				          gf_errmsg());
 			goto out;
 		}
 	}

@@ -6,6 +6,7 @@
  * PNG writing and reading through libpng, and sample-grid tiling.
  * See <ganflow/image.h>. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -16,11 +17,60 @@
 #include <ganflow/err.h>
 #include <ganflow/image.h>
 
-/* ---- writing ---- */
+/* ---- writing ----
+ *
+ * libpng encodes into memory and the file is written here with write(2):
+ * libpng's own stdio writer reports any failure as "Write Error" (and
+ * prints it), which hides the cause; write(2) says it (a full disk is
+ * "No space left on device"). */
 
-static int write_file(FILE *f, const uint8_t *pixels, int w, int h, int channels, size_t stride)
+struct png_out {
+	uint8_t *b;
+	size_t n, cap;
+	char err[128];   /* libpng's message when it gave up */
+};
+
+static void out_write(png_structp png, png_bytep data, size_t n)
 {
-	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+	struct png_out *o = png_get_io_ptr(png);
+	if (o->n + n > o->cap) {
+		size_t cap = o->cap ? o->cap : 65536;
+		while (cap < o->n + n)
+			cap *= 2;
+		uint8_t *b = realloc(o->b, cap);
+		if (!b)
+			png_error(png, "out of memory");
+		o->b = b;
+		o->cap = cap;
+	}
+	memcpy(o->b + o->n, data, n);
+	o->n += n;
+}
+
+static void out_flush(png_structp png)
+{
+	(void)png;
+}
+
+/* libpng's errors: kept for our message instead of printed on stderr. */
+static void out_error(png_structp png, png_const_charp msg)
+{
+	struct png_out *o = png_get_error_ptr(png);
+	snprintf(o->err, sizeof(o->err), "%s", msg);
+	png_longjmp(png, 1);
+}
+
+static void out_warning(png_structp png, png_const_charp msg)
+{
+	(void)png;
+	(void)msg;
+}
+
+/* The PNG of pixels into o (o->b malloc'ed, also after a failure).
+ * Returns 0, -ENOMEM or GF_EFAIL with libpng's message in o->err. */
+static int encode(struct png_out *o, const uint8_t *pixels, int w, int h, int channels, size_t stride)
+{
+	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, o, out_error, out_warning);
 	png_infop info = png ? png_create_info_struct(png) : NULL;
 	if (!info) {
 		png_destroy_write_struct(&png, NULL);
@@ -28,11 +78,11 @@ static int write_file(FILE *f, const uint8_t *pixels, int w, int h, int channels
 	}
 	if (setjmp(png_jmpbuf(png))) {
 		png_destroy_write_struct(&png, &info);
-		return -EIO;
+		return strcmp(o->err, "out of memory") ? GF_EFAIL : -ENOMEM;
 	}
 	static const int types[] = { 0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB,
 	                             PNG_COLOR_TYPE_RGB_ALPHA };
-	png_init_io(png, f);
+	png_set_write_fn(png, o, out_write, out_flush);
 	png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, types[channels], PNG_INTERLACE_NONE,
 	             PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 	png_write_info(png, info);
@@ -43,28 +93,55 @@ static int write_file(FILE *f, const uint8_t *pixels, int w, int h, int channels
 	return 0;
 }
 
+/* All of b into a new file tmp; 0 or -errno (the file then removed). */
+static int write_all(const char *tmp, const uint8_t *b, size_t n)
+{
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	while (n > 0) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			rc = k < 0 ? -errno : -EIO;
+			break;
+		}
+		b += k;
+		n -= (size_t)k;
+	}
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
 int gf_png_write(const char *path, const uint8_t *pixels, int w, int h, int channels, size_t stride)
 {
 	if (w <= 0 || h <= 0 || channels < 1 || channels > 4)
 		return gf_seterr(GF_EPARAM, "%s: bad PNG size %dx%dx%d", path, w, h, channels);
 	if (!stride)
 		stride = (size_t)w * (size_t)channels;
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "wb");
-	if (!f) /* the user's path in the message: the temporary name is ours */
-		return gf_seterr(-errno, "%s: cannot write PNG: %s", path, strerror(errno));
-	int rc = write_file(f, pixels, w, h, channels, stride);
-	if (fflush(f) != 0 && rc == 0)
-		rc = -errno;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = -errno;
+	struct png_out o = { 0 };
+	int rc = encode(&o, pixels, w, h, channels, stride);
 	if (rc) {
-		unlink(tmp);
+		free(o.b);
+		if (rc == GF_EFAIL)
+			return gf_seterr(rc, "%s: cannot encode PNG: %s", path, o.err);
 		return gf_seterr(rc, "%s: cannot write PNG: %s", path, strerror(-rc));
 	}
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	rc = write_all(tmp, o.b, o.n);
+	free(o.b);
+	if (rc == 0 && rename(tmp, path) != 0) {
+		rc = -errno;
+		unlink(tmp);
+	}
+	if (rc) /* the user's path in the message: the temporary name is ours */
+		return gf_seterr(rc, "%s: cannot write PNG: %s", path, strerror(-rc));
 	return 0;
 }
 

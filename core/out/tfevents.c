@@ -8,10 +8,12 @@
  * TensorBoard, tensorboardX and torch.utils.tensorboard write.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,7 +121,9 @@ enum { VAL_TAG = 1, VAL_SIMPLE = 2, VAL_IMAGE = 4, VAL_TENSOR = 8, VAL_META = 9 
 
 struct gf_tb {
 	char *dir, *path;
-	FILE *f;
+	int fd;
+	off_t good;      /* the file's size after its last whole record */
+	int err;         /* a write failed: every later one returns it */
 	int refs;
 	gf_tb *next;
 };
@@ -127,26 +131,58 @@ struct gf_tb {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the list and every file */
 static gf_tb *writers;
 
-/* One TFRecord: length, its masked CRC, the data, its masked CRC. */
+/* One TFRecord: length, its masked CRC, the data, its masked CRC, written
+ * with write(2) at once (TensorBoard reads the file while it grows). A
+ * write that fails (a full disk) may have left part of the record: the
+ * file is cut back to its last whole record, so that it stays readable
+ * to its end, and the writer refuses every later record. */
+static int append_record(gf_tb *w, const pb *event)
+{
+	uint8_t head[12], tail[4];
+	uint64_t n = event->n;
+	for (int i = 0; i < 8; i++)
+		head[i] = (uint8_t)(n >> (8 * i));
+	uint32_t lc = masked(gf_crc32c(0, head, 8)), dc = masked(gf_crc32c(0, event->b, event->n));
+	for (int i = 0; i < 4; i++) {
+		head[8 + i] = (uint8_t)(lc >> (8 * i));
+		tail[i] = (uint8_t)(dc >> (8 * i));
+	}
+	const struct { const uint8_t *b; size_t n; } parts[3] = { { head, 12 }, { event->b, event->n }, { tail, 4 } };
+	int rc = 0;
+	for (int p = 0; p < 3 && !rc; p++)
+		for (size_t done = 0; done < parts[p].n;) {
+			ssize_t k = write(w->fd, parts[p].b + done, parts[p].n - done);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				rc = k < 0 ? -errno : -EIO;
+				break;
+			}
+			done += (size_t)k;
+		}
+	if (rc) {
+		w->err = rc;
+		if (ftruncate(w->fd, w->good))
+			return gf_seterr(rc, "%s: %s (and cannot cut the torn record off: %s)", w->path, strerror(-rc),
+			                 strerror(errno));
+		return gf_seterr(rc, "%s: %s (the file ends at its last whole record)", w->path, strerror(-rc));
+	}
+	w->good += (off_t)(12 + event->n + 4);
+	return 0;
+}
+
+static int start_file(gf_tb *w);
+
+/* The file is created with the first event (its version record first):
+ * a run refused while its stages are created leaves no event file. */
 static int write_record(gf_tb *w, const pb *event)
 {
 	if (event->err)
 		return event->err;
-	uint8_t len[8], c[4];
-	uint64_t n = event->n;
-	for (int i = 0; i < 8; i++)
-		len[i] = (uint8_t)(n >> (8 * i));
-	uint32_t lc = masked(gf_crc32c(0, len, 8)), dc = masked(gf_crc32c(0, event->b, event->n));
-	int ok = fwrite(len, 1, 8, w->f) == 8;
-	for (int i = 0; i < 4; i++)
-		c[i] = (uint8_t)(lc >> (8 * i));
-	ok = ok && fwrite(c, 1, 4, w->f) == 4 && fwrite(event->b, 1, event->n, w->f) == event->n;
-	for (int i = 0; i < 4; i++)
-		c[i] = (uint8_t)(dc >> (8 * i));
-	ok = ok && fwrite(c, 1, 4, w->f) == 4;
-	if (!ok)
-		return gf_seterr(-errno, "%s: %s", w->path, strerror(errno));
-	return 0;
+	if (w->err)
+		return gf_seterr(w->err, "%s: %s (an earlier write failed)", w->path, strerror(-w->err));
+	int rc = w->fd < 0 ? start_file(w) : 0;
+	return rc ? rc : append_record(w, event);
 }
 
 static void event_head(pb *e, int64_t step, double wall)
@@ -172,6 +208,27 @@ static int write_value(gf_tb *w, int64_t step, double wall, pb *v)
 	return rc;
 }
 
+static int start_file(gf_tb *w)
+{
+	struct stat st;
+	if ((w->fd = open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666)) < 0 || fstat(w->fd, &st)) {
+		int rc = gf_seterr(-errno, "%s: %s", w->path, strerror(errno));
+		if (w->fd >= 0)
+			close(w->fd);
+		w->fd = -1;
+		return rc;
+	}
+	w->good = st.st_size;
+	pb e = { 0 };
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	event_head(&e, 0, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+	pb_string(&e, EV_VERSION, "brain.Event:2");
+	int rc = e.err ? e.err : append_record(w, &e);
+	free(e.b);
+	return rc;
+}
+
 int gf_tb_open(const char *dir, gf_tb **out)
 {
 	*out = NULL;
@@ -188,24 +245,18 @@ int gf_tb_open(const char *dir, gf_tb **out)
 	gethostname(host, sizeof(host) - 1);
 	size_t n = strlen(dir) + strlen(host) + 64;
 	gf_tb *w = calloc(1, sizeof(*w));
+	if (w)
+		w->fd = -1;
 	if (!w || !(w->dir = strdup(dir)) || !(w->path = malloc(n))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	snprintf(w->path, n, "%s/events.out.tfevents.%lld.%s", dir, (long long)time(NULL), host);
-	if (!(w->f = fopen(w->path, "ab"))) {
-		rc = gf_seterr(-errno, "%s: %s", w->path, strerror(errno));
+	/* the file itself comes with the first event (write_record) */
+	if (access(dir, W_OK)) {
+		rc = gf_seterr(-errno, "%s: %s", dir, strerror(errno));
 		goto fail;
 	}
-	pb e = { 0 };
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	event_head(&e, 0, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
-	pb_string(&e, EV_VERSION, "brain.Event:2");
-	rc = write_record(w, &e);
-	free(e.b);
-	if (rc || (rc = fflush(w->f) ? gf_seterr(-errno, "%s: %s", w->path, strerror(errno)) : 0))
-		goto fail;
 	w->refs = 1;
 	w->next = writers;
 	writers = w;
@@ -215,8 +266,8 @@ int gf_tb_open(const char *dir, gf_tb **out)
 fail:
 	pthread_mutex_unlock(&lock);
 	if (w) {
-		if (w->f)
-			fclose(w->f);
+		if (w->fd >= 0)
+			close(w->fd);
 		free(w->dir);
 		free(w->path);
 		free(w);
@@ -230,7 +281,6 @@ void gf_tb_close(gf_tb *w)
 		return;
 	pthread_mutex_lock(&lock);
 	if (--w->refs > 0) {
-		fflush(w->f);
 		pthread_mutex_unlock(&lock);
 		return;
 	}
@@ -240,7 +290,8 @@ void gf_tb_close(gf_tb *w)
 			break;
 		}
 	pthread_mutex_unlock(&lock);
-	fclose(w->f);
+	if (w->fd >= 0)
+		close(w->fd);
 	free(w->dir);
 	free(w->path);
 	free(w);
@@ -253,8 +304,9 @@ const char *gf_tb_path(const gf_tb *w)
 
 int gf_tb_flush(gf_tb *w)
 {
+	/* every record is written when it is appended: only a failure to report */
 	pthread_mutex_lock(&lock);
-	int rc = fflush(w->f) ? gf_seterr(-errno, "%s: %s", w->path, strerror(errno)) : 0;
+	int rc = w->err ? gf_seterr(w->err, "%s: %s", w->path, strerror(-w->err)) : 0;
 	pthread_mutex_unlock(&lock);
 	return rc;
 }

@@ -94,6 +94,12 @@ void gf_graph_set_stall(gf_graph *g, double report, double stop)
 	g->stall_stop = stop > 0 ? stop : 0;
 }
 
+void gf_graph_on_created(gf_graph *g, gf_graph_created_fn fn, void *arg)
+{
+	g->created = fn;
+	g->created_arg = arg;
+}
+
 static int find_node(const gf_graph *g, const char *name)
 {
 	for (int i = 0; i < g->nnodes; i++)

@@ -6,10 +6,14 @@
  * runtime's side; the messages are the distributed layer's (core/dist),
  * which sits above the runtime and registers a gf_graph_peers table here:
  * the runtime reaches MPI only through that table, and the distributed
- * layer reaches the graph only through gf_graph_hold and gf_graph_stop_at.
+ * layer reaches the graph only through gf_graph_hold_running and
+ * gf_graph_stop_running, which find the running graph under a lock that
+ * gf_graph_run takes to take it back: the distributed layer's thread
+ * answers whenever its messages arrive, so it must never keep a pointer
+ * to a graph whose run may have ended.
  *
  * Why drivers cannot pass the step they announce: a driver publishes its
- * step (seq_cst) and then reads `held` (seq_cst); gf_graph_hold sets
+ * step (seq_cst) and then reads `held` (seq_cst); the hold sets
  * `held` (seq_cst) and then reads every driver's step. In the single
  * order of these operations either the driver sees `held` and blocks at
  * the step it just published, or its step was published before the hold
@@ -25,6 +29,8 @@
  * t + 1 while g_step still computes t; "t + 1" would cost g_step a whole
  * step more, "t" only the rest of the one it is in.
  */
+#include <pthread.h>
+
 #include <ganflow/err.h>
 #include <ganflow/graph.h>
 #include <ganflow/log.h>
@@ -42,22 +48,34 @@ void gf_graph_set_peers(const gf_graph_peers *p)
 	peers = p;
 }
 
+/* The graph whose distributed run is in progress, under running_lock:
+ * set while its stage threads run, so that the peers' thread reaches it
+ * only between the two. */
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static gf_graph *running;
+
 void gf_graph_agree_attach(gf_graph *g)
 {
-	if (g->info.world > 1 && peers)
-		peers->attach(g);
+	if (g->info.world < 2)
+		return;
+	pthread_mutex_lock(&running_lock);
+	running = g;
+	pthread_mutex_unlock(&running_lock);
 }
 
 void gf_graph_agree_detach(gf_graph *g)
 {
-	(void)g;
-	if (peers)
-		peers->attach(NULL);
+	/* once this returns, no hold or stop of the peers' thread is inside g
+	 * and none reaches it later: the caller may destroy it */
+	pthread_mutex_lock(&running_lock);
+	if (running == g)
+		running = NULL;
+	pthread_mutex_unlock(&running_lock);
 }
 
 /* ---- holding and stopping ---- */
 
-int64_t gf_graph_hold(gf_graph *g)
+static int64_t hold(gf_graph *g)
 {
 	gf_graph_set_reason(g, GF_STOP_REQUEST);
 	gf_store_seq_cst_int(&g->held, 1);
@@ -75,7 +93,7 @@ int64_t gf_graph_hold(gf_graph *g)
 	return high;
 }
 
-void gf_graph_stop_at(gf_graph *g, int64_t s)
+static void stop_at(gf_graph *g, int64_t s)
 {
 	int64_t cur = gf_load_seq_cst_i64(&g->target);
 	if (s > 0 && (cur <= 0 || s < cur))
@@ -90,6 +108,22 @@ void gf_graph_stop_at(gf_graph *g, int64_t s)
 		gf_graph_set_reason(g, GF_STOP_REQUEST);
 		gf_graph_stop_graceful(g);
 	}
+}
+
+int64_t gf_graph_hold_running(void)
+{
+	pthread_mutex_lock(&running_lock);
+	int64_t h = running ? hold(running) : -1;
+	pthread_mutex_unlock(&running_lock);
+	return h;
+}
+
+void gf_graph_stop_running(int64_t s)
+{
+	pthread_mutex_lock(&running_lock);
+	if (running)
+		stop_at(running, s);
+	pthread_mutex_unlock(&running_lock);
 }
 
 void gf_graph_hold_wait(gf_graph *g)

@@ -191,6 +191,8 @@ struct gf_graph {
 	unsigned flags;
 	double grace;
 	double stall, stall_stop; /* watchdog limits in seconds, 0 = automatic */
+	gf_graph_created_fn created; /* gf_graph_on_created's, NULL: none */
+	void *created_arg;
 	/* the watchdog's view, kept by the monitor thread only */
 	int64_t wd_step, wd_items;
 	double t_progress;        /* when the step (or items) last moved */
@@ -263,20 +265,22 @@ void gf_graph_on_release(void *ud);
  * at different moments) leaves a collective half-matched: one rank starts
  * step k + 1, another has stopped at k. Instead, rank 0 collects from
  * every rank the highest step its drivers can still reach once frozen
- * (gf_graph_hold), takes the maximum S and sends it back
- * (gf_graph_stop_at): every rank then ends after step S exactly as a run
+ * (gf_graph_hold_running), takes the maximum S and sends it back
+ * (gf_graph_stop_running): every rank then ends after step S exactly as a run
  * with steps = S does, and the final checkpoint is the same on all. The
  * messages are the distributed layer's (core/dist/dist.c: they travel
  * through its liveness responder, so they never wait on a stage), reached
  * through the gf_graph_peers table it registers (<ganflow/graph.h>). */
 
-/* gf_graph_run, around the monitor: hands g to the registered peers when
- * the run spans ranks (info.world > 1), and takes it back. */
+/* gf_graph_run, around the monitor: makes g the running graph that
+ * gf_graph_hold_running and gf_graph_stop_running reach when the run
+ * spans ranks (info.world > 1), and takes it back (under their lock: once
+ * detach returns, no call of theirs is inside g). */
 void gf_graph_agree_attach(gf_graph *g);
 void gf_graph_agree_detach(gf_graph *g);
 
 /* In gf_report_step and gf_step_begin, after the instance published its
- * step: blocks while the drivers are held (until gf_graph_stop_at or a
+ * step: blocks while the drivers are held (until gf_graph_stop_running or a
  * hard stop). */
 void gf_graph_hold_wait(gf_graph *g);
 

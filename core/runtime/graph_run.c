@@ -581,6 +581,10 @@ int gf_graph_run(gf_graph *g, const gf_run_info *info, unsigned flags)
 	}
 	if ((rc = create_instances(g)))
 		goto out;
+	if (g->created && g->created(g->created_arg)) {
+		rc = gf_graph_seterr(g, GF_EFAIL, "%s", gf_errmsg());
+		goto out;
+	}
 	if (gf_load_acquire_int(&g->req) & REQ_HARD) {
 		gf_graph_set_reason(g, GF_STOP_HARD);
 		gf_graph_stop_hard(g);

@@ -1,6 +1,7 @@
 /* Training checkpoints: the one place that knows their layout (file names,
  * `latest`, the parts of the training stages, layer tables, data
  * positions). See <ganflow/ckpt.h>. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +36,37 @@ int gf_ckpt_set_latest(const char *dir, const char *file)
 		return gf_seterr(rc, "%s: %s", latest, strerror(errno));
 	}
 	return 0;
+}
+
+int gf_ckpt_commit_record(const char *run_dir)
+{
+	char next[4200], from[4600], to[4600];
+	snprintf(next, sizeof(next), "%s/" GF_RUN_NEXT, run_dir);
+	DIR *d = opendir(next);
+	if (!d)
+		return errno == ENOENT ? 0 : gf_seterr(-errno, "%s: %s", next, strerror(errno));
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;   /* ".", "..", and the temporary files of a writer */
+		snprintf(from, sizeof(from), "%s/%s", next, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", run_dir, e->d_name);
+		if (rename(from, to))
+			rc = gf_seterr(-errno, "cannot move '%s' to '%s': %s", from, to, strerror(errno));
+	}
+	closedir(d);
+	if (!rc && rmdir(next) && errno != ENOENT)
+		rc = gf_seterr(-errno, "%s: %s", next, strerror(errno));
+	return rc;
+}
+
+const char *gf_ckpt_record_file(const char *run_dir, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/" GF_RUN_NEXT "/%s", run_dir, name);
+	if (access(buf, F_OK))
+		snprintf(buf, size, "%s/%s", run_dir, name);
+	return buf;
 }
 
 int gf_ckpt_resolve(const char *path, char *out, size_t size)
@@ -177,6 +209,14 @@ const char *gf_ckpt_path(const gf_ckpt *c)
 	return c->path;
 }
 
+int64_t gf_ckpt_step(const gf_ckpt *c)
+{
+	const char *s = gf_st_meta(c->f, "step");
+	char *end;
+	long long v = s ? strtoll(s, &end, 10) : -1;
+	return s && end != s && !*end && v >= 0 ? (int64_t)v : -1;
+}
+
 int gf_ckpt_nparts(const gf_ckpt *c)
 {
 	return c->n;
@@ -214,6 +254,49 @@ const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key)
 	return gf_st_meta(c->f, k);
 }
 
+/* Checkpoints written before the noise layer took StyleGAN2's one strength
+ * per layer hold one per channel ((C) tensors) under tables that name no
+ * strength: such a layer is read as it was trained, strength = "channel"
+ * (docs/nn.md; python/ganflow/torch.py does the same). */
+static int old_noise_strengths(const gf_ckpt *c, int i, gf_value *table)
+{
+	size_t n = gf_value_nargs(table);
+	for (size_t k = 0; k < n; k++) {
+		gf_value *l = (gf_value *)gf_value_arg(table, k);
+		const gf_value *t = gf_value_arg(l, 0), *name = gf_value_get(l, "name");
+		if (!t || t->type != GF_VSTR || strcmp(t->u.s, "noise") || gf_value_get(l, "strength"))
+			continue;
+		char tname[600];
+		gf_tensor ts;
+		if (name && name->type == GF_VSTR)
+			snprintf(tname, sizeof(tname), "%s.net.%s.noise_strength", gf_ckpt_part_name(c, i), name->u.s);
+		else
+			snprintf(tname, sizeof(tname), "%s.net.%zu.noise_strength", gf_ckpt_part_name(c, i), k);
+		if (gf_st_get(c->f, tname, &ts) || gf_tensor_numel(&ts) <= 1)
+			continue;
+		if (l->type == GF_VLIST) { /* {"noise", C} alone: a map of its positions, to take the key */
+			gf_value m = gf_value_map();
+			char pos[24];
+			int rc = 0;
+			for (size_t j = 0; j < gf_value_len(l) && !rc; j++) {
+				gf_value v;
+				snprintf(pos, sizeof(pos), "%zu", j + 1);
+				rc = gf_value_copy(&v, gf_value_at(l, j));
+				if (!rc)
+					rc = gf_value_set(&m, pos, v);
+			}
+			gf_value_free(l);
+			*l = m;
+			if (rc)
+				return rc;
+		}
+		int rc = gf_value_set(l, "strength", gf_value_str("channel"));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 {
 	*table = gf_value_nil();
@@ -222,6 +305,10 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 		return gf_seterr(GF_ECORRUPT, "%s: part '%s' (%s) has no layer table (metadata '%s.table')", c->path,
 		                 gf_ckpt_part_name(c, i), gf_ckpt_part_role(c, i), gf_ckpt_part_name(c, i));
 	int rc = gf_value_from_json(text, table);
+	if (rc == 0 && (rc = old_noise_strengths(c, i, table))) {
+		gf_value_free(table);
+		return gf_seterr(rc, "%s: out of memory", c->path);
+	}
 	if (rc == 0)
 		return 0;
 	char why[256];
@@ -239,15 +326,24 @@ int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table)
 		return gf_seterr(GF_ECORRUPT, "%s: the layer table of '%s' is neither JSON (%s) nor the Lua text of older "
 		                              "checkpoints",
 		                 c->path, gf_ckpt_part_name(c, i), why);
+	if ((rc = old_noise_strengths(c, i, table))) {
+		gf_value_free(table);
+		return gf_seterr(rc, "%s: out of memory", c->path);
+	}
 	return 0;
 }
 
 int gf_ckpt_has_ema(const gf_ckpt *c, int i)
 {
-	char name[512];
-	gf_tensor t;
-	snprintf(name, sizeof(name), "%s.ema.rng", gf_ckpt_part_name(c, i));
-	return gf_st_get(c->f, name, &t) == 0;
+	/* any tensor of the average: one that lacks some of its tensors is a
+	 * damaged average, refused naming the tensor (gf_ckpt_net_weights), not
+	 * silently replaced by the trained weights (the bridge's rule too) */
+	char prefix[512];
+	int n = snprintf(prefix, sizeof(prefix), "%s.ema.", gf_ckpt_part_name(c, i));
+	for (size_t k = 0; k < gf_st_count(c->f); k++)
+		if (!strncmp(gf_st_name(c->f, k), prefix, (size_t)n))
+			return 1;
+	return 0;
 }
 
 int gf_ckpt_net(const gf_ckpt *c, int i, gf_backend *be, int max_batch, gf_net **out)
@@ -284,6 +380,11 @@ int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const 
 	if (rc) {
 		gf_net_destroy(*out);
 		*out = NULL;
+		if (rc == GF_ENOTFOUND && !strcmp(which, "ema")) {
+			const char *part = gf_ckpt_part_name(c, i);
+			return gf_seterr(rc, "%s: the moving average of '%s' (%s.ema.*) is incomplete; ema=0 takes the trained "
+			                     "weights (%s.net.*)", gf_errmsg(), part, part, part);
+		}
 		return gf_seterr(rc, "%s", gf_errmsg());
 	}
 	return 0;

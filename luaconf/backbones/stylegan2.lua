@@ -18,8 +18,10 @@
 -- the truncation trick in eval forwards, psi set by `ganflow sample
 -- truncation=`); synthesis: a learned 4x4 constant, per resolution two
 -- synthesis layers (modulated 3x3 convs, the first upsampling by 2 with
--- the FIR filter) and a toRGB whose image is added to the FIR-upsampled
--- image of the previous resolution. No output activation (StyleGAN2's G
+-- the FIR filter; noise with one learned strength per layer, or per
+-- channel with noise_strength = "channel", what checkpoints written before
+-- the noise layer took StyleGAN2's scalar hold) and a toRGB whose image is
+-- added to the FIR-upsampled image of the previous resolution. No output activation (StyleGAN2's G
 -- is unbounded). mixing = 0 (default): every layer reads the same w;
 -- pl = true (for g_step's pl): through its copy w<i> (style_w without
 -- source: StyleGAN2's broadcast of w to the num_ws inputs ws, listed in
@@ -54,8 +56,8 @@ local L = require "backbones.stylegan2_layers"
 local M = {}
 
 local G_OPTS = { size = true, channels = true, z = true, w = true, mapping = true, ch = true, ch_base = true,
-                 classes = true, embed = true, clamp = true, noise = true, w_avg_beta = true, lr_mul = true,
-                 mixing = true, pl = true }
+                 classes = true, embed = true, clamp = true, noise = true, noise_strength = true, w_avg_beta = true,
+                 lr_mul = true, mixing = true, pl = true }
 local D_OPTS = { size = true, channels = true, ch = true, ch_base = true, classes = true, cmap = true,
                  d_mapping = true, clamp = true, mbstd = true, mbstd_channels = true, lr_mul = true, ada = true,
                  ada_p = true }
@@ -142,7 +144,7 @@ function M.G(o)
     return name
   end
   -- synthesis
-  local so = { w_dim = wd, noise = o.noise, clamp = clamp }
+  local so = { w_dim = wd, noise = o.noise, strength = o.noise_strength, clamp = clamp }
   local c4 = chans(o, 4)
   add(t, { "const", c4, 4, 4, input = "x", name = "b4_const" })
   x = L.synthesis(t, "b4_conv1", "b4_const", ws(0), c4, c4, so)
@@ -152,7 +154,8 @@ function M.G(o)
     res = res * 2
     local c = chans(o, res)
     local p = "b" .. res
-    x = L.synthesis(t, p .. "_conv0", x, ws(wi), cin, c, { w_dim = wd, noise = o.noise, clamp = clamp, up = 2 })
+    x = L.synthesis(t, p .. "_conv0", x, ws(wi), cin, c,
+                    { w_dim = wd, noise = o.noise, strength = o.noise_strength, clamp = clamp, up = 2 })
     x = L.synthesis(t, p .. "_conv1", x, ws(wi + 1), c, c, so)
     add(t, { "fir", up = 2, input = img, name = p .. "_up" })
     local rgb = L.torgb(t, p .. "_torgb", x, ws(wi + 2), c, channels, so)

@@ -11,8 +11,8 @@
 --                                        sqrt(0.5) in D's residual block); o.down = 2: conv2d_resample's
 --                                        downsampling (blur pad 2 + stride-2 conv; 1x1: downsample2d + conv)
 --   synthesis(t, p, x, w, cin, cout, o)  SynthesisLayer: affine of w (o.w_dim), modconv 3x3 (o.up = 1 or 2,
---                                        then fir pad 1 gain 4), noise (o.noise = "auto"), bias_act lrelu
---                                        (o.clamp)
+--                                        then fir pad 1 gain 4), noise (o.noise = "auto"; o.strength =
+--                                        "scalar", SynthesisLayer's, or "channel"), bias_act lrelu (o.clamp)
 --   torgb(t, p, x, w, cin, cout, o)      ToRGBLayer: affine, modconv 1x1 without demodulation, bias_act
 --                                        linear (o.clamp)
 local M = {}
@@ -52,7 +52,7 @@ function M.synthesis(t, p, x, w, cin, cout, o)
   add(t, { "linear", o.w_dim, cin, eqlr = true, bias_init = 1, input = w, name = p .. "_affine" })
   add(t, { "modconv", cin, cout, 3, with = p .. "_affine", up = o.up or 1, input = x, name = p .. "_conv" })
   if (o.up or 1) == 2 then add(t, { "fir", pad = 1, gain = 4, name = p .. "_blur" }) end
-  add(t, { "noise", cout, mode = o.noise, name = p .. "_noise" })
+  add(t, { "noise", cout, mode = o.noise, strength = o.strength, name = p .. "_noise" })
   add(t, { "bias_act", cout, clamp = o.clamp, name = p })
   return p
 end

@@ -50,10 +50,12 @@ the last layer's. The module is returned in eval mode (batchnorm on its
 running statistics, no dropout), as `ganflow sample` generates by default;
 .train() gives batch statistics.
 
-EMA: load(..., ema=True) takes "<part>.ema.<layer>.<param>" when the
-checkpoint holds them. ganflow does not write EMA weights yet, so today it
-always falls back to the live weights, silently (module.ema tells which
-were loaded).
+EMA: load(..., ema=True) takes the moving average "<part>.ema.<layer>.<param>"
+(g_step's `ema`) when the checkpoint holds any tensor "<part>.ema.*", as
+`ganflow sample` and `ganflow eval` do; an average that lacks a tensor of
+the network is refused naming it (CheckpointError), never replaced by the
+trained weights. A part without any "<part>.ema.*" loads its trained
+weights (module.ema tells which were loaded); ema=False always does.
 """
 import torch
 import torch.nn.functional as F
@@ -328,11 +330,12 @@ class BiasAct(nn.Module):
 
 
 class Noise(nn.Module):
-    """x + strength[c] noise[n, h, w]: noise_const in eval (mode auto), a fresh draw in training."""
+    """x + strength noise[n, h, w] (one strength, StyleGAN2's; or per channel, strength[c]):
+    noise_const in eval (mode auto), a fresh draw in training."""
 
-    def __init__(self, c, h, w, mode):
+    def __init__(self, c, h, w, mode, per_channel=False):
         super().__init__()
-        self.noise_strength = nn.Parameter(torch.zeros(c))
+        self.noise_strength = nn.Parameter(torch.zeros(c if per_channel else 1))
         self.register_buffer("noise_const", torch.zeros(h * w))
         self.mode, self.hw = mode, (h, w)
 
@@ -724,7 +727,10 @@ class GanflowNet(nn.Module):
         if k == "noise":
             c = l.int(0, "channels")
             image(c)
-            return Noise(c, s[1], s[2], l.get(None, "mode", "auto")), s
+            strength = l.get(None, "strength", "scalar")
+            if strength not in ("scalar", "channel"):
+                raise l.error('strength must be "scalar" (one per layer, StyleGAN2) or "channel" (one per channel)')
+            return Noise(c, s[1], s[2], l.get(None, "mode", "auto"), strength == "channel"), s
         if k == "const":
             c, h, w = l.int(0, "channels"), l.int(1, "height"), l.int(2, "width")
             return Const(c, h, w), (c, h, w)
@@ -818,6 +824,24 @@ def build(table, input_shape=None):
     return GanflowNet(table, input_shape)
 
 
+def _old_noise_strengths(ck, name, table):
+    """gf_ckpt_table's rule: a noise layer that names no strength but whose checkpoint tensor holds one per
+    channel (written before the layer took StyleGAN2's one per layer) is read with strength = "channel"."""
+    layers = table if isinstance(table, list) else [table[k] for k in sorted((k for k in table if k.isdigit()), key=int)]
+    for i, l in enumerate(layers):
+        args = l if isinstance(l, dict) else {str(j + 1): v for j, v in enumerate(l)}
+        if args.get("1") != "noise" or "strength" in args:
+            continue
+        key = f"{name}.net.{args.get('name', i)}.noise_strength"
+        if ck.has(key) and int(torch.tensor(ck.info(key)[1]).prod()) > 1:
+            args["strength"] = "channel"
+            if isinstance(table, list):
+                table[i] = args
+            else:
+                table[str(i + 1)] = args
+    return table
+
+
 def load(checkpoint, part="g", ema=True, device=None):
     """A part of a ganflow checkpoint as a GanflowNet, in eval mode.
 
@@ -825,8 +849,9 @@ def load(checkpoint, part="g", ema=True, device=None):
                 checkpoints/latest), or a ganflow.checkpoint.Checkpoint
     part        an instance name ("g", "d", "clf", "g3" of a per-class checkpoint) or a
                 role ("generator", "discriminator", "classifier": the first such part)
-    ema         use the part's EMA weights ("<part>.ema.*") when the checkpoint has them;
-                ganflow writes none yet, so this falls back to the live weights
+    ema         use the part's moving average ("<part>.ema.*") when the checkpoint has one
+                (a g_step with `ema`); one missing a tensor is refused, as `ganflow sample`
+                refuses it; False: the trained weights
     device      where the module goes (default: the CPU)
 
     Raises CheckpointError (a TableError for a table the bridge cannot build) naming the
@@ -834,21 +859,35 @@ def load(checkpoint, part="g", ema=True, device=None):
     ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
     name = ck.find(part)
     try:
-        net = GanflowNet(ck.table(name))
+        net = GanflowNet(_old_noise_strengths(ck, name, ck.table(name)))
     except TableError as e:
         raise TableError(f"{ck.path}: part '{name}': {e}") from None
     net.part, net.role, net.cls = name, ck.role(name), ck.part_class(name)
     state = net.net.state_dict()
     prefix = f"{name}.net."
     wanted = [k for k in state if not k.endswith("num_batches_tracked")]
-    if ema and all(ck.has(f"{name}.ema.{k}") for k in wanted):
+    # the C reader's rule (gf_ckpt_has_ema): any "<part>.ema.*" tensor is an
+    # average, and then all of the network's must be there
+    if ema and ck.names(f"{name}.ema."):
         prefix, net.ema = f"{name}.ema.", True
     new = {}
     # the C reader's checks and messages (gf_ckpt_load, gf_st_read, gf_ckpt_net)
-    for k in wanted:
+    # parameters and buffers, then the generator state the C reader also
+    # requires of a network (i64 [3]; not a weight, not loaded here)
+    for k in wanted + ["rng"]:
         tname = prefix + k
         if not ck.has(tname):
-            raise CheckpointError(f"checkpoint {ck.path}: no tensor '{tname}' (the network has it)")
+            why = f"checkpoint {ck.path}: no tensor '{tname}' (the network has it)"
+            if net.ema:
+                why += (f": the moving average of '{name}' ({name}.ema.*) is incomplete; ema=False takes the "
+                        f"trained weights ({name}.net.*)")
+            raise CheckpointError(why)
+        if k == "rng":
+            dt, shape = ck.info(tname)
+            if dt != "I64" or tuple(shape) != (3,):
+                raise CheckpointError(f"{ck.path}: tensor '{tname}' is {shape_str(shape, dt)}, expected "
+                                      f"{shape_str([3], 'I64')}")
+            break
         dt, shape = ck.info(tname)
         if dt != "F32" or tuple(shape) != tuple(state[k].shape):
             raise CheckpointError(f"{ck.path}: tensor '{tname}' is {shape_str(shape, dt)}, expected "

@@ -10,7 +10,9 @@
  * fsync, rename: a full disk leaves the previous checkpoints intact and
  * fails the run with the path and the system's error), updates
  * RUN_DIR/checkpoints/latest (the name of the newest file, also replaced
- * atomically) and removes the oldest files beyond `keep`.
+ * atomically) and removes the oldest files beyond `keep`. After its
+ * `latest`, a checkpoint puts the run's record of how it was started in
+ * place of the one of the run it continues (gf_ckpt_commit_record).
  *
  * When the run stops, parts that did not complete a step (per-class pairs
  * that stopped at different steps) are written together as the final
@@ -181,6 +183,11 @@ static int write_checkpoint(ckpt *c, gf_ctx *ctx, int64_t step, const int *which
 		goto fail;
 	if ((rc = gf_ckpt_set_latest(c->dir, path)))
 		goto fail;
+	/* the run has proven itself: its record of how it was started
+	 * replaces the one of the run it continues (<ganflow/ckpt.h>) */
+	const char *run_dir = gf_ctx_run(ctx)->run_dir;
+	if (run_dir && gf_ckpt_commit_record(run_dir))
+		gf_warn(ctx, "the run's record (pipeline.lua, args.txt) is not in place: %s", gf_errmsg());
 	/* keep the last `keep` files */
 	int seen = 0;
 	for (int i = 0; i < c->nwritten; i++)

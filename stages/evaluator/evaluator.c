@@ -78,6 +78,8 @@ static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
 		s->o.stats.kid_subsets = 0;
 	if (!gf_param_bool(p, "pr"))
 		s->o.stats.pr_k = 0;
+	s->o.other_what = "evaluator images (parameter n)"; /* checked before the real split is read */
+	s->o.other_n = s->n;
 	/* the classifier and the real statistics now, so a mistake shows before training starts */
 	int rc = gf_evaluator_open(&s->ev, &s->o);
 	if (rc)
@@ -86,8 +88,6 @@ static int ev_create(gf_ctx *ctx, const gf_value *p, void **self)
 	if (inception && !s->fid)
 		return gf_fail(ctx, "weights = %s is not an FID Inception file (write one with ganflow weights import)",
 		                s->classifier);
-	if ((rc = gf_evalstats_check_n(s->n, gf_evaluator_dim(s->ev), "evaluator images (parameter n)")))
-		return gf_fail(ctx, "%s", gf_errmsg());
 	if ((rc = gf_train_backend(ctx, p, &s->be)))
 		return rc;
 	gf_rng_init(&s->rng, run->seed, gf_train_stream(ctx, "noise"));

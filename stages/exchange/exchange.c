@@ -65,6 +65,7 @@ typedef struct xchg {
 	gf_ctx *ctx;
 	gf_dist_mode mode;
 	size_t bucket;          /* floats */
+	double bucket_mb;       /* as the pipeline gave it, for the log */
 	int rounds;
 	double timeout;
 	int measure;
@@ -110,6 +111,7 @@ static int xc_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "parameter 'bucket_mb' is 0: a bucket must hold something (above 0, at most 4096)");
 	if (x->timeout == 0)
 		return gf_fail(ctx, "parameter 'timeout' is 0: the seconds a collective may stall must be above 0");
+	x->bucket_mb = mb;
 	x->bucket = (size_t)(mb * 1048576.0 / sizeof(float));
 	if (x->bucket < 1)
 		x->bucket = 1;
@@ -479,10 +481,13 @@ static int op_hello(xchg *x, gf_msg *m, gf_msg *ack)
 	int64_t size[1] = { (int64_t)sizeof(gf_comm) };
 	ack->t[0] = gf_tensor_make(&x->table, GF_U8, 1, size); /* a view: the table stays this stage's */
 	ack->ntensors = 1;
+	char buckets[128] = "";
+	if (x->mode == GF_DIST_ALLREDUCE) /* the value the pipeline gave, not the word */
+		snprintf(buckets, sizeof(buckets), ", buckets of up to %g MiB: bucket_mb = %g, %zu floats", x->bucket_mb,
+		         x->bucket_mb, x->bucket);
 	if (x->rank == 0)
 		gf_info(x->ctx, "%s over %d rank%s (%zu parameters%s%s)", gf_dist_mode_name(x->mode), x->world,
-		        x->world == 1 ? "" : "s", x->n, x->mode == GF_DIST_ALLREDUCE ? ", buckets of up to bucket_mb" : "",
-		        x->nccl ? ", NCCL" : "");
+		        x->world == 1 ? "" : "s", x->n, buckets, x->nccl ? ", NCCL" : "");
 	return 0;
 }
 

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <ganflow/ckpt.h>
 #include <ganflow/log.h>
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
@@ -173,7 +174,7 @@ static void tb_texts(metrics *m, gf_ctx *ctx)
 	static const char *const files[][2] = { { "pipeline.lua", "pipeline" }, { "args.txt", "arguments" } };
 	for (int i = 0; i < 2 && m->tb && m->run_dir; i++) {
 		char path[4200];
-		snprintf(path, sizeof(path), "%s/%s", m->run_dir, files[i][0]);
+		gf_ckpt_record_file(m->run_dir, files[i][0], path, sizeof(path)); /* this run's, <ganflow/ckpt.h> */
 		FILE *f = fopen(path, "r");
 		if (!f)
 			continue;

@@ -228,8 +228,8 @@ class BigGAN_D(nn.Module):
 
 # ---- StyleGAN2 (StyleGAN2-ADA's training/networks.py: G with output skips,
 # D residual), written with torch.nn.functional from the paper's code
-# description; the per-channel noise strength of ganflow's noise layer (its
-# scalar is the case of equal values); the class embedding as ganflow's
+# description; one noise strength per synthesis layer, a scalar, as
+# SynthesisLayer's (ganflow's noise layer's default); the class embedding as ganflow's
 # (an nn.Embedding row plus a bias, scaled: the same count as
 # FullyConnectedLayer(classes, dim)) ----
 
@@ -319,7 +319,7 @@ class SynthLayer(nn.Module):
         super().__init__()
         self.affine = FC(wd, cin, bias_init=1)
         self.weight = nn.Parameter(torch.randn(cin, cout, 3, 3) if up == 2 else torch.randn(cout, cin, 3, 3))
-        self.noise_strength = nn.Parameter(torch.zeros(cout))
+        self.noise_strength = nn.Parameter(torch.zeros([]))
         self.bias = nn.Parameter(torch.zeros(cout))
         self.register_buffer("noise_const", torch.randn(res, res))
         self.up, self.clamp, self.res = up, clamp, res
@@ -328,7 +328,7 @@ class SynthLayer(nn.Module):
         x = modconv(x, self.weight, self.affine(w), True, self.up)
         const = not self.training or getattr(self, "const_noise", False)   # const_noise: the reference tests
         noise = self.noise_const if const else torch.randn(x.shape[0], 1, self.res, self.res, device=x.device)
-        x = x + noise * self.noise_strength[None, :, None, None]
+        x = x + noise * self.noise_strength
         return bias_act(x, self.bias, "lrelu", SQRT2, self.clamp)
 
 

@@ -2,7 +2,8 @@
 # The PyTorch bridge end to end (python/ganflow, `ganflow export`), each case
 # run by CTest as its own test:
 #
-#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | stylegan2 | r3gan | export | errors | damaged
+#   test_bridge.sh CASE     CASE = kinds | dcgan | cgan | perclass | classifier | stylegan2 | r3gan | export | errors |
+#                                  damaged | ema_parts
 #
 # kinds: a network of every layer kind (tests/bridge/kinds.json) in a
 # checkpoint made by net_forward --make, bridge and ONNX vs ganflow (kinds2.json:
@@ -18,6 +19,9 @@
 # command say about a missing part, a missing PyTorch, a bad checkpoint.
 # damaged: truncated, foreign, newer, mistyped, misshapen and non-finite
 # checkpoints are refused by the bridge and export with the C reader's message.
+# ema_parts: a StyleGAN2 checkpoint missing each tensor of G's moving average
+# in turn: sample, eval, the bridge and export apply one rule (refuse naming
+# the tensor; ema=0 / ema=False: the trained weights, the same images).
 # Exit 0 pass, 1 fail, 77 skip (no python3-torch / python3-onnx or no
 # Fashion-MNIST on this machine).
 set -u
@@ -170,6 +174,11 @@ stylegan2)
   ck=$(train stylegan2_fashion samples=1000 ch=8 z=16 w=16 classes=10 mbstd=2 r1_every=2 mixing=0.9) || exit 1
   sample "$ck" 20
   compare "StyleGAN2 G: bridge vs ganflow sample" g "$ck" g "$T/s"
+  # a checkpoint of before the scalar noise strength (one per channel,
+  # tests/train/old_noise.py: each the scalar repeated): the bridge reads it
+  # as gf_ckpt_table does, as it was trained: the same images
+  "$PY" "$S/tests/train/old_noise.py" "$ck" "$T/old.safetensors" >/dev/null || fail "cannot make the old checkpoint"
+  compare "StyleGAN2 G with per-channel noise strengths (old checkpoint): bridge vs ganflow sample" g "$T/old.safetensors" g "$T/s"
   forward "$ck" d 16
   compare "StyleGAN2 D: bridge vs ganflow" net "$ck" d "$T/d.st"
   "$G" export "$ck" "$T/g.onnx" >"$T/e.log" 2>&1
@@ -309,6 +318,71 @@ PY
   out=$("$PY" -c 'import sys, ganflow.torch as gt
 print(gt.load(sys.argv[1]).role, gt.load(sys.argv[2], part="classifier").role)' "$ck" "$T/clf.safetensors" 2>&1)
   check "[ \"\$out\" = 'generator classifier' ]" "ganflow-checkpoint-1 and ganflow-nn-1 files should load: $out"
+  ;;
+ema_parts)
+  # G's moving average with one tensor taken out, for each of its tensors
+  # (parameters, buffers such as w_avg and noise_const, its generator state
+  # g.ema.rng): ganflow sample and the bridge refuse it with the same
+  # message naming the tensor, never the trained weights in its place
+  ck=$(train stylegan2_fashion samples=1000 ch=4 z=8 w=8 mbstd=2 r1_every=2) || exit 1
+  "$PY" - "$ck" "$T" >"$T/parts.txt" <<'PY' || { echo "FAIL: cannot make the checkpoints"; exit 1; }
+import json, struct, sys
+src, T = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+for i, name in enumerate(k for k in head if k.startswith("g.ema.")):
+    h = {k: v for k, v in head.items() if k != name}
+    hb = json.dumps(h).encode()
+    open(f"{T}/m{i}.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+    print(f"m{i}\t{name}")
+PY
+  # shellcheck disable=SC2046
+  "$PY" - "$T" $(cut -f1 "$T/parts.txt") >"$T/bridge.txt" 2>&1 <<'PY'
+import sys, ganflow.torch as gt
+from ganflow.checkpoint import CheckpointError
+for v in sys.argv[2:]:
+    try:
+        print(f"{v}\tloaded ema={gt.load(f'{sys.argv[1]}/{v}.safetensors').ema}")
+    except CheckpointError as e:
+        print(f"{v}\t{e}")
+PY
+  nparts=0
+  while IFS=$'\t' read -r v name; do
+    nparts=$((nparts + 1))
+    "$G" sample "$T/$v.safetensors" n=4 out="$T/$v.png" >"$T/$v.c.log" 2>&1
+    crc=$?
+    msg=$(awk -F '\t' -v v="$v" '$1 == v { print $2 }' "$T/bridge.txt")
+    want="no tensor '$name' (the network has it): the moving average of 'g' (g.ema.*) is incomplete;"
+    check "[ $crc -ne 0 ] && grep -qF -- \"\$want\" '$T/$v.c.log' && grep -q 'ema=0 takes the trained weights' '$T/$v.c.log' && [ ! -e '$T/$v.png' ]" \
+      "$name missing: ganflow sample should refuse naming it: rc $crc, $(tail -1 "$T/$v.c.log")"
+    check "[[ \"\$msg\" == *\"\$want\"* ]] && [[ \"\$msg\" == *'ema=False takes the trained weights'* ]]" \
+      "$name missing: the bridge should refuse it as sample does: $msg"
+  done <"$T/parts.txt"
+  check "[ $nparts -ge 20 ] && grep -q 'g.ema.w.w_avg' '$T/parts.txt' && grep -q 'g.ema.rng' '$T/parts.txt'" \
+    "the average's tensors (w_avg and rng among them) should all be tried: $nparts"
+  echo "ema_parts: $nparts tensors of G's average taken out one at a time"
+  # eval and export follow the same rule; ema=0 / ema=False take the trained
+  # weights: the same images through sample and the bridge
+  m=$(awk -F '\t' '$2 == "g.ema.w.w_avg" { print $1 }' "$T/parts.txt")
+  "$G" eval "$T/$m.safetensors" classifier="$ck" real="$T/fm/train" n=500 >"$T/eval.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"no tensor 'g.ema.w.w_avg'.*is incomplete\" '$T/eval.log'" "eval should refuse it: $(tail -1 "$T/eval.log")"
+  "$G" export "$T/$m.safetensors" "$T/m.onnx" >"$T/export.log" 2>&1
+  check "[ $? -eq 1 ] && grep -q \"no tensor 'g.ema.w.w_avg'.*is incomplete\" '$T/export.log' && [ ! -e '$T/m.onnx' ]" \
+    "export should refuse it, no file: $(tail -1 "$T/export.log")"
+  "$G" sample "$T/$m.safetensors" n=8 ema=0 out="$T/s.png" npy="$T/s" >"$T/s.log" 2>&1
+  check "[ $? -eq 0 ]" "sample ema=0 should use the trained weights: $(cat "$T/s.log")"
+  "$PY" - "$T/$m.safetensors" "$T/s" >"$T/net.log" 2>&1 <<'PY'
+import sys, numpy as np, torch, ganflow.torch as gt
+g = gt.load(sys.argv[1], ema=False)
+assert not g.ema
+z, y = np.load(sys.argv[2] + ".z.npy"), np.load(sys.argv[2] + ".images.npy")
+d = float(np.abs(g(torch.from_numpy(z)).detach().numpy() - y).max())
+print(f"ema=False vs sample ema=0: max_abs_diff={d:.3g}")
+sys.exit(0 if d <= 1e-4 else 1)
+PY
+  check "[ $? -eq 0 ]" "the bridge's trained weights should give sample ema=0's images: $(cat "$T/net.log")"
+  cat "$T/net.log"
   ;;
 *)
   echo "unknown case $case_name"

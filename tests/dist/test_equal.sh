@@ -19,6 +19,9 @@ CMP=$BIN/tests/st_close
 
 mpi 60 "$W" "$G" run "$DP" data=d-blocked mode=allreduce batch=$B dir=ar >ar.log 2>&1 || { cat ar.log; fail "allreduce run"; }
 grep -q "rank 0 of $W sent: gradients [1-9]" ar.log || { cat ar.log; fail "no gradients were exchanged"; }
+# the log says the bucket size in numbers (dp_small.lua's bucket_mb = 0.001: 262 floats)
+grep -q "allreduce over $W ranks ([0-9]* parameters, buckets of up to 0.001 MiB: bucket_mb = 0.001, 262 floats)" ar.log ||
+  { grep -i bucket ar.log; fail "the exchange's log line should give bucket_mb's value"; }
 if [ "$MODE" = allreduce ]; then
   timeout $((60 * SLOW)) "$G" run "$DP" data=d-inter mode=single batch=$((W * B)) dir=single >single.log 2>&1 || { cat single.log; fail "single run"; }
   "$CMP" "$(ckpt_of single)" "$(ckpt_of ar)" 2e-5 g.net. d.net. || fail "all-reduce over $W ranks differs from one process with batch $((W * B))"

@@ -128,6 +128,7 @@ def modconv(x, P, name, s, demod=True, up=1, pad=None):
 
 
 def noise_const(x, P, B, name):
+    """SynthesisLayer's noise_mode = 'const': one strength (1) for the layer, StyleGAN2-ADA's; or (C), one per channel."""
     return x + P[name + ".noise_strength"].view(1, -1, 1, 1) * B[name + ".noise_const"].view(1, 1, x.shape[2], x.shape[3])
 
 
@@ -195,7 +196,7 @@ def fir_up(P, B, x, init):
 # {'modconv', 4, 3, 3, with = 's0'}, {'noise', 3, mode = 'const', name = 'n0'}, {'bias_act', 3, clamp = 2, name = 'h'},
 # {'linear', 8, 3, eqlr = true, bias_init = 1, input = 'x', name = 's1'},
 # {'modconv', 3, 2, 3, with = 's1', up = 2, input = 'h', name = 'up'}, {'fir', pad = 1, gain = 4},
-# {'noise', 2, mode = 'const', name = 'n1'}, {'bias_act', 2, name = 'h2'},
+# {'noise', 2, mode = 'const', strength = 'channel', name = 'n1'}, {'bias_act', 2, name = 'h2'},
 # {'linear', 8, 2, eqlr = true, bias_init = 1, input = 'x', name = 's2'},
 # {'modconv', 2, 3, 1, demod = false, with = 's2', input = 'h2', name = 'rgb'},
 # {'bias_act', 3, act = 'linear', clamp = 1}, input_shape = {8}
@@ -205,11 +206,11 @@ def synthesis(P, B, x, init):
         P["s0.weight"], P["s0.bias"] = randn(4, 8), 1 + 0.2 * randn(4)
         P["1.const"] = randn(4, 4, 4)
         P["2.weight"] = randn(3, 4, 3, 3)
-        P["n0.noise_strength"], B["n0.noise_const"] = 0.5 * randn(3), randn(4 * 4)
+        P["n0.noise_strength"], B["n0.noise_const"] = 0.5 * randn(1), randn(4 * 4)     # one per layer (StyleGAN2)
         P["h.bias"] = 0.3 * randn(3)
         P["s1.weight"], P["s1.bias"] = randn(3, 8), 1 + 0.2 * randn(3)
         P["up.weight"] = randn(3, 2, 3, 3)     # (cin, cout, k, k)
-        P["n1.noise_strength"], B["n1.noise_const"] = 0.5 * randn(2), randn(8 * 8)
+        P["n1.noise_strength"], B["n1.noise_const"] = 0.5 * randn(2), randn(8 * 8)     # one per channel
         P["h2.bias"] = 0.3 * randn(2)
         P["s2.weight"], P["s2.bias"] = randn(2, 8), 1 + 0.2 * randn(2)
         P["rgb.weight"] = randn(3, 2, 1, 1)
@@ -239,7 +240,7 @@ def helpers_g(P, B, x, init):
         for b, cin, cout, hw, up in (("b0", 4, 4, 4, 1), ("b1", 4, 3, 8, 2)):
             P[b + "_affine.weight"], P[b + "_affine.bias"] = randn(cin, 8), 1 + 0.2 * randn(cin)
             P[b + "_conv.weight"] = randn(cout, cin, 3, 3) if up == 1 else randn(cin, cout, 3, 3)
-            P[b + "_noise.noise_strength"], B[b + "_noise.noise_const"] = 0.5 * randn(cout), randn(hw * hw)
+            P[b + "_noise.noise_strength"], B[b + "_noise.noise_const"] = 0.5 * randn(1), randn(hw * hw)
             P[b + ".bias"] = 0.3 * randn(cout)
         P["rgb_affine.weight"], P["rgb_affine.bias"] = randn(3, 8), 1 + 0.2 * randn(3)
         P["rgb_conv.weight"], P["rgb.bias"] = randn(2, 3, 1, 1), 0.3 * randn(2)

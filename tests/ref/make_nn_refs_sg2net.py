@@ -86,9 +86,9 @@ def d_names(d, size):
 
 
 def run(name, net, names, bufs, x, labels, dbwd):
-    for p in net.parameters():   # biases away from 0 and strengths on, so every term counts
+    for p in net.parameters():   # biases away from 0 and strengths (0-dim) on, so every term counts
         with torch.no_grad():
-            if p.dim() == 1 and not p.abs().sum():
+            if p.dim() <= 1 and not p.abs().sum():
                 p.normal_(0, 0.3)
     assert len(names) == len(list(net.parameters())), (len(names), len(list(net.parameters())))
     store_case(name, lambda xr: net(xr, labels), x, names, bufs, labels, dbwd)

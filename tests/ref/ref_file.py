@@ -120,13 +120,13 @@ def tiny_g_names(g):
 def tiny_g(tb, zd):
     """tests/bench/torch_backbones.py's SG2_G as ganflow's G{ size = 8, ch = 4, z = zd, w = 5, mapping = 2,
     channels = 2, classes = 3, clamp = 1, noise = "const" } in training mode, its zero biases and noise
-    strengths drawn from N(0, 0.3^2) so that every term counts."""
+    strengths (one per layer, 0-dim) drawn from N(0, 0.3^2) so that every term counts."""
     g = tb.SG2_G(size=8, ch=4, z=zd, wd=5, mapping=2, channels=2, classes=3, clamp=1.0).train()
     for m in g.layers:
         m.const_noise = True
     for p in g.parameters():
         with torch.no_grad():
-            if p.dim() == 1 and not p.abs().sum():
+            if p.dim() <= 1 and not p.abs().sum():
                 p.normal_(0, 0.3)
     return g
 

@@ -2,6 +2,8 @@
 records, decoding it with Debian's python3-protobuf:
 
   check_tfevents.py RUN_DIR GRID_W GRID_H
+  check_tfevents.py --framing RUN_DIR     only the framing (a file cut short by a
+                                          full disk): prints the record count
 
 - TFRecord framing: every length and data CRC (masked CRC-32C) is right;
 - the first event is the file version "brain.Event:2";
@@ -84,7 +86,11 @@ def check(ok, what):
 
 
 def main():
-    run, gw, gh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    framing = sys.argv[1] == "--framing"
+    if framing:
+        run, gw, gh = sys.argv[2], 0, 0
+    else:
+        run, gw, gh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     files = glob.glob(os.path.join(run, "events.out.tfevents.*"))
     check(len(files) == 1, "one event file in %s, found %s" % (run, files))
     if not files:
@@ -92,10 +98,12 @@ def main():
     Event = messages()
     raw = open(files[0], "rb").read()
     events, off = [], 0
-    while off < len(raw):
+    while off + 12 <= len(raw):
         n, lcrc = struct.unpack_from("<QI", raw, off)
         check(masked(crc32c(raw[off:off + 8])) == lcrc, "length CRC of the record at offset %d" % off)
         data = raw[off + 12:off + 12 + n]
+        if off + 12 + n + 4 > len(raw):
+            break
         (dcrc,) = struct.unpack_from("<I", raw, off + 12 + n)
         check(len(data) == n and masked(crc32c(data)) == dcrc, "data CRC of the record at offset %d" % off)
         e = Event()
@@ -104,6 +112,9 @@ def main():
         off += 12 + n + 4
     check(off == len(raw), "the file ends inside a record")
     check(events and events[0].file_version == "brain.Event:2", "first event is the file version")
+    if framing:
+        print("check_tfevents: %d records to the end of %s (%d bytes), CRCs good" % (len(events), files[0], len(raw)))
+        return 1 if fails else 0
 
     scalars, images, texts = {}, {}, {}
     for e in events[1:]:

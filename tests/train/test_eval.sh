@@ -142,6 +142,11 @@ small_n)
     real="$F/fm/train" real_n=1000 n=100 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ]" "n = 100 below the feature dimension (128) should fail"
   check "grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log'" "the error should suggest a larger n: $(cat "$T/e.log")"
+  # the evaluator stage's n is the pipeline's eval_n: the message names both
+  "$G" run "$S/pipelines/dcgan_fashion.lua" data="$F/fm/train" classifier="$F/clf32.safetensors" eval=2 eval_n=100 \
+    eval_real_n=1000 steps=2 dir="$T/r" >"$T/r.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"evaluator images (parameter n): n=100 is not more than the feature dimension 128.*: the pipeline passes the command line's eval_n=100 as n\" '$T/r.log'" \
+    "the evaluator's n should be named as typed, eval_n: $(grep -i evaluator "$T/r.log" | head -2)"
   ;;
 wrong_size)
   "$G" eval "$gck" classifier="$F/clf28.safetensors" \
@@ -232,6 +237,20 @@ small_real)
   "$G" eval "$F/fm/test" classifier="$F/clf32.safetensors" real="$T/small" n=500 >"$T/e.log" 2>&1
   check "[ $? -ne 0 ] && grep -q 'n=100' '$T/e.log' && grep -q 'n >= 129' '$T/e.log' && grep -q \"real split 'small'\" '$T/e.log'" "a real split of 100 images should be refused naming it: $(tail -2 "$T/e.log")"
   check "! ls -a '$T/small' | grep -q '^.ganflow-fid-'" "a failed eval should write no statistics cache: $(ls -a "$T/small")"
+  # the other side short (A of `eval A B`, a dataset or a folder): refused
+  # before any feature of B is computed (a real_n of its own: no cache file
+  # of it exists before, and none may after)
+  before=$(ls -a "$F/fm/train" | grep -c '^.ganflow-fid-')
+  "$G" eval "$T/small" "$F/fm/train" classifier="$F/clf32.safetensors" real_n=1234 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"$T/small: n=100 is not more than the feature dimension 128\" '$T/e.log'" \
+    "a dataset of 100 images against the train split should be refused naming it: $(tail -2 "$T/e.log")"
+  check "[ \"\$(ls -a '$F/fm/train' | grep -c '^.ganflow-fid-')\" = $before ]" \
+    "the real split's features were computed before the short side was refused: $(ls -a "$F/fm/train")"
+  "$G" sample "$F/g" n=100 out="$T/pngs/" >/dev/null 2>&1 || { echo "FAIL: sample out=DIR/"; exit 1; }
+  "$G" eval "$T/pngs" "$F/fm/train" classifier="$F/clf32.safetensors" real_n=1234 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"$T/pngs: n=100 is not more\" '$T/e.log'" \
+    "a folder of 100 images should be refused naming it: $(tail -2 "$T/e.log")"
+  check "[ \"\$(ls -a '$F/fm/train' | grep -c '^.ganflow-fid-')\" = $before ]" "a folder: real features computed first"
   ;;
 messages)
   # a run directory stands for its latest checkpoint, as resume= takes it

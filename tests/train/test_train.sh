@@ -2,10 +2,10 @@
 # End-to-end tests of the training pipelines on real Fashion-MNIST data
 # (Debian's dataset-fashion-mnist), each run by CTest as its own test:
 #
-#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | pix2pix |
+#   test_train.sh CASE      CASE = dcgan | tensorboard | cgan | perclass | async | resume | resume_fail | pix2pix |
 #                                  shape | resume_other | rundir | nan |
 #                                  stall_resume | diverge | nonfinite | enospc | sigint | plot | regularise | penalties | ada | ema | pix2pix | resnets |
-#                                  sample_folder | graphs | stylegan2 | r3gan
+#                                  sample_folder | graphs | stylegan2 | sg2_noise | r3gan
 #
 # Each case runs real pipelines for a few hundred steps (fewer in sanitizer
 # builds, where GF_SANITIZE is set) and checks the files and numbers they
@@ -616,6 +616,31 @@ resnets)
   check "[ $? -eq 0 ] && [ -f '$T/bi/checkpoints/ckpt-00000002.safetensors' ]" "biggan_imagenet on synth data failed: $(tail -3 "$T/bi.log")"
   check "[ \"\$(png_size '$T/bi/samples/latest.png' | cut -d' ' -f2)\" -gt 128 ]" "biggan_imagenet grid should hold 128x128 images"
   ;;
+sg2_noise)
+  # StyleGAN2's noise strength is one per synthesis layer (StyleGAN2-ADA's);
+  # a checkpoint of before, one per channel (tests/train/old_noise.py makes
+  # one from a new one, each strength copied to its channels): sample and
+  # eval load it as it was trained (the same images: equal per-channel
+  # strengths are the scalar), resume= with the scalar default is refused
+  # naming the tensor and the option, and resumes with noise_strength=channel
+  run stylegan2_fashion "$T/n" steps=2 samples=1000 log=1 ch=8 z=16 w=16 ada=
+  check "[ $? -eq 0 ]" "stylegan2_fashion failed: $(tail -3 "$T/n.log")"
+  ck=$(latest "$T/n")
+  wide=$(/usr/bin/python3 "$S/tests/train/old_noise.py" "$ck" "$T/old.safetensors" 2>&1)
+  check "[ \"\$wide\" -ge 14 ]" "the old checkpoint should widen every strength (net, ema, Adam's m and v): $wide"
+  "$G" sample "$ck" n=8 out="$T/new.png" npy="$T/new" >"$T/new.log" 2>&1
+  "$G" sample "$T/old.safetensors" n=8 out="$T/old.png" npy="$T/old" >"$T/old.log" 2>&1
+  check "[ $? -eq 0 ]" "sample should load a checkpoint with per-channel strengths: $(cat "$T/old.log")"
+  d=$(/usr/bin/python3 -c 'import sys, numpy as np
+print(float(np.abs(np.load(sys.argv[1]) - np.load(sys.argv[2])).max()))' "$T/new.images.npy" "$T/old.images.npy" 2>&1)
+  check "[ \"\$d\" = 0.0 ]" "the old checkpoint's images should be the new one's: max difference $d"
+  run stylegan2_fashion "$T/r" steps=3 ch=8 z=16 w=16 ada= resume="$T/old.safetensors"
+  rc=$?
+  check "[ $rc -ne 0 ] && grep -qF \"tensor 'g.net.b4_conv1_noise.noise_strength' is (8) f32, expected (1) f32: one noise strength per channel\" '$T/r.log' && grep -qF 'noise_strength = \"channel\"' '$T/r.log'" \
+    "resume with the scalar should be refused naming the tensor and the option: $(tail -2 "$T/r.log")"
+  run stylegan2_fashion "$T/r2" steps=3 ch=8 z=16 w=16 ada= noise_strength=channel resume="$T/old.safetensors"
+  check "[ $? -eq 0 ]" "resume with noise_strength=channel should continue the old run: $(tail -3 "$T/r2.log")"
+  ;;
 stylegan2)
   # StyleGAN2 at a tiny width (lazy R1 every 2 D steps, G's average with the
   # ramp, ADA on by default with p moving fast): N + resume + N equals 2N bit for bit, unconditional
@@ -696,6 +721,57 @@ PY
     /usr/bin/python3 "$S/tests/train/check_ema.py" "$(ck "$T/ramp" $((k - 1)))" "$(ck "$T/ramp" $k)" "$d" 0 >"$T/ramp$k.log" 2>&1
     check "[ $? -eq 0 ]" "StyleGAN2's ramp at step $k (decay $d): $(cat "$T/ramp$k.log")"
   done
+  ;;
+resume_fail)
+  # A resume that fails leaves the run as it was: its record of how it was
+  # started (args.txt, pipeline.lua) changes only once the new run has
+  # written a checkpoint, so a plain resume=RUN afterwards still works
+  run dcgan_fashion "$T/a" steps=4 log=1
+  check "[ $? -eq 0 ]" "dcgan_fashion failed: $(tail -3 "$T/a.log")"
+  cp "$T/a/args.txt" "$T/args0"
+  cp "$T/a/pipeline.lua" "$T/p0"
+  same() { cmp -s "$T/args0" "$T/a/args.txt" && cmp -s "$T/p0" "$T/a/pipeline.lua" && [ ! -e "$T/a/.next" ]; }
+  # options that break the run at once (D not finite before any checkpoint)
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" r1=1e30 r1_every=1 steps=8 >"$T/b.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'not finite' '$T/b.log'" "r1=1e30 should stop the resumed run: $(tail -2 "$T/b.log")"
+  check "same" "a failed resume rewrote the run's record: $(diff "$T/args0" "$T/a/args.txt")"
+  check "grep -q 'resume: changed from $T/a/args.txt: r1 (not given) -> 1e30, r1_every (not given) -> 1, steps 4 -> 8' '$T/b.log'" \
+    "a resume that changes options should say so in one line: $(grep resume: "$T/b.log")"
+  # another pipeline (tensors of other shapes): refused while its stages are
+  # created, before anything is written (only the lock file is touched)
+  touch "$T/marker"
+  sleep 1
+  "$G" run "$S/pipelines/cgan_fashion.lua" resume="$T/a" steps=8 >"$T/c.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"tensor 'd.net.0.weight' is (\" '$T/c.log'" "a cGAN resumed from a DC-GAN run should be refused: $(tail -1 "$T/c.log")"
+  check "same" "the refused resume rewrote the run's record: $(diff "$T/args0" "$T/a/args.txt")"
+  written=$(find "$T/a" -newer "$T/marker" ! -name .lock | tr '\n' ' ')
+  check "[ -z \"\$written\" ]" "the refused resume wrote: $written"
+  # a full disk under the new record: the old one stays; a fresh run leaves none
+  GF_FAULT_ENOSPC=args.txt GF_FAULT_ENOSPC_AFTER=0 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=8 >"$T/e.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"cannot write '$T/a/.next/args.txt' into the run directory: No space left on device\" '$T/e.log'" \
+    "a full disk under the record should be named: $(tail -1 "$T/e.log")"
+  check "same" "a full disk rewrote the run's record"
+  GF_FAULT_ENOSPC=args.txt GF_FAULT_ENOSPC_AFTER=0 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/f" steps=2 quiet=true >"$T/f.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q \"cannot write '$T/f/args.txt' into the run directory: No space left on device\" '$T/f.log'" \
+    "a full disk at the start should be named: $(tail -1 "$T/f.log")"
+  check "[ ! -e '$T/f/args.txt' ] && [ ! -e '$T/f/pipeline.lua' ] && ! ls -a '$T/f' | grep -q tmp" \
+    "a full disk at the start should leave no record, no 0-byte args.txt: $(ls -la "$T/f")"
+  # the run continues as recorded; a changed option is recorded with its checkpoint
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=6 lr=1e-4 >"$T/g.log" 2>&1
+  check "[ $? -eq 0 ]" "resume=RUN after the failed ones should work: $(tail -2 "$T/g.log")"
+  check "grep -qx 'lr=1e-4' '$T/a/args.txt' && grep -qx 'steps=6' '$T/a/args.txt' && ! grep -q r1 '$T/a/args.txt' && [ ! -e '$T/a/.next' ]" \
+    "the resumed run should record its options: $(cat "$T/a/args.txt")"
+  # steps at or below the checkpoint's step contradict it: nothing to run
+  cp "$T/a/args.txt" "$T/args0"
+  cp "$T/a/pipeline.lua" "$T/p0"
+  "$G" run "$S/pipelines/dcgan_fashion.lua" resume="$T/a" steps=5 >"$T/h.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'ckpt-00000006.safetensors was written at step 6 and steps=5: nothing to run (give steps above 6' '$T/h.log'" \
+    "steps below the checkpoint's should be refused: $(tail -1 "$T/h.log")"
+  check "same" "the refused steps rewrote the run's record"
   ;;
 resume_other)
   run dcgan_fashion "$T/a" steps=10 log=5
@@ -851,6 +927,41 @@ enospc)
   check "! ls '$T/r/checkpoints' | grep -q tmp" "a temporary file was left behind: $(ls "$T/r/checkpoints")"
   "$G" sample "$T/r/checkpoints/ckpt-00000020.safetensors" n=4 out="$T/s.png" >/dev/null 2>&1
   check "[ $? -eq 0 ]" "the previous checkpoint should be intact"
+  # the sample grid and the TensorBoard file name the real cause: no libpng
+  # "Write Error" turned into EIO, no event file ending inside a record
+  GF_FAULT_ENOSPC=samples/step-00000004.png LD_PRELOAD="$B/tests/libgf_enospc.so" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/g" quiet=true steps=6 samples=2 \
+    >"$T/g.log" 2>&1
+  check "[ $? -ne 0 ] && grep -q 'samples/step-00000004.png: cannot write PNG: No space left on device' '$T/g.log'" \
+    "a full disk under a sample grid should say so: $(tail -3 "$T/g.log")"
+  check "! grep -Eq 'libpng|Write Error|Input/output' '$T/g.log'" "libpng's message or EIO in: $(grep -E 'libpng|Input' "$T/g.log")"
+  check "! ls '$T/g/samples' | grep -q tmp" "a temporary grid was left behind: $(ls "$T/g/samples")"
+  if /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null; then
+    GF_FAULT_ENOSPC=events.out.tfevents GF_FAULT_ENOSPC_AFTER=3000 LD_PRELOAD="$B/tests/libgf_enospc.so" \
+      ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+      "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/e" quiet=true steps=6 samples=2 \
+      log=1 >"$T/e.log" 2>&1
+    check "[ $? -eq 0 ]" "a full disk under the TensorBoard file should not stop the run: $(tail -3 "$T/e.log")"
+    check "grep -q 'TensorBoard events: .*No space left on device (the file ends at its last whole record)' '$T/e.log'" \
+      "the TensorBoard warning should name the cause: $(grep -i tensorboard "$T/e.log")"
+    ev=$(ls "$T"/e/events.out.tfevents.*)
+    out=$(/usr/bin/python3 "$S/tests/train/check_tfevents.py" --framing "$T/e" 2>&1)
+    check "[ $? -eq 0 ] && [ \"\$(stat -c %s "$ev")\" -le 3000 ]" "the event file should end at its last whole record: $out"
+  fi
+  # a real full disk (a 256 KiB tmpfs of our own, where we may mount one)
+  if unshare -m true 2>/dev/null; then
+    ck=$T/r/checkpoints/ckpt-00000020.safetensors
+    unshare -m bash -c "mkdir -p '$T/full' && mount -t tmpfs -o size=256k tmpfs '$T/full' &&
+      head -c 200000 /dev/zero >'$T/full/fill' && '$G' sample '$ck' n=256 cols=16 out='$T/full/grid.png'; echo rc=\$?;
+      echo files: \$(ls '$T/full')" >"$T/full.log" 2>&1
+    check "grep -q 'rc=1' '$T/full.log' && grep -q 'grid.png: cannot write PNG: No space left on device' '$T/full.log'" \
+      "sample on a full tmpfs should say No space left on device: $(cat "$T/full.log")"
+    check "! grep -Eq 'libpng|Write Error|Input/output' '$T/full.log' && grep -qx 'files: fill' '$T/full.log'" \
+      "on a full tmpfs (no other message, no file left): $(cat "$T/full.log")"
+  else
+    echo "note: no mount namespace here (not root): the tmpfs check is skipped, the LD_PRELOAD ones ran"
+  fi
   ;;
 sigint)
   "$G" run "$S/pipelines/dcgan_fashion.lua" data="$DATA" batch=8 dir="$T/r" quiet=true steps=1000000 \

@@ -63,6 +63,29 @@ const char *gf_ckpt_file_name(const char *dir, int64_t step, char *buf, size_t s
  * gf_errmsg(). */
 int gf_ckpt_set_latest(const char *dir, const char *file);
 
+/* ---- the record of how a run was started ----
+ *
+ * RUN/pipeline.lua and RUN/args.txt (`ganflow run` writes them) say how
+ * the checkpoints of RUN were made, and `resume=RUN` restores the
+ * arguments from args.txt. A run that would replace them (one that
+ * continues RUN) writes its own into RUN/.next/ instead; they take the old
+ * ones' place with the first checkpoint it writes (the checkpoint stage
+ * calls gf_ckpt_commit_record after `latest`), or when it ends well without
+ * writing one. A run that fails before either leaves RUN's record as it
+ * was: a resume with options that break it at once cannot change how the
+ * run resumes next. */
+#define GF_RUN_NEXT ".next"
+
+/* Moves every file of run_dir/.next into run_dir (one rename each), then
+ * removes the folder; nothing when there is none. Returns 0 or -errno
+ * with gf_errmsg() naming the file. */
+int gf_ckpt_commit_record(const char *run_dir);
+
+/* The record file `name` (e.g. "args.txt") of the run in progress in
+ * run_dir, into buf: run_dir/.next/name while it waits there, else
+ * run_dir/name. Returns buf. */
+const char *gf_ckpt_record_file(const char *run_dir, const char *name, char *buf, size_t size);
+
 /* Resolves path, a checkpoint file, a run directory (through
  * checkpoints/latest) or a checkpoints folder (through latest), to the
  * checkpoint file, into out. Returns 0, or -errno / GF_ENOTFOUND with a
@@ -94,6 +117,10 @@ void gf_ckpt_close(gf_ckpt *c);
 /* The file's path; owned by c. */
 const char *gf_ckpt_path(const gf_ckpt *c);
 
+/* The step the checkpoint was written at (metadata "step"), or -1 when it
+ * records none (a single network of gf_ckpt_save). */
+int64_t gf_ckpt_step(const gf_ckpt *c);
+
 /* Parts, in the order of the file's metadata: their number, and part i's
  * instance name, role and class (-1 when it records none). Strings are
  * owned by c. */
@@ -110,7 +137,10 @@ const char *gf_ckpt_part_meta(const gf_ckpt *c, int i, const char *key);
 
 /* Part i's layer table into *table (the caller frees it): parsed from
  * JSON, or from the Lua text of checkpoints written before layer tables
- * were JSON. Returns 0 or an error naming the file and part. */
+ * were JSON. A `noise` layer that names no strength but whose tensor holds
+ * one per channel (a checkpoint written before the layer took StyleGAN2's
+ * one strength per layer) gets strength = "channel", so the network loads
+ * as it was trained. Returns 0 or an error naming the file and part. */
 int gf_ckpt_table(const gf_ckpt *c, int i, gf_value *table);
 
 /* Builds part i's network on be for batches up to max_batch and loads its
@@ -132,7 +162,13 @@ int gf_ckpt_net_weights(const gf_ckpt *c, int i, const char *which, gf_backend *
 int gf_ckpt_net_weights_table(const gf_ckpt *c, int i, const char *which, const gf_value *table, gf_backend *be,
                               int max_batch, gf_net **out);
 
-/* 1 when part i holds a moving average of its network ("<part>.ema.*"). */
+/* 1 when part i holds a moving average of its network: any tensor
+ * "<part>.ema.*". Loading the average (gf_ckpt_net_weights "ema") then
+ * needs every tensor of the network under that prefix, and a missing one
+ * is GF_ENOTFOUND naming it ("...: the moving average of 'g' (g.ema.*) is
+ * incomplete; ema=0 takes the trained weights (g.net.*)"): never the
+ * trained weights in its place. python/ganflow/torch.py follows the same
+ * rule (docs/bridge.md). */
 int gf_ckpt_has_ema(const gf_ckpt *c, int i);
 
 /* The data position recorded for lmdb_reader instance `reader` (the

@@ -125,6 +125,11 @@ typedef struct gf_evaluator_opts {
 	gf_eval_opts stats;      /* IS splits, KID subsets, precision/recall k */
 	int clean_resize;        /* FID Inception only: clean-fid's resize (gf_fid_resize_clean)
 	                          * instead of pytorch-fid's (gf_fid_resize) */
+	const char *other_what;  /* the images the caller will add, for messages ("generated
+	                          * images", a path; NULL: not known yet, other_n unused) */
+	int64_t other_n;         /* how many: no more than the feature dimension fails
+	                          * gf_evaluator_open before the real split is read, as a
+	                          * short real split does */
 } gf_evaluator_opts;
 
 /* Defaults: batch 256, whole split, cache on, per-class on,
@@ -136,12 +141,19 @@ gf_evaluator_opts gf_evaluator_defaults(void);
  * progress bar on long work. Bad records of the real split are skipped
  * and counted up to max_bad_fraction (gf_evaluator_real_bad); statistics
  * with records skipped are not cached. A split of no more images than the
- * feature dimension fails before any work (nothing is cached). Returns 0
+ * feature dimension fails before any work (nothing is cached), and so does
+ * an other_n that is no more (whichever side is short, no feature is
+ * computed). Returns 0
  * or an error with the message naming the file (a classifier checkpoint
  * that does not match its table or is not finite, a dataset that cannot be
  * read, too many bad records...). */
 int gf_evaluator_open(gf_evaluator **out, const gf_evaluator_opts *o);
 void gf_evaluator_close(gf_evaluator *e);
+
+/* The images of a dataset split or image folder, as gf_evaluator_add_dataset
+ * reads them, into *count (bad records not yet known). Returns 0 or an error
+ * naming the path. */
+int gf_evaluator_count(const char *path, uint64_t *count);
 
 /* Feature dimension, classes, and the image shape (c, h, w) the classifier
  * takes. */

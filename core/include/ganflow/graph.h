@@ -161,6 +161,16 @@ void gf_graph_set_grace(gf_graph *g, double seconds);
  * slowest step seen (at least 30 s); stop after 10 x the report time. */
 void gf_graph_set_stall(gf_graph *g, double report, double stop);
 
+/* Called by gf_graph_run once every stage instance was created (each has
+ * checked its parameters and loaded what it resumes from) and before any
+ * runs, on the calling thread: the first moment the run is known to start.
+ * A non-zero return ends the run there with GF_EFAIL and gf_errmsg() as
+ * its message (stages are destroyed, nothing ran). The caller of
+ * `ganflow run` writes the run directory's record here (core/lua/rundir.c).
+ * NULL: none. */
+typedef int (*gf_graph_created_fn)(void *arg);
+void gf_graph_on_created(gf_graph *g, gf_graph_created_fn fn, void *arg);
+
 /* The last error message ("" when none). Owned by the graph, valid until
  * the next call on it or gf_graph_destroy. */
 const char *gf_graph_error(const gf_graph *g);
@@ -212,12 +222,8 @@ void gf_graph_print_edges(gf_graph *g);
 
 /* The distributed layer's side of an agreed stop. */
 typedef struct gf_graph_peers {
-	/* A run of a graph with info.world > 1 starts (g) or ends (NULL):
-	 * between the two, the layer may call gf_graph_hold and
-	 * gf_graph_stop_at on g from its own thread. */
-	void (*attach)(gf_graph *g);
 	/* A graceful stop was requested on this rank: ask the ranks to agree
-	 * on a last step (their answer comes back as gf_graph_stop_at).
+	 * on a last step (their answer comes back as gf_graph_stop_running).
 	 * Returns 0, or an error code with gf_errmsg() set when there is no
 	 * world to ask (the rank then stops on its own). */
 	int (*stop_request)(void);
@@ -227,17 +233,27 @@ typedef struct gf_graph_peers {
  * must outlive its registration. Call it with no graph running. */
 void gf_graph_set_peers(const gf_graph_peers *p);
 
+/* The two calls the distributed layer's thread makes on the run in
+ * progress of a graph with info.world > 1 (one at a time per process).
+ * They never hold a graph pointer of their own: gf_graph_run registers
+ * its graph when the stage threads start and takes it back, under the
+ * lock these calls hold while they act on it, before it returns; so a
+ * late answer never reaches a graph whose run has ended (and that the
+ * caller may be destroying): with no run registered they do nothing. */
+
 /* Freezes the stage threads that report steps (each blocks in its next
  * gf_report_step or gf_step_begin) and returns the highest step any of
  * them can still reach: for a thread that announces its steps with
  * gf_step_begin, the step it began; for one that only reports them, its
- * last reported step + 1; -1 when none began or reported a step yet.
- * Marks the run as stopped by a request. Thread-safe. */
-int64_t gf_graph_hold(gf_graph *g);
+ * last reported step + 1; -1 when none began or reported a step yet, or
+ * when no run is in progress. Marks the run as stopped by a request.
+ * Thread-safe. */
+int64_t gf_graph_hold_running(void);
 
-/* Ends the run after step s (lowers the step target; s <= 0: stop now)
- * and releases the threads frozen by gf_graph_hold. Thread-safe. */
-void gf_graph_stop_at(gf_graph *g, int64_t s);
+/* Ends the run in progress after step s (lowers the step target; s <= 0:
+ * stop now) and releases the threads frozen by gf_graph_hold_running.
+ * Thread-safe; nothing when no run is in progress. */
+void gf_graph_stop_running(int64_t s);
 
 #ifdef __cplusplus
 }

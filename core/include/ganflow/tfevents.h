@@ -27,13 +27,14 @@ extern "C" {
 
 typedef struct gf_tb gf_tb;
 
-/* The writer of run directory dir: opened (a new event file, its version
- * event written) on the first call, shared afterwards. Returns 0, or
- * -errno naming the file in gf_errmsg(). Release with gf_tb_close. */
+/* The writer of run directory dir (which must be writable): made on the
+ * first call, shared afterwards. Its event file (named at that call) is
+ * created with the first event, its version event first, so a run that
+ * stops before it writes anything leaves none. Returns 0, or -errno
+ * naming the directory in gf_errmsg(). Release with gf_tb_close. */
 int gf_tb_open(const char *dir, gf_tb **out);
 
-/* Drops a reference; the last one flushes and closes the file. NULL is
- * ignored. */
+/* Drops a reference; the last one closes the file. NULL is ignored. */
 void gf_tb_close(gf_tb *w);
 
 /* The event file's path; owned by the writer. */
@@ -42,15 +43,18 @@ const char *gf_tb_path(const gf_tb *w);
 /* Appends one event of `step` at wall time `wall` (seconds since the
  * epoch) holding a scalar, a PNG image (the bytes of a PNG file of
  * height x width pixels, channels 1 = grey, 3 = RGB, 4 = RGBA) or a text
- * (UTF-8, shown by TensorBoard's text dashboard) under tag. Returns 0,
- * -ENOMEM or -errno naming the file (a full disk). Not flushed: see
- * gf_tb_flush. */
+ * (UTF-8, shown by TensorBoard's text dashboard) under tag, written to
+ * the file at once. Returns 0, -ENOMEM or -errno naming the file (a full
+ * disk: "No space left on device"). A write that fails leaves the file
+ * cut back to its last whole record (readable to its end) and the writer
+ * refusing every later event with the same error. */
 int gf_tb_scalar(gf_tb *w, const char *tag, int64_t step, double wall, float value);
 int gf_tb_image(gf_tb *w, const char *tag, int64_t step, double wall, const void *png, size_t len, int height,
                 int width, int channels);
 int gf_tb_text(gf_tb *w, const char *tag, int64_t step, double wall, const char *text);
 
-/* Flushes what was appended to the file. Returns 0 or -errno. */
+/* Returns 0, or the error of a write that failed (events are written when
+ * they are appended; this reports, it has nothing left to write). */
 int gf_tb_flush(gf_tb *w);
 
 #ifdef __cplusplus

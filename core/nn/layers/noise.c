@@ -1,13 +1,17 @@
 /* noise: StyleGAN2's noise injection (SynthesisLayer's noise input),
  *
- *   {"noise", channels, mode = "auto"}        (C, H, W) -> (C, H, W)
+ *   {"noise", channels, mode = "auto", strength = "scalar"}   (C, H, W) -> (C, H, W)
  *
- *   y = x + strength[c] * noise[n, h, w]
+ *   y = x + s * noise[n, h, w]            strength = "scalar" (StyleGAN2)
+ *   y = x + s[c] * noise[n, h, w]         strength = "channel" (StyleGAN1)
  *
  * one N(0, 1) value per pixel and sample, shared by the channels, scaled
- * by a learned per-channel strength (parameter noise_strength (C), starting
- * at 0: the layer starts as the identity; StyleGAN2-ADA has one scalar
- * strength per layer, the same with all C values equal). mode:
+ * by a learned strength (parameter noise_strength, (1) or (C), starting
+ * at 0: the layer starts as the identity). StyleGAN2-ADA's SynthesisLayer
+ * learns one scalar per layer (torch.zeros([])), the default; one per
+ * channel is StyleGAN1's, and what this layer learned before it had the
+ * option (checkpoints of then hold (C) strengths: gf_ckpt_table reads them
+ * as strength = "channel", see docs/nn.md). mode:
  *   "random"  a fresh draw at every forward, from the network's generator
  *             (gf_net_rng, as dropout: a resumed run draws the same noise);
  *   "const"   the buffer noise_const (H, W), drawn by gf_net_init from the
@@ -16,11 +20,14 @@
  *             evaluation and sampling: the same image for the same z);
  *   "none"    y = x;
  *   "auto"    random in training forwards (GF_TRAIN), const in eval ones.
- * PyTorch: x + noise * strength.view(1, -1, 1, 1) with noise (B, 1, H, W).
+ * PyTorch: x + noise * strength (a 0-dim tensor) or
+ * x + noise * strength.view(1, -1, 1, 1), noise (B, 1, H, W).
  *
- * Both products are strided batched GEMMs (gemm_batched: the (C, 1)
- * strength times each sample's (1, H W) noise, and its gradient summed
- * over the batch), the draw is rng_normal: no op of its own. The input
+ * The products are strided batched GEMMs (gemm_batched: the (C, 1)
+ * strengths times each sample's (1, H W) noise, and their gradient summed
+ * over the batch); a scalar is first spread over the C rows (gemm: ones
+ * (C, 1) times s) and its gradient summed back (ones (1, C) times the
+ * rows' gradients); the draw is rng_normal: no op of its own. The input
  * gradient is dy, which does not depend on the strength: the double
  * backward is J t = t with no other term. */
 #include <string.h>
@@ -31,8 +38,10 @@ enum { NOISE_AUTO, NOISE_RANDOM, NOISE_CONST, NOISE_NONE };
 
 struct noise_cfg {
 	int c, mode;
+	int scalar;  /* strength = "scalar": one strength for the C channels */
 	int used;    /* what the last forward added: NOISE_RANDOM, _CONST or _NONE */
 	int drawn;   /* save slot: the last random draw (max_batch, H W) */
+	int rows;    /* save slot (scalar): ones (C), then the strength per row (C), then its gradient (C) */
 };
 LAYER_CFG_FITS(struct noise_cfg);
 
@@ -51,6 +60,11 @@ static int noise_parse(gf_layer_net *net, struct layer *l, const gf_layer_args *
 			c->mode = i;
 	if (c->mode < 0)
 		return gf_layer_err(GF_EPARAM, l, "mode must be \"auto\", \"random\", \"const\" or \"none\"");
+	const char *st = gf_value_as_str(gf_value_get(a->v, "strength"), "scalar", &ok);
+	if (!ok || (strcmp(st, "scalar") && strcmp(st, "channel")))
+		return gf_layer_err(GF_EPARAM, l, "strength must be \"scalar\" (one per layer, StyleGAN2) or \"channel\" "
+		                                  "(one per channel)");
+	c->scalar = !strcmp(st, "scalar");
 	return 0;
 }
 
@@ -65,10 +79,28 @@ static int noise_shapes(gf_layer_net *net, struct layer *l)
 		return gf_layer_err(GF_EUNSUPPORTED, l, "the %s backend has no gemm_batched op", net->be->ops->name);
 	size_t hw = (size_t)(in->shape[1] * in->shape[2]);
 	gf_layer_set_shape(layer_out(net, l), 3, in->shape);
-	gf_layer_param(l, "noise_strength", 1, (int64_t[]){ c->c });
+	gf_layer_param(l, "noise_strength", 1, (int64_t[]){ c->scalar ? 1 : c->c });
 	gf_layer_buffer(l, "noise_const", hw, 0.0f);
 	c->drawn = gf_layer_save(l, (size_t)net->max_batch * hw);
+	c->rows = c->scalar ? gf_layer_save(l, 3 * (size_t)c->c) : -1;
 	return 0;
+}
+
+/* The strength of each of the C rows: the parameter itself per channel;
+ * a scalar spread over the rows (ones (C, 1) times s (1, 1)). */
+static int row_strengths(gf_layer_net *net, struct layer *l, const float **out)
+{
+	const struct noise_cfg *c = LAYER_CCFG(struct noise_cfg, l);
+	gf_backend *be = net->be;
+	*out = layer_param(net, l, 0);
+	if (!c->scalar)
+		return 0;
+	float *ones = l->save[c->rows], *rows = ones + c->c;
+	int rc = be->ops->fill(be, ones, (size_t)c->c, 1.0f);
+	if (!rc)
+		rc = be->ops->gemm(be, 0, 0, c->c, 1, 1, 1.0f, ones, 1, layer_param(net, l, 0), 1, 0.0f, rows, 1);
+	*out = rows;
+	return rc;
 }
 
 /* strength 0, then noise_const ~ N(0, 1) from the initialisation generator */
@@ -107,9 +139,11 @@ static int noise_forward(gf_layer_net *net, struct layer *l, int B, unsigned mod
 		net->rng.offset += gf_rng_blocks(n);
 	}
 	int64_t stride;
-	const float *z = noise_of(net, l, &stride);
-	return be->ops->gemm_batched(be, 0, 0, c->c, hw, 1, 1.0f, layer_param(net, l, 0), 1, 0, z, hw, stride, 1.0f,
-	                             out->data, hw, (int64_t)c->c * hw, B);
+	const float *z = noise_of(net, l, &stride), *s;
+	if ((rc = row_strengths(net, l, &s)))
+		return rc;
+	return be->ops->gemm_batched(be, 0, 0, c->c, hw, 1, 1.0f, s, 1, 0, z, hw, stride, 1.0f, out->data, hw,
+	                             (int64_t)c->c * hw, B);
 }
 
 static int noise_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_grad *g)
@@ -123,12 +157,18 @@ static int noise_backward(gf_layer_net *net, struct layer *l, int B, gf_layer_gr
 	if (!g->dw)
 		return 0;
 	if (c->used == NOISE_NONE)
-		return g->acc ? 0 : be->ops->fill(be, layer_grad(net, l, 0), (size_t)c->c, 0.0f);
-	/* d strength (C, 1) = sum over the batch of dy_b (C, HW) noise_b^T */
+		return g->acc ? 0 : be->ops->fill(be, layer_grad(net, l, 0), (size_t)(c->scalar ? 1 : c->c), 0.0f);
+	/* d strength per row (C, 1) = sum over the batch of dy_b (C, HW) noise_b^T */
 	int64_t stride;
 	const float *z = noise_of(net, l, &stride);
-	return be->ops->gemm_batched(be, 0, 1, c->c, 1, hw, 1.0f, out->grad, hw, (int64_t)c->c * hw, z, hw, stride,
-	                             g->acc ? 1.0f : 0.0f, layer_grad(net, l, 0), 1, 0, B);
+	float *drows = c->scalar ? (float *)l->save[c->rows] + 2 * c->c : layer_grad(net, l, 0);
+	rc = be->ops->gemm_batched(be, 0, 1, c->c, 1, hw, 1.0f, out->grad, hw, (int64_t)c->c * hw, z, hw, stride,
+	                           g->acc && !c->scalar ? 1.0f : 0.0f, drows, 1, 0, B);
+	if (rc || !c->scalar)
+		return rc;
+	/* a scalar's: the rows' summed (ones (1, C) times their (C, 1)) */
+	return be->ops->gemm(be, 0, 0, 1, 1, c->c, 1.0f, l->save[c->rows], c->c, drows, 1, g->acc ? 1.0f : 0.0f,
+	                     layer_grad(net, l, 0), 1);
 }
 
 static int noise_backward2(gf_layer_net *net, struct layer *l, int B, gf_layer_grad2 *g)
@@ -142,7 +182,7 @@ const gf_layer_kind gf_layer_noise = {
 	.name = "noise",
 	.min_pos = 1,
 	.max_pos = 1,
-	.keys = { "channels", "mode" },
+	.keys = { "channels", "mode", "strength" },
 	.flags = GF_LK_STATEFUL,
 	.parse = noise_parse,
 	.shapes = noise_shapes,
