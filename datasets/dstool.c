@@ -67,11 +67,35 @@ static int add_image(dstool *d, const char *name, size_t member)
 
 /* ---- listing: zip members or folder files ---- */
 
+/* The top folder every file of the zip lies in, when dataset.json is there
+ * and not at the top (a zip made of the folder dataset_tool wrote, `zip -r
+ * ffhq.zip ffhq/`): its length with the '/', else 0. */
+static size_t common_top(const gf_zip *z)
+{
+	size_t n = gf_zip_count(z), top = 0;
+	const char *first = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = gf_zip_name(z, i), *slash = strchr(name, '/');
+		if (!strcmp(name, LABELS_FILE))
+			return 0;
+		if (!first) {
+			first = name;
+			top = slash ? (size_t)(slash - name) + 1 : 0;
+		}
+		if (!top || strncmp(name, first, top))
+			return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(gf_zip_name(z, i) + top, LABELS_FILE))
+			return top;
+	return 0;
+}
+
 static int list_zip(dstool *d)
 {
-	size_t n = gf_zip_count(d->zip);
+	size_t n = gf_zip_count(d->zip), top = common_top(d->zip);
 	for (size_t i = 0; i < n; i++) {
-		const char *name = gf_zip_name(d->zip, i);
+		const char *name = gf_zip_name(d->zip, i) + top;
 		size_t len = strlen(name);
 		if (!len || name[len - 1] == '/') /* a folder entry */
 			continue;
@@ -313,7 +337,10 @@ static int dstool_read(void *p, uint64_t i, uint8_t **buf, size_t *cap, size_t *
 static void dstool_name(void *p, uint64_t i, char *name, size_t size)
 {
 	dstool *d = p;
-	snprintf(name, size, d->zip ? "%s: %s" : "%s/%s", d->src, d->img[i].name);
+	if (d->zip)
+		snprintf(name, size, "%s: %s", d->src, gf_zip_name(d->zip, d->img[i].member));
+	else
+		snprintf(name, size, "%s/%s", d->src, d->img[i].name);
 }
 
 /* The size every image must have: the first one's. */

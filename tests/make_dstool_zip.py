@@ -13,6 +13,8 @@ Image i is PNG `%05d/img%08d.png % (i // 16, i)`, W x H, pixel
                   in a shuffled order, even i stored and odd i deflated,
                   folder entries for the sub-folders and a README.txt
   labelled/       the same files unpacked (the folder form)
+  nested.zip      the same files under a top folder cifar/ (`zip -r` of the
+                  folder form)
   zip64.zip       the same images and dataset.json, every size and offset
                   in zip64 extra fields and a zip64 end record, written by
                   hand below (Python writes those only past 65,535 members
@@ -124,6 +126,7 @@ def main():
             with open(p, "wb") as f:
                 f.write(data)
     write_zip64(os.path.join(out, "zip64.zip"), [m for m in members if not m[0].endswith("/")])
+    write_zip(os.path.join(out, "nested.zip"), [("cifar/" + n, data) for n, data in members])
 
     gray = [(name(i), png(i, 6, 5, gray=True)) for i in range(8)]
     write_zip(os.path.join(out, "unlabelled.zip"), [("dataset.json", b'{"labels": null}')] + gray)

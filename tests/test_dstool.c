@@ -3,7 +3,8 @@
  * folders written by tests/make_dstool_zip.py (python3-pil, numpy; skips
  * without them). Checks labels, pixel values, record order and the
  * per-class meta; that the folder form, a zip with stored and deflated
- * members and a zip64 archive give the same records; unlabelled sets; and
+ * members, a zip64 archive and a zip of the folder (every member under one
+ * top folder) give the same records; unlabelled sets; and
  * that each fault is an error naming the zip and the member.
  */
 #include "test_shard_util.h"
@@ -137,14 +138,14 @@ static void test_labelled_zip(void **st)
 	free(out);
 }
 
-static void test_folder_and_zip64(void **st)
+static void test_folder_zip64_nested(void **st)
 {
 	(void)st;
 	char *zip_out = path_fmt("%s/ref", dir);
 	char *zip = path_fmt("%s/labelled.zip", gen);
 	assert_int_equal(convert(zip, zip_out, 0, NULL, NULL), 0);
-	const char *srcs[2] = { "labelled", "zip64.zip" };
-	for (int k = 0; k < 2; k++) {
+	const char *srcs[3] = { "labelled", "zip64.zip", "nested.zip" };
+	for (int k = 0; k < 3; k++) {
 		char *src = path_fmt("%s/%s", gen, srcs[k]), *out = path_fmt("%s/other-%d", dir, k);
 		if (convert(src, out, 0, NULL, NULL))
 			fail_msg("%s: %s", src, gf_errmsg());
@@ -322,7 +323,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_zip_reader),
 		cmocka_unit_test(test_labelled_zip),
-		cmocka_unit_test(test_folder_and_zip64),
+		cmocka_unit_test(test_folder_zip64_nested),
 		cmocka_unit_test(test_unlabelled_and_limit),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_command),
