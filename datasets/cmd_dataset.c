@@ -3,6 +3,7 @@
  *   ganflow dataset fashion-mnist [out=data/fashion-mnist] [force=1]
  *   ganflow dataset idx IMAGES LABELS OUT [options]
  *   ganflow dataset folder DIR OUT [options]
+ *   ganflow dataset stylegan SRC OUT [classes=N] [options]
  *   ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [options]
  *   ganflow dataset edges2fashion [out=data/edges2fashion] [force=1]
  *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed=]
@@ -316,8 +317,35 @@ static int cmd_folder(args *a)
 		fprintf(stderr, "usage: ganflow dataset folder DIR OUT [%s]\n", CONVERT_KEYS);
 		return 2;
 	}
+	struct stat sb;
+	if (stat(a->pos[0], &sb) == 0 && S_ISREG(sb.st_mode)) {
+		gf_log(GF_LOG_ERROR, "dataset folder: %s is a file, not a folder (a zip of StyleGAN2-ADA's or R3GAN's "
+		       "dataset_tool.py: ganflow dataset stylegan %s %s)", a->pos[0], a->pos[0], a->pos[1]);
+		return 1;
+	}
 	gf_convert_stats st;
 	int rc = gf_convert_folder(a->pos[0], a->pos[1], &o, &st);
+	if (rc)
+		return fail(a->sub, rc);
+	print_summary(a->pos[1], &st);
+	return 0;
+}
+
+static int cmd_stylegan(args *a)
+{
+	gf_convert_opts o;
+	int classes;
+	if (convert_opts(a, &o) || int_opt(a, "classes", 0, 1, 100000, &classes) ||
+	    check_unused(a, CONVERT_KEYS " classes=N"))
+		return 2;
+	if (a->npos != 2) {
+		fprintf(stderr, "usage: ganflow dataset stylegan SRC OUT [%s classes=N]\n"
+		                "  SRC: a zip (or folder) of dataset_tool.py (StyleGAN2-ADA, R3GAN): images, labels in "
+		                "dataset.json\n", CONVERT_KEYS);
+		return 2;
+	}
+	gf_convert_stats st;
+	int rc = gf_convert_dstool(a->pos[0], a->pos[1], &o, (uint32_t)classes, &st);
 	if (rc)
 		return fail(a->sub, rc);
 	print_summary(a->pos[1], &st);
@@ -908,6 +936,7 @@ static void usage(FILE *f)
 	           "  fashion-mnist [out=data/fashion-mnist] [force=1]   convert Debian's Fashion-MNIST (train, test)\n"
 	           "  idx IMAGES LABELS OUT [options]                    convert IDX files (MNIST layout, .gz or not)\n"
 	           "  folder DIR OUT [options]                           convert DIR/<class>/<image> (JPEG, PNG)\n"
+	           "  stylegan SRC OUT [classes=N] [options]             a dataset_tool.py zip or folder (StyleGAN2-ADA, R3GAN)\n"
 	           "  paired SRC OUT [direction=AtoB|BtoA] [options]     pix2pix pairs: AB images, or A/ and B/ folders\n"
 	           "  edges2fashion [out=data/edges2fashion] [force=1]   (edge map, image) pairs from Fashion-MNIST\n"
 	           "  synth OUT count=N [width= height= quality= ...]    ImageNet-like JPEG benchmark data\n"
@@ -930,7 +959,7 @@ int gf_cmd_dataset(int argc, char **argv)
 	} subs[] = {
 		{ "fashion-mnist", cmd_fmnist }, { "idx", cmd_idx },       { "folder", cmd_folder }, { "synth", cmd_synth },
 		{ "info", cmd_info },            { "verify", cmd_verify }, { "export", cmd_export },
-		{ "paired", cmd_paired },        { "edges2fashion", cmd_edges },
+		{ "paired", cmd_paired },        { "edges2fashion", cmd_edges }, { "stylegan", cmd_stylegan },
 	};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (strcmp(argv[1], subs[i].name))

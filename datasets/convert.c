@@ -45,7 +45,7 @@ typedef struct worker_state {
 	gf_decoder *dec;
 	uint8_t *pix, *pix2; /* scratch pixels */
 	size_t pix_cap, pix2_cap;
-	uint8_t *file;       /* scratch file bytes (folder) */
+	uint8_t *file;       /* scratch file bytes (gf_image_source) */
 	size_t file_cap;
 } worker_state;
 
@@ -385,6 +385,92 @@ out:
 	return rc;
 }
 
+/* ---- image files from any source ---- */
+
+/* The source's size rule for an image of w x h x c (channels c only when
+ * the output keeps the source's). */
+static int check_size(const gf_image_source *src, const gf_convert_opts *o, int w, int h, int c)
+{
+	return src->width <= 0 || (w == src->width && h == src->height && (o->channels || c == src->channels));
+}
+
+static void size_error(const gf_image_source *src, uint64_t i, int w, int h, int c, item *it)
+{
+	char name[256];
+	src->name(src->ctx, i, name, sizeof(name));
+	it->status = GF_ECORRUPT;
+	snprintf(it->msg, sizeof(it->msg), "%.150s is %dx%dx%d but %.60s (the first image) is %dx%dx%d: give resize= "
+	         "to convert images of different sizes", name, w, h, c, src->first ? src->first : "?", src->width,
+	         src->height, src->channels);
+}
+
+typedef struct images_ctx {
+	const gf_image_source *src;
+	const gf_convert_opts *o;
+} images_ctx;
+
+static void image_produce(void *p, uint64_t i, worker_state *ws, item *it)
+{
+	const gf_image_source *src = ((const images_ctx *)p)->src;
+	const gf_convert_opts *o = ((const images_ctx *)p)->o;
+	size_t len = 0;
+	int32_t label = -1;
+	int rc = src->read(src->ctx, i, &ws->file, &ws->file_cap, &len, &label);
+	if (rc) {
+		it->status = rc < 0 ? rc : 1;
+		snprintf(it->msg, sizeof(it->msg), "%s", gf_errmsg());
+		return;
+	}
+	const uint8_t *buf = ws->file;
+	/* a JPEG that needs no change is stored as it is */
+	if (o->encoding == GF_ENC_JPEG && !o->quality && !o->resize_w && len >= 3 && buf[0] == 0xff && buf[1] == 0xd8) {
+		int w, h, c;
+		if (gf_jpeg_info(ws->dec, buf, len, &w, &h, &c) == 0 && (!o->channels || o->channels == c) &&
+		    (uint32_t)w <= GF_RECORD_MAX_DIM && (uint32_t)h <= GF_RECORD_MAX_DIM && len <= UINT32_MAX) {
+			if (!check_size(src, o, w, h, c)) {
+				size_error(src, i, w, h, c, it);
+				return;
+			}
+			if ((it->status = grow_buf(&it->buf, &it->cap, len)))
+				return;
+			memcpy(it->buf, buf, len);
+			it->h = (gf_record_header){ .label = label, .encoding = GF_ENC_JPEG, .height = (uint32_t)h,
+			                            .width = (uint32_t)w, .channels = (uint32_t)c, .payload = (uint32_t)len };
+			return;
+		}
+	}
+	int w, h, c, is_jpeg;
+	char name[256];
+	rc = gf_image_file_decode(ws->dec, buf, len, o->channels, &ws->pix, &ws->pix_cap, &w, &h, &c, &is_jpeg);
+	if (rc) {
+		it->status = rc == -ENOMEM ? rc : 1;
+		src->name(src->ctx, i, name, sizeof(name));
+		snprintf(it->msg, sizeof(it->msg), "%.200s: %.180s", name, gf_errmsg());
+		return;
+	}
+	if (!check_size(src, o, w, h, c)) {
+		size_error(src, i, w, h, c, it);
+		return;
+	}
+	emit_pixels(o, ws, ws->pix, w, h, c, label, it);
+	if (it->status > 0 || (it->status < 0 && !it->msg[0])) {
+		char why[384];
+		snprintf(why, sizeof(why), "%s", it->msg[0] ? it->msg : gf_strerror(it->status));
+		src->name(src->ctx, i, name, sizeof(name));
+		snprintf(it->msg, sizeof(it->msg), "%.200s: %.180s", name, why);
+	}
+}
+
+int gf_convert_images(const gf_image_source *src, const char *out, const gf_convert_opts *o, uint32_t nclasses,
+                      const char *const *class_names, gf_convert_stats *st)
+{
+	if (o->channels != 0 && o->channels != 1 && o->channels != 3)
+		return gf_seterr(GF_EPARAM, "channels must be 1 or 3, not %d", o->channels);
+	images_ctx x = { .src = src, .o = o };
+	uint64_t n = o->limit && o->limit < src->n ? o->limit : src->n;
+	return run_engine(out, o, nclasses, class_names, n, image_produce, &x, st);
+}
+
 /* ---- image folders ---- */
 
 typedef struct file_ent {
@@ -512,46 +598,25 @@ static int add_files(folder_ctx *x, const char *dir, int32_t label, int depth)
 	return rc;
 }
 
-static void folder_produce(void *p, uint64_t i, worker_state *ws, item *it)
+/* ---- image folders: the files ---- */
+
+static int folder_read(void *p, uint64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label)
 {
 	folder_ctx *x = p;
-	const gf_convert_opts *o = x->o;
-	const file_ent *f = &x->files[i];
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int rc = gf_read_file(f->path, 0, &buf, &len);
-	if (rc) {
-		it->status = 1;
-		snprintf(it->msg, sizeof(it->msg), "%s", gf_errmsg());
-		return;
-	}
-	/* a JPEG that needs no change is stored as it is */
-	if (o->encoding == GF_ENC_JPEG && !o->quality && !o->resize_w && len >= 3 && buf[0] == 0xff && buf[1] == 0xd8) {
-		int w, h, c;
-		if (gf_jpeg_info(ws->dec, buf, len, &w, &h, &c) == 0 && (!o->channels || o->channels == c) &&
-		    (uint32_t)w <= GF_RECORD_MAX_DIM && (uint32_t)h <= GF_RECORD_MAX_DIM && len <= UINT32_MAX) {
-			it->h = (gf_record_header){ .label = f->label, .encoding = GF_ENC_JPEG, .height = (uint32_t)h,
-			                            .width = (uint32_t)w, .channels = (uint32_t)c, .payload = (uint32_t)len };
-			free(it->buf);
-			it->buf = buf;
-			it->cap = len;
-			return;
-		}
-	}
-	int w, h, c, is_jpeg;
-	rc = gf_image_file_decode(ws->dec, buf, len, o->channels, &ws->pix, &ws->pix_cap, &w, &h, &c, &is_jpeg);
-	free(buf);
-	if (rc) {
-		it->status = rc == -ENOMEM ? rc : 1;
-		snprintf(it->msg, sizeof(it->msg), "%s: %s", f->path, gf_errmsg());
-		return;
-	}
-	emit_pixels(o, ws, ws->pix, w, h, c, f->label, it);
-	if (it->status > 0 || (it->status < 0 && !it->msg[0])) {
-		char why[384];
-		snprintf(why, sizeof(why), "%s", it->msg[0] ? it->msg : gf_strerror(it->status));
-		snprintf(it->msg, sizeof(it->msg), "%.200s: %.180s", f->path, why);
-	}
+	uint8_t *b;
+	int rc = gf_read_file(x->files[i].path, 0, &b, len);
+	if (rc)
+		return rc == -ENOMEM ? rc : 1;
+	free(*buf);
+	*buf = b;
+	*cap = *len;
+	*label = x->files[i].label;
+	return 0;
+}
+
+static void folder_name(void *p, uint64_t i, char *name, size_t size)
+{
+	snprintf(name, size, "%s", ((folder_ctx *)p)->files[i].path);
 }
 
 int gf_convert_folder(const char *dir, const char *out, const gf_convert_opts *o, gf_convert_stats *st)
@@ -596,8 +661,8 @@ int gf_convert_folder(const char *dir, const char *out, const gf_convert_opts *o
 		rc = gf_seterr(GF_ENOTFOUND, "%s: no .jpg, .jpeg or .png files in its %u class folders", dir, x.nclasses);
 		goto out;
 	}
-	uint64_t cnt = o->limit && o->limit < x.n ? o->limit : x.n;
-	rc = run_engine(out, o, x.nclasses, (const char *const *)x.classes, cnt, folder_produce, &x, st);
+	gf_image_source src = { .read = folder_read, .name = folder_name, .ctx = &x, .n = x.n };
+	rc = gf_convert_images(&src, out, o, x.nclasses, (const char *const *)x.classes, st);
 	st->ignored = x.ignored;
 out:
 	for (uint64_t i = 0; i < x.n; i++)

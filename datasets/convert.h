@@ -61,6 +61,69 @@ int gf_convert_idx(const char *images, const char *labels, const char *out, cons
  * (.jpg .jpeg .png, any case; sorted paths). */
 int gf_convert_folder(const char *dir, const char *out, const gf_convert_opts *o, gf_convert_stats *st);
 
+/* Image files from any source, converted as the folder importer converts
+ * its files (a JPEG that needs no change stored as it is, else decoded,
+ * resized, re-encoded): the engine under gf_convert_folder and
+ * gf_convert_dstool. */
+typedef struct gf_image_source {
+	/* Reads input i (0 <= i < n) into *buf (malloc'ed, grown as needed;
+	 * *cap its size; the buffer is the calling worker's and is reused for
+	 * its next input) and says its label. Returns 0; 1 to skip the input
+	 * (unreadable; gf_seterr's message names it, and the conversion goes
+	 * on); or a negative code to stop the conversion (its message names
+	 * the input). Called from several threads at once. */
+	int (*read)(void *ctx, uint64_t i, uint8_t **buf, size_t *cap, size_t *len, int32_t *label);
+	/* Writes input i's name, as messages show it, into name (size bytes). */
+	void (*name)(void *ctx, uint64_t i, char *name, size_t size);
+	void *ctx;
+	uint64_t n;
+	/* width > 0: every image must be width x height (and, when the
+	 * output keeps the source's channels, have `channels`); one that is
+	 * not stops the conversion with a message naming it and `first`. */
+	int width, height, channels;
+	const char *first;
+} gf_image_source;
+
+int gf_convert_images(const gf_image_source *src, const char *out, const gf_convert_opts *o, uint32_t nclasses,
+                      const char *const *class_names, gf_convert_stats *st);
+
+/* A dataset as StyleGAN2-ADA's and R3GAN's dataset_tool.py writes it
+ * (datasets/dstool.c): a zip (read in place, never unpacked) or a folder
+ * of PNG / JPEG images with a dataset.json at its top,
+ * {"labels": [["00000/img00000000.png", 6], ...]} or {"labels": null}.
+ * Records follow the images' sorted names (byte order, as dataset_tool's
+ * loader sorts them); labels come from dataset.json (every image needs
+ * one; null labels: unlabelled records), nclasses = the largest label + 1,
+ * or `classes` when > 0 (a larger label is an error). Every image must
+ * have the first one's size unless o->resize_w is set. Errors name the
+ * source and the member at fault. */
+int gf_convert_dstool(const char *src, const char *out, const gf_convert_opts *o, uint32_t classes,
+                      gf_convert_stats *st);
+
+/* ---- zip archives (datasets/zip.c) ----
+ * Opened in place: the central directory is read once; members are read
+ * with pread (from any thread at once), stored or deflated, and checked
+ * against their CRC-32. Zip64 archives are read too; split, encrypted
+ * and other compression methods are refused. */
+typedef struct gf_zip gf_zip;
+
+/* Opens the zip at path. Returns 0, -errno, or GF_ECORRUPT naming path. */
+int gf_zip_open(const char *path, gf_zip **out);
+void gf_zip_close(gf_zip *z);
+
+/* Members in central directory order: their count, names (owned by z,
+ * valid until close) and the path the zip was opened with. */
+size_t gf_zip_count(const gf_zip *z);
+const char *gf_zip_name(const gf_zip *z, size_t i);
+const char *gf_zip_path(const gf_zip *z);
+
+/* Reads member i whole into *buf (malloc'ed or grown; *cap its size, at
+ * least one byte more than *len, so text can be NUL-terminated in place).
+ * Returns 0, -ENOMEM, -errno, or GF_ECORRUPT naming the zip and the
+ * member (truncated, bad CRC-32, corrupt deflate data, encrypted, another
+ * method). */
+int gf_zip_read(const gf_zip *z, size_t i, uint8_t **buf, size_t *cap, size_t *len);
+
 typedef struct gf_synth_opts {
 	uint64_t count;
 	int width, height;       /* 500 x 375 */

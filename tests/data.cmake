@@ -40,8 +40,15 @@ gf_add_test(test_caffe
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_caffe.c
   LABELS data
   TIMEOUT 300)
+# dataset_tool.py zips and folders (StyleGAN2-ADA, R3GAN):
+# tests/make_dstool_zip.py writes them (python3-pil, numpy; skips without).
+gf_add_test(test_dstool
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dstool.c
+  LIBS ganflow_convert
+  LABELS data
+  TIMEOUT 60)
 # The tests load the stages and run the command: build them first.
-foreach(t test_convert test_decode test_reader test_batch test_label_shard test_caffe)
+foreach(t test_convert test_dstool test_decode test_reader test_batch test_label_shard test_caffe)
   add_dependencies(${t} ganflow_cmd stage_lmdb_reader stage_jpeg_decode stage_batch stage_label_shard)
 endforeach()
 

@@ -207,6 +207,135 @@ static void test_jpeg(void **st)
 	free(pix);
 }
 
+/* The frame header is found by walking the JPEG's marker segments: extra
+ * segments and fill bytes before it change nothing; a JPEG whose frame
+ * header disagrees with the record header is refused; where the walk finds
+ * none, TurboJPEG's own message comes back. */
+static void test_jpeg_header(void **st)
+{
+	(void)st;
+	enum { W = 40, H = 24 };
+	uint8_t pix[W * H * 3];
+	smooth_image(pix, W, H, 3, 9);
+	const uint8_t *jpg;
+	size_t len;
+	assert_int_equal(gf_jpeg_encode(dec, pix, W, H, 3, 90, GF_SUBSAMP_420, &jpg, &len), 0);
+	/* SOI, an APP1 segment of 10 bytes, three fill bytes, then the rest */
+	static const uint8_t app1[] = { 0xff, 0xe1, 0x00, 0x0a, 'g', 'a', 'n', 'f', 'l', 'o', 'w', 0, 0xff, 0xff, 0xff };
+	uint8_t *a = malloc(len), *b = malloc(len + sizeof(app1));
+	memcpy(a, jpg, len);
+	memcpy(b, jpg, 2);
+	memcpy(b + 2, app1, sizeof(app1));
+	memcpy(b + 2 + sizeof(app1), jpg + 2, len - 2);
+	gf_record_header ha = { .encoding = GF_ENC_JPEG, .height = H, .width = W, .channels = 3,
+		                    .payload = (uint32_t)len };
+	gf_record_header hb = ha;
+	hb.payload = (uint32_t)(len + sizeof(app1));
+	gf_transform t = { .height = 16, .width = 16, .channels = 3 };
+	float oa[3 * 16 * 16], ob[3 * 16 * 16];
+	assert_int_equal(gf_decode_record(dec, &t, &ha, a, 0, oa, 3 * 16 * 16), 0);
+	assert_int_equal(gf_decode_record(dec, &t, &hb, b, 0, ob, 3 * 16 * 16), 0);
+	assert_memory_equal(oa, ob, sizeof(oa));
+	/* the frame header says 40 wide, the record 41 */
+	gf_record_header wrong = hb;
+	wrong.width = W + 1;
+	assert_int_equal(gf_decode_record(dec, &t, &wrong, b, 0, ob, 3 * 16 * 16), GF_ECORRUPT);
+	assert_non_null(strstr(gf_errmsg(), "JPEG is 24x40x3 but the record header says 24x41x3"));
+	/* a gray record of a colour JPEG */
+	wrong = hb;
+	wrong.channels = 1;
+	assert_int_equal(gf_decode_record(dec, &t, &wrong, b, 0, ob, 3 * 16 * 16), GF_ECORRUPT);
+	/* a segment length past the end: no frame header found, TurboJPEG's message */
+	b[2 + 2] = 0xff;
+	assert_int_equal(gf_decode_record(dec, &t, &hb, b, 0, ob, 3 * 16 * 16), GF_ECORRUPT);
+	assert_non_null(strstr(gf_errmsg(), "corrupt JPEG"));
+	free(a);
+	free(b);
+}
+
+/* The AVX2 paths (the default where the CPU has AVX2) against the scalar
+ * ones (GF_DECODE_SCALAR=1): the same bits for every transform, raw RGB
+ * and gray sources of many sizes (odd rows, last rows, 1-pixel edges),
+ * pairs (a row stride wider than the window) and a JPEG at reduced DCT
+ * scales. */
+static void test_simd_matches_scalar(void **st)
+{
+	(void)st;
+	gf_decoder *ds, *dv;
+	setenv("GF_DECODE_SCALAR", "1", 1);
+	assert_int_equal(gf_decoder_create(&ds), 0);
+	unsetenv("GF_DECODE_SCALAR");
+	assert_int_equal(gf_decoder_create(&dv), 0);
+	if (!__builtin_cpu_supports("avx2"))
+		printf("note: no AVX2 on this CPU: both decoders take the scalar paths\n");
+	enum { MAXS = 150, MAXO = 100 };
+	uint8_t *pix = malloc(MAXS * MAXS * 3);
+	float *a = malloc(2 * 3 * MAXO * MAXO * sizeof(float)), *b = malloc(2 * 3 * MAXO * MAXO * sizeof(float));
+	uint64_t x = 12345;
+	for (int it = 0; it < 600; it++) {
+		x = gf_hash3(x, (uint64_t)it, 7);
+		int sw = 1 + (int)(x % MAXS), sh = 1 + (int)((x >> 8) % MAXS), sc = (x >> 16) & 1 ? 3 : 1;
+		int pair = it % 5 == 4;
+		if (pair)
+			sw += sw % 2;
+		for (int i = 0; i < sw * sh * sc; i++)
+			pix[i] = (uint8_t)gf_hash3(x, (uint64_t)i, 1);
+		gf_transform t = { .height = 1 + (int)((x >> 24) % MAXO), .width = 1 + (int)((x >> 32) % MAXO),
+			               .channels = (int)((x >> 40) % 4 == 2 ? 0 : (x >> 40) % 4),
+			               .resize = (x >> 42) & 1 ? GF_RESIZE_BILINEAR : GF_RESIZE_AREA,
+			               .crop = (gf_crop_mode)((x >> 43) % 3), .flip = (int)((x >> 45) & 1) };
+		gf_record_header h = { .encoding = GF_ENC_RAW, .height = (uint32_t)sh, .width = (uint32_t)sw,
+			                   .channels = (uint32_t)sc, .payload = (uint32_t)(sw * sh * sc),
+			                   .flags = pair ? GF_RECORD_PAIR : 0 };
+		/* a heap copy of exactly the payload: ASan sees any read past it */
+		uint8_t *p = malloc(h.payload);
+		memcpy(p, pix, h.payload);
+		size_t n = 2 * 3 * MAXO * MAXO;
+		int c, oh, ow;
+		assert_int_equal(pair ? gf_pair_shape(&t, &h, &c, &oh, &ow) : gf_transform_shape(&t, &h, &c, &oh, &ow), 0);
+		size_t len = (size_t)(pair ? 2 : 1) * c * oh * ow;
+		for (int rep = 0; rep < 2; rep++) { /* the second with the random window of another key */
+			uint64_t rnd = gf_hash3(x, (uint64_t)rep, 3);
+			memset(a, 0x7f, len * sizeof(float));
+			memset(b, 0x7f, len * sizeof(float));
+			assert_int_equal(pair ? gf_decode_pair(ds, &t, &h, p, rnd, a, n) : gf_decode_record(ds, &t, &h, p, rnd, a, n),
+			                 0);
+			assert_int_equal(pair ? gf_decode_pair(dv, &t, &h, p, rnd, b, n) : gf_decode_record(dv, &t, &h, p, rnd, b, n),
+			                 0);
+			if (memcmp(a, b, len * sizeof(float)))
+				fail_msg("case %d: %dx%dx%d%s -> %dx%dx%d (resize %d crop %d flip %d): AVX2 and scalar differ", it,
+				         sh, sw, sc, pair ? " pair" : "", oh, ow, c, t.resize, t.crop, t.flip);
+		}
+		free(p);
+	}
+	/* a JPEG at DCT scales 1, 1/2, 1/4 and 1/8 */
+	enum { S = 140 };
+	smooth_image(pix, S, S - 30, 3, 5);
+	const uint8_t *jpg;
+	size_t jlen;
+	assert_int_equal(gf_jpeg_encode(dv, pix, S, S - 30, 3, 90, GF_SUBSAMP_420, &jpg, &jlen), 0);
+	uint8_t *copy = malloc(jlen);
+	memcpy(copy, jpg, jlen);
+	gf_record_header hj = { .encoding = GF_ENC_JPEG, .height = S - 30, .width = S, .channels = 3,
+		                    .payload = (uint32_t)jlen };
+	const int sizes[4] = { 90, 50, 27, 13 };
+	for (int k = 0; k < 4; k++)
+		for (int fl = 0; fl < 2; fl++) {
+			gf_transform t = { .height = sizes[k], .width = sizes[k] + 3, .channels = 3, .flip = fl,
+				               .crop = GF_CROP_RANDOM };
+			size_t len = (size_t)3 * t.height * t.width;
+			assert_int_equal(gf_decode_record(ds, &t, &hj, copy, 99, a, len), 0);
+			assert_int_equal(gf_decode_record(dv, &t, &hj, copy, 99, b, len), 0);
+			assert_memory_equal(a, b, len * sizeof(float));
+		}
+	free(copy);
+	free(pix);
+	free(a);
+	free(b);
+	gf_decoder_destroy(ds);
+	gf_decoder_destroy(dv);
+}
+
 /* ---- the jpeg_decode stage ---- */
 
 static char *dir, *jpg_path, *raw_path;
@@ -469,6 +598,8 @@ int main(void)
 		cmocka_unit_test(test_resize),
 		cmocka_unit_test(test_crop_flip),
 		cmocka_unit_test(test_jpeg),
+		cmocka_unit_test(test_jpeg_header),
+		cmocka_unit_test(test_simd_matches_scalar),
 	};
 	const struct CMUnitTest stage_tests[] = {
 		cmocka_unit_test(test_stage_workers),

@@ -7,6 +7,7 @@
  * only grow, so after the first records nothing is allocated.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +26,19 @@ struct gf_decoder {
 	tjhandle dec, enc;
 	uint8_t *pix;    /* decoded pixels */
 	size_t pix_cap;
-	float *tmp;      /* horizontal pass: (rows, ow, c) */
+	float *tmp;      /* horizontal pass: (c, rows, ow) */
 	size_t tmp_cap;
 	int *lo;         /* taps: first source index per output index */
 	int *cnt;        /* taps per output index */
 	float *wt;       /* (n, maxtap) weights */
 	size_t lo_cap, wt_cap; /* lo_cap: entries of lo and cnt */
+	struct taps_key { /* what lo, cnt and wt were made for (fixed-size data repeats it) */
+		double wx, wy, ww, wh;
+		int sw, sh, ow, oh, mode, tx, ty;
+	} taps;
 	uint8_t *enc_buf;/* JPEG encoder output (tjAlloc'ed) */
 	unsigned long enc_cap;
-	int avx2;        /* the CPU has AVX2: vector u8 -> f32 rows */
+	int avx2;        /* the CPU has AVX2: vector u8 -> f32 rows and resampling */
 };
 
 /* ---- buffers ---- */
@@ -62,7 +67,9 @@ int gf_decoder_create(gf_decoder **out)
 		return gf_seterr(-ENOMEM, "TurboJPEG: cannot create a decompressor");
 	}
 #ifdef GF_X86_SIMD
-	d->avx2 = __builtin_cpu_supports("avx2");
+	/* GF_DECODE_SCALAR=1: the scalar paths (tests compare the two) */
+	const char *scalar = getenv("GF_DECODE_SCALAR");
+	d->avx2 = __builtin_cpu_supports("avx2") && !(scalar && scalar[0] == '1');
 #endif
 	*out = d;
 	return 0;
@@ -128,13 +135,49 @@ static int jpeg_decode(gf_decoder *d, const uint8_t *buf, size_t len, int sw, in
 	return 0;
 }
 
+/* The frame header (SOFn) of a JPEG: width, height and components, found
+ * by walking the marker segments before it. tjDecompressHeader3 sets up a
+ * whole decompressor and reads every table to say the same (10,700
+ * instructions a call, 3% of decoding a 64x64 JPEG), and tjDecompress2
+ * reads the header again anyway. Returns 0, or -1 where the walk finds no
+ * frame header before the scan (TurboJPEG then says what is wrong). */
+static int jpeg_frame(const uint8_t *p, size_t len, int *w, int *h, int *ncomp)
+{
+	size_t i = 2;
+	if (len < 4 || p[0] != 0xff || p[1] != 0xd8)
+		return -1;
+	for (;;) {
+		while (i < len && p[i] == 0xff) /* fill bytes, then the marker's own 0xff */
+			i++;
+		if (i + 3 > len || p[i - 1] != 0xff)
+			return -1;
+		uint8_t m = p[i++];
+		if (m == 0x01 || (m >= 0xd0 && m <= 0xd7)) /* no length */
+			continue;
+		if (m == 0xd8 || m == 0xd9 || m == 0xda) /* SOI, EOI, SOS: no frame header before the data */
+			return -1;
+		size_t seg = (size_t)p[i] << 8 | p[i + 1];
+		if (seg < 2 || seg > len - i)
+			return -1;
+		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) { /* SOF0..15 but DHT, JPG, DAC */
+			if (seg < 8)
+				return -1;
+			*h = p[i + 3] << 8 | p[i + 4];
+			*w = p[i + 5] << 8 | p[i + 6];
+			*ncomp = p[i + 7];
+			return 0;
+		}
+		i += seg;
+	}
+}
+
 /* Checks a JPEG record's own header against the record header. */
 static int jpeg_check(gf_decoder *d, const gf_record_header *h, const uint8_t *payload, int *jw, int *jh)
 {
-	int jc;
-	int rc = gf_jpeg_info(d, payload, h->payload, jw, jh, &jc);
-	if (rc)
-		return rc;
+	int jc, rc;
+	if (jpeg_frame(payload, h->payload, jw, jh, &jc) || (jc != 1 && jc != 3) || *jw <= 0 || *jh <= 0)
+		if ((rc = gf_jpeg_info(d, payload, h->payload, jw, jh, &jc))) /* its messages */
+			return rc;
 	if ((uint32_t)*jw != h->width || (uint32_t)*jh != h->height || (uint32_t)jc != h->channels)
 		return gf_seterr(GF_ECORRUPT, "JPEG is %dx%dx%d but the record header says %ux%ux%u", *jh, *jw, jc,
 		                 h->height, h->width, h->channels);
@@ -263,6 +306,15 @@ static inline void load_px(float *v, const uint8_t *p, int sc, int oc)
  * separate multiply and subtract, exactly as the scalar code does. */
 
 #ifdef GF_X86_SIMD
+/* 16 u8 values to x * k - 1 in o[0..16). */
+__attribute__((target("avx2"))) static inline void norm16(float *o, __m128i v, __m256 k, __m256 one)
+{
+	__m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+	__m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+	_mm256_storeu_ps(o, _mm256_sub_ps(_mm256_mul_ps(lo, k), one));
+	_mm256_storeu_ps(o + 8, _mm256_sub_ps(_mm256_mul_ps(hi, k), one));
+}
+
 __attribute__((target("avx2"))) static void rgb_row_avx2(float *o0, float *o1, float *o2, const uint8_t *row, int n)
 {
 	const __m256 k = _mm256_set1_ps(1.0f / 127.5f), one = _mm256_set1_ps(1.0f);
@@ -280,18 +332,12 @@ __attribute__((target("avx2"))) static void rgb_row_avx2(float *o0, float *o1, f
 		const uint8_t *p = row + 3 * x;
 		__m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16)),
 		        c = _mm_loadu_si128((const __m128i *)(p + 32));
-		__m128i v[3] = {
-			_mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)), _mm_shuffle_epi8(c, r2)),
-			_mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)), _mm_shuffle_epi8(c, g2)),
-			_mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)), _mm_shuffle_epi8(c, b2)),
-		};
-		float *o[3] = { o0 + x, o1 + x, o2 + x };
-		for (int ch = 0; ch < 3; ch++) {
-			__m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v[ch]));
-			__m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v[ch], 8)));
-			_mm256_storeu_ps(o[ch], _mm256_sub_ps(_mm256_mul_ps(lo, k), one));
-			_mm256_storeu_ps(o[ch] + 8, _mm256_sub_ps(_mm256_mul_ps(hi, k), one));
-		}
+		norm16(o0 + x, _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)),
+		                            _mm_shuffle_epi8(c, r2)), k, one);
+		norm16(o1 + x, _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)),
+		                            _mm_shuffle_epi8(c, g2)), k, one);
+		norm16(o2 + x, _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)),
+		                            _mm_shuffle_epi8(c, b2)), k, one);
 	}
 	for (; x < n; x++) {
 		o0[x] = row[3 * x] * (1.0f / 127.5f) - 1.0f;
@@ -320,6 +366,14 @@ static void copy_window(const gf_decoder *d, float *out, const uint8_t *src, siz
 	const float k = 1.0f / 127.5f;
 	size_t plane = (size_t)oh * ow;
 	(void)d;
+	if (x0 == 0 && stride == (size_t)ow * sc && sc == oc && !flip && plane <= INT_MAX) {
+		/* whole rows, back to back in the source as in the output planes:
+		 * one row of oh x ow pixels */
+		src += (size_t)y0 * stride;
+		y0 = 0;
+		ow *= oh;
+		oh = 1;
+	}
 	for (int y = 0; y < oh; y++) {
 		const uint8_t *row = src + (size_t)(y0 + y) * stride + (size_t)x0 * sc;
 		float *o = out + (size_t)y * ow;
@@ -358,15 +412,24 @@ static void copy_window(const gf_decoder *d, float *out, const uint8_t *src, siz
 	}
 }
 
-/* Horizontal pass over rows r0.. of src into tmp (rows, ow, C), for
- * sc == oc == C: inlined with a constant C so the channel loops unroll. */
-static inline __attribute__((always_inline)) void hpass_c(float *tmp, const uint8_t *src, size_t stride, int r0,
-                                                          int rows, int ow, const int *lo, const int *cnt,
-                                                          const float *wt, int tx, const int C)
+/* ---- resampling passes ----
+ * Horizontal pass first, over the window's source rows, into oc planes of
+ * (rows, ow) floats; then the vertical pass and the normalisation per
+ * plane, straight into the output. Every output value is computed by the
+ * same operations in the same order on every path (a separate multiply and
+ * add per tap, taps in order), so the AVX2 paths give the scalar path's
+ * bits (test_decode compares them). */
+
+/* Horizontal pass over rows r0.. of src into tmp (C planes of tplane
+ * floats, rows x ow each), for sc == oc == C: inlined with a constant C so
+ * the channel loops unroll. */
+static inline __attribute__((always_inline)) void hpass_c(float *tmp, size_t tplane, const uint8_t *src,
+                                                          size_t stride, int r0, int rows, int ow, const int *lo,
+                                                          const int *cnt, const float *wt, int tx, const int C)
 {
 	for (int r = 0; r < rows; r++) {
 		const uint8_t *row = src + (size_t)(r0 + r) * stride;
-		float *t = tmp + (size_t)r * ow * C;
+		float *t = tmp + (size_t)r * ow;
 		for (int j = 0; j < ow; j++) {
 			const float *w = wt + (size_t)j * tx;
 			const uint8_t *p = row + (size_t)lo[j] * C;
@@ -375,18 +438,18 @@ static inline __attribute__((always_inline)) void hpass_c(float *tmp, const uint
 				for (int ch = 0; ch < C; ch++)
 					acc[ch] += w[k] * p[ch];
 			for (int ch = 0; ch < C; ch++)
-				t[j * C + ch] = acc[ch];
+				t[ch * tplane + j] = acc[ch];
 		}
 	}
 }
 
 /* The same with channel conversion (gray <-> RGB). */
-static void hpass_convert(float *tmp, const uint8_t *src, size_t stride, int r0, int rows, int ow, const int *lo,
-                          const int *cnt, const float *wt, int tx, int sc, int oc)
+static void hpass_convert(float *tmp, size_t tplane, const uint8_t *src, size_t stride, int r0, int rows, int ow,
+                          const int *lo, const int *cnt, const float *wt, int tx, int sc, int oc)
 {
 	for (int r = 0; r < rows; r++) {
 		const uint8_t *row = src + (size_t)(r0 + r) * stride;
-		float *t = tmp + (size_t)r * ow * oc;
+		float *t = tmp + (size_t)r * ow;
 		for (int j = 0; j < ow; j++) {
 			const float *w = wt + (size_t)j * tx;
 			const uint8_t *p = row + (size_t)lo[j] * sc;
@@ -398,22 +461,158 @@ static void hpass_convert(float *tmp, const uint8_t *src, size_t stride, int r0,
 					acc[ch] += w[k] * v[ch];
 			}
 			for (int ch = 0; ch < oc; ch++)
-				t[j * oc + ch] = acc[ch];
+				t[ch * tplane + j] = acc[ch];
 		}
 	}
 }
+
+/* Vertical pass and normalisation of one plane: output row i is the sum
+ * over taps q of wy[i][q] x tmp row (loy[i] - r0 + q), then x / 127.5 - 1,
+ * clamped (the weights sum to 1 only up to rounding), flipped. */
+static void vpass(float *o, const float *t, int oh, int ow, int r0, const int *loy, const int *cnty, const float *wty,
+                  int ty, int flip)
+{
+	const float k = 1.0f / 127.5f;
+	for (int i = 0; i < oh; i++, o += ow) {
+		const float *w = wty + (size_t)i * ty, *ti = t + (size_t)(loy[i] - r0) * ow;
+		for (int j = 0; j < ow; j++) {
+			float a = w[0] * ti[j];
+			for (int q = 1; q < cnty[i]; q++)
+				a += w[q] * ti[(size_t)q * ow + j];
+			float v = a * k - 1.0f;
+			o[flip ? ow - 1 - j : j] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
+		}
+	}
+}
+
+#ifdef GF_X86_SIMD
+static inline uint32_t load_u32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* Three planes' values of one output pixel from lanes 0-2 of a. */
+__attribute__((target("avx2"))) static inline void store_rgb(float *t, size_t tplane, __m128 a)
+{
+	t[0] = _mm_cvtss_f32(a);
+	t[tplane] = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 1));
+	t[2 * tplane] = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 2));
+}
+
+/* The bytes of the RGB pixels at p and p + off in the low 8 bytes: two
+ * 4-byte loads (each fourth byte, the next pixel's, is weighted and
+ * dropped), or, where that could read past the source (its last row),
+ * byte by byte. */
+__attribute__((target("avx2"))) static inline __m128i load_rgb2(const uint8_t *p, size_t off, int bytewise)
+{
+	if (!bytewise)
+		return _mm_setr_epi32((int)load_u32(p), (int)load_u32(p + off), 0, 0);
+	const uint8_t *q = p + off;
+	return _mm_setr_epi32(p[0] | p[1] << 8 | p[2] << 16, q[0] | q[1] << 8 | q[2] << 16, 0, 0);
+}
+
+/* Four rows (row, + o1, + o2, + o3) of the RGB horizontal pass into t (rows
+ * ow apart; `keep` of them stored): a tap's three channels of two rows in
+ * one vector (lanes 0-2 and 4-6). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+hpass_rgb4(float *t, size_t tplane, const uint8_t *row, size_t o1, size_t o2, size_t o3, int keep, int ow,
+           const int *lo, const int *cnt, const float *wt, int tx, const int bytewise)
+{
+	for (int j = 0; j < ow; j++) {
+		const float *w = wt + (size_t)j * tx;
+		const uint8_t *p = row + (size_t)lo[j] * 3;
+		int n = cnt[j];
+		__m256 a01 = _mm256_setzero_ps(), a23 = _mm256_setzero_ps();
+		for (int k = 0; k < n; k++, p += 3) {
+			__m256 wk = _mm256_set1_ps(w[k]);
+			__m256 v01 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load_rgb2(p, o1, bytewise)));
+			__m256 v23 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load_rgb2(p + o2, o3 - o2, bytewise)));
+			a01 = _mm256_add_ps(a01, _mm256_mul_ps(wk, v01));
+			a23 = _mm256_add_ps(a23, _mm256_mul_ps(wk, v23));
+		}
+		store_rgb(t + j, tplane, _mm256_castps256_ps128(a01));
+		if (keep > 1)
+			store_rgb(t + ow + j, tplane, _mm256_extractf128_ps(a01, 1));
+		if (keep > 2)
+			store_rgb(t + 2 * ow + j, tplane, _mm256_castps256_ps128(a23));
+		if (keep > 3)
+			store_rgb(t + 3 * ow + j, tplane, _mm256_extractf128_ps(a23, 1));
+	}
+}
+
+/* hpass_c for RGB, four rows at a time (the last group repeats its last
+ * row where fewer are left). */
+__attribute__((target("avx2"))) static void hpass_rgb_avx2(float *tmp, size_t tplane, const uint8_t *src,
+                                                           size_t stride, int sh, int r0, int rows, int ow,
+                                                           const int *lo, const int *cnt, const float *wt, int tx)
+{
+	for (int r = 0; r < rows; r += 4) {
+		int keep = rows - r < 4 ? rows - r : 4;
+		size_t o1 = (keep > 1 ? 1 : 0) * stride, o2 = (keep > 2 ? 2 : keep - 1) * stride,
+		       o3 = (size_t)(keep - 1) * stride;
+		const uint8_t *row = src + (size_t)(r0 + r) * stride;
+		float *t = tmp + (size_t)r * ow;
+		if (r0 + r + keep < sh) /* a row follows: every 4-byte load stays inside the source */
+			hpass_rgb4(t, tplane, row, o1, o2, o3, keep, ow, lo, cnt, wt, tx, 0);
+		else
+			hpass_rgb4(t, tplane, row, o1, o2, o3, keep, ow, lo, cnt, wt, tx, 1);
+	}
+}
+
+/* vpass, eight outputs at a time. */
+__attribute__((target("avx2"))) static void vpass_avx2(float *o, const float *t, int oh, int ow, int r0,
+                                                       const int *loy, const int *cnty, const float *wty, int ty,
+                                                       int flip)
+{
+	const float k = 1.0f / 127.5f;
+	const __m256 vk = _mm256_set1_ps(k), one = _mm256_set1_ps(1.0f), mone = _mm256_set1_ps(-1.0f);
+	const __m256i rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+	for (int i = 0; i < oh; i++, o += ow) {
+		const float *w = wty + (size_t)i * ty, *ti = t + (size_t)(loy[i] - r0) * ow;
+		int n = cnty[i], j = 0;
+		for (; j + 8 <= ow; j += 8) {
+			__m256 a = _mm256_mul_ps(_mm256_set1_ps(w[0]), _mm256_loadu_ps(ti + j));
+			for (int q = 1; q < n; q++)
+				a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[q]), _mm256_loadu_ps(ti + (size_t)q * ow + j)));
+			__m256 v = _mm256_sub_ps(_mm256_mul_ps(a, vk), one);
+			v = _mm256_min_ps(_mm256_max_ps(v, mone), one);
+			if (flip)
+				_mm256_storeu_ps(o + ow - 8 - j, _mm256_permutevar8x32_ps(v, rev));
+			else
+				_mm256_storeu_ps(o + j, v);
+		}
+		for (; j < ow; j++) {
+			float a = w[0] * ti[j];
+			for (int q = 1; q < n; q++)
+				a += w[q] * ti[(size_t)q * ow + j];
+			float v = a * k - 1.0f;
+			o[flip ? ow - 1 - j : j] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
+		}
+	}
+}
+#endif
 
 /* Resamples the window [wx, wx+ww) x [wy, wy+wh) of src (sw x sh, sc
  * channels) to (oc, oh, ow) normalised floats. */
 static int resample(gf_decoder *d, float *out, const uint8_t *src, size_t stride, int sw, int sh, int sc, int oc,
                     double wx, double wy, double ww, double wh, int oh, int ow, gf_resize_mode mode, int flip)
 {
-	int tx = make_taps(d, 0, 0, ow, wx, ww, sw, mode);
-	if (tx < 0)
-		return tx;
-	int ty = make_taps(d, ow, (size_t)ow * tx, oh, wy, wh, sh, mode);
-	if (ty < 0)
-		return ty;
+	struct taps_key key = { .wx = wx, .wy = wy, .ww = ww, .wh = wh, .sw = sw, .sh = sh, .ow = ow, .oh = oh,
+		                    .mode = (int)mode };
+	int tx = d->taps.tx, ty = d->taps.ty;
+	if (tx <= 0 || key.wx != d->taps.wx || key.wy != d->taps.wy || key.ww != d->taps.ww || key.wh != d->taps.wh ||
+	    sw != d->taps.sw || sh != d->taps.sh || ow != d->taps.ow || oh != d->taps.oh || key.mode != d->taps.mode) {
+		d->taps.tx = 0; /* not valid until both are made */
+		if ((tx = make_taps(d, 0, 0, ow, wx, ww, sw, mode)) < 0)
+			return tx;
+		if ((ty = make_taps(d, ow, (size_t)ow * tx, oh, wy, wh, sh, mode)) < 0)
+			return ty;
+		key.tx = tx;
+		key.ty = ty;
+		d->taps = key;
+	}
 	const int *lox = d->lo, *cntx = d->cnt, *loy = d->lo + ow, *cnty = d->cnt + ow;
 	const float *wtx = d->wt, *wty = d->wt + (size_t)ow * tx;
 	int r0 = loy[0], r1 = loy[0];
@@ -424,39 +623,29 @@ static int resample(gf_decoder *d, float *out, const uint8_t *src, size_t stride
 			r1 = loy[i] + cnty[i] - 1;
 	}
 	int rows = r1 - r0 + 1;
-	size_t rowlen = (size_t)ow * oc;
-	/* tmp: (rows, ow, oc) horizontal results, then one row accumulator */
-	if (grow((void **)&d->tmp, &d->tmp_cap, ((size_t)rows + 1) * rowlen * sizeof(float)))
+	size_t tplane = (size_t)rows * ow, plane = (size_t)oh * ow;
+	/* tmp: oc planes of (rows, ow) horizontal results */
+	if (grow((void **)&d->tmp, &d->tmp_cap, oc * tplane * sizeof(float)))
 		return -ENOMEM;
-	if (sc == oc && sc == 3)
-		hpass_c(d->tmp, src, stride, r0, rows, ow, lox, cntx, wtx, tx, 3);
-	else if (sc == oc && sc == 1)
-		hpass_c(d->tmp, src, stride, r0, rows, ow, lox, cntx, wtx, tx, 1);
+#ifdef GF_X86_SIMD
+	if (d->avx2 && sc == oc && sc == 3)
+		hpass_rgb_avx2(d->tmp, tplane, src, stride, sh, r0, rows, ow, lox, cntx, wtx, tx);
 	else
-		hpass_convert(d->tmp, src, stride, r0, rows, ow, lox, cntx, wtx, tx, sc, oc);
-	/* vertical: whole rows at a time (vectorises), then normalise, clamp
-	 * (the weights sum to 1 only up to rounding), flip, split to planes */
-	const float k = 1.0f / 127.5f;
-	size_t plane = (size_t)oh * ow;
-	float *acc = d->tmp + (size_t)rows * rowlen;
-	for (int i = 0; i < oh; i++) {
-		const float *w = wty + (size_t)i * ty;
-		const float *t = d->tmp + (size_t)(loy[i] - r0) * rowlen;
-		for (size_t e = 0; e < rowlen; e++)
-			acc[e] = w[0] * t[e];
-		for (int q = 1; q < cnty[i]; q++) {
-			const float *tq = t + (size_t)q * rowlen;
-			for (size_t e = 0; e < rowlen; e++)
-				acc[e] += w[q] * tq[e];
+#endif
+	if (sc == oc && sc == 3)
+		hpass_c(d->tmp, tplane, src, stride, r0, rows, ow, lox, cntx, wtx, tx, 3);
+	else if (sc == oc && sc == 1)
+		hpass_c(d->tmp, tplane, src, stride, r0, rows, ow, lox, cntx, wtx, tx, 1);
+	else
+		hpass_convert(d->tmp, tplane, src, stride, r0, rows, ow, lox, cntx, wtx, tx, sc, oc);
+	for (int ch = 0; ch < oc; ch++) {
+#ifdef GF_X86_SIMD
+		if (d->avx2) {
+			vpass_avx2(out + ch * plane, d->tmp + ch * tplane, oh, ow, r0, loy, cnty, wty, ty, flip);
+			continue;
 		}
-		for (int ch = 0; ch < oc; ch++) {
-			float *o = out + ch * plane + (size_t)i * ow;
-			for (int j = 0; j < ow; j++) {
-				float v = acc[(size_t)j * oc + ch] * k - 1.0f;
-				v = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
-				o[flip ? ow - 1 - j : j] = v;
-			}
-		}
+#endif
+		vpass(out + ch * plane, d->tmp + ch * tplane, oh, ow, r0, loy, cnty, wty, ty, flip);
 	}
 	return 0;
 }
