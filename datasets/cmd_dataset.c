@@ -727,9 +727,21 @@ static int cmd_verify(args *a)
 	}
 	for (uint64_t i = 0; i < m->count; i++)
 		label_of[i] = -1;
+	uint64_t most = 0;
 	for (uint32_t c = 0; c < m->nclasses; c++)
+		most = m->class_count[c] > most ? m->class_count[c] : most;
+	uint64_t *pos = malloc((most ? most : 1) * sizeof(uint64_t));
+	if (!pos) {
+		free(label_of);
+		gf_dataset_close(ds);
+		return fail(a->sub, -ENOMEM);
+	}
+	for (uint32_t c = 0; c < m->nclasses; c++) {
+		gf_dataset_class_positions(ds, c, pos);
 		for (uint64_t j = 0; j < m->class_count[c]; j++)
-			label_of[m->class_index[c][j]] = (int32_t)c;
+			label_of[pos[j]] = (int32_t)c;
+	}
+	free(pos);
 	v.label_of = label_of;
 	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	v.caffe = caffe;
