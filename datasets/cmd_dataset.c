@@ -5,7 +5,8 @@
  *   ganflow dataset folder DIR OUT [options]
  *   ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [options]
  *   ganflow dataset edges2fashion [out=data/edges2fashion] [force=1]
- *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed=]
+ *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed= order=shuffled|class
+ *                          encoding=jpeg|raw]
  *   ganflow dataset info PATH
  *   ganflow dataset verify PATH [workers=N]
  *   ganflow dataset export PATH DIR [limit=N] [format=auto|png|jpg]
@@ -169,7 +170,7 @@ static int fail(const char *sub, int rc)
 
 #define CONVERT_KEYS \
 	"encoding=raw|jpeg quality=1..100 subsamp=420|422|444 resize=N|WxH filter=area|bilinear channels=1|3 " \
-	"shard_records=N shard_bytes=N[K|M|G] workers=N force=1 limit=N"
+	"shard_records=N shard_bytes=N[K|M|G] workers=N force=1 limit=N shuffle=1|0 seed=N"
 
 /* Options shared by the converters. */
 static int convert_opts(args *a, gf_convert_opts *o)
@@ -225,7 +226,7 @@ static int convert_opts(args *a, gf_convert_opts *o)
 	if (int_opt(a, "quality", 0, 1, 100, &q) || int_opt(a, "channels", 0, 1, 3, &ch) ||
 	    int_opt(a, "workers", 0, 1, 64, &workers) || bool_opt(a, "force", 0, &force) ||
 	    num_opt(a, "shard_records", 0, &o->shard_records) || num_opt(a, "shard_bytes", 0, &o->shard_bytes) ||
-	    num_opt(a, "limit", 0, &limit))
+	    num_opt(a, "limit", 0, &limit) || bool_opt(a, "shuffle", 1, &o->shuffle) || num_opt(a, "seed", 1, &o->seed))
 		return -1;
 	if (ch == 2) {
 		gf_log(GF_LOG_ERROR, "dataset %s: channels=2: expected 1 or 3", a->sub);
@@ -352,30 +353,52 @@ static int cmd_paired(args *a)
 	return 0;
 }
 
+#define SYNTH_KEYS \
+	"count=N width=500 height=375 quality=90 classes=10 seed=1 order=shuffled|class (shuffle=1|0) encoding=jpeg|raw " \
+	"workers=N "                                                                                                     \
+	"force=1 shard_records=N shard_bytes=N"
+
 static int cmd_synth(args *a)
 {
 	gf_convert_opts o;
 	gf_convert_defaults(&o);
 	gf_synth_opts so = { .width = 500, .height = 375, .quality = 90, .classes = 10, .seed = 1 };
-	int cls, force, workers;
+	int cls, force, workers, shuffle;
+	const char *order = opt(a, "order", NULL), *enc = opt(a, "encoding", "jpeg");
 	if (num_opt(a, "count", 0, &so.count) || int_opt(a, "width", 500, 1, 65535, &so.width) ||
 	    int_opt(a, "height", 375, 1, 65535, &so.height) || int_opt(a, "quality", 90, 1, 100, &so.quality) ||
 	    int_opt(a, "classes", 10, 1, 100000, &cls) || num_opt(a, "seed", 1, &so.seed) ||
 	    int_opt(a, "workers", 0, 1, 64, &workers) || bool_opt(a, "force", 0, &force) ||
-	    num_opt(a, "shard_records", 0, &o.shard_records) || num_opt(a, "shard_bytes", 0, &o.shard_bytes))
+	    num_opt(a, "shard_records", 0, &o.shard_records) || num_opt(a, "shard_bytes", 0, &o.shard_bytes) ||
+	    bool_opt(a, "shuffle", 1, &shuffle))
 		return 2;
-	if (check_unused(a, "count=N width=500 height=375 quality=90 classes=10 seed=1 workers=N force=1 "
-	                    "shard_records=N shard_bytes=N"))
+	if (check_unused(a, SYNTH_KEYS))
 		return 2;
+	if (!order)
+		order = shuffle ? "shuffled" : "class";
+	if (strcmp(order, "shuffled") && strcmp(order, "class")) {
+		gf_log(GF_LOG_ERROR, "dataset synth: order=%s: expected shuffled (records in a seeded random order) or "
+		                     "class (class by class, as a folder import without shuffle)", order);
+		return 2;
+	}
+	if ((strcmp(order, "shuffled") == 0) != shuffle) {
+		gf_log(GF_LOG_ERROR, "dataset synth: order=%s contradicts shuffle=%d", order, shuffle);
+		return 2;
+	}
+	if (strcmp(enc, "jpeg") && strcmp(enc, "raw")) {
+		gf_log(GF_LOG_ERROR, "dataset synth: encoding=%s: expected jpeg or raw", enc);
+		return 2;
+	}
 	if (a->npos != 1 || !so.count) {
-		fprintf(stderr, "usage: ganflow dataset synth OUT count=N [width=500 height=375 quality=90 classes=10 "
-		                "seed=1 workers=N shard_records=N shard_bytes=N force=1]\n");
+		fprintf(stderr, "usage: ganflow dataset synth OUT count=N [%s]\n", SYNTH_KEYS);
 		return 2;
 	}
 	so.classes = (uint32_t)cls;
 	o.workers = workers;
 	o.overwrite = force;
-	o.encoding = GF_ENC_JPEG;
+	o.encoding = strcmp(enc, "raw") ? GF_ENC_JPEG : GF_ENC_RAW;
+	o.shuffle = !strcmp(order, "shuffled");
+	o.seed = so.seed;
 	gf_convert_stats st;
 	int rc = gf_convert_synth(a->pos[0], &so, &o, &st);
 	if (rc)
@@ -467,6 +490,7 @@ static int cmd_fmnist(args *a)
 		o.overwrite = 1;
 		o.workers = workers;
 		o.what = splits[i].split;
+		o.shuffle = 0; /* the IDX files' own order (already mixed): the same bytes as ever */
 		gf_convert_stats st;
 		if ((rc = gf_convert_idx(files[2 * i], files[2 * i + 1], dir, &o, fmnist_classes, 10, &st))) {
 			rc = fail(a->sub, rc);
@@ -531,6 +555,7 @@ static int cmd_edges(args *a)
 			gf_convert_defaults(&o);
 			o.overwrite = 1;
 			o.what = splits[i].split;
+			o.shuffle = 0; /* Fashion-MNIST's own order, as the fashion-mnist dataset */
 			gf_convert_stats st;
 			if ((rc = gf_convert_edges(img, lab, dir, &o, fmnist_classes, 10, &st)))
 				rc = fail(a->sub, rc);
@@ -922,7 +947,7 @@ static void usage(FILE *f)
 	           "  folder DIR OUT [options]                           convert DIR/<class>/<image> (JPEG, PNG)\n"
 	           "  paired SRC OUT [direction=AtoB|BtoA] [options]     pix2pix pairs: AB images, or A/ and B/ folders\n"
 	           "  edges2fashion [out=data/edges2fashion] [force=1]   (edge map, image) pairs from Fashion-MNIST\n"
-	           "  synth OUT count=N [width= height= quality= ...]    ImageNet-like JPEG benchmark data\n"
+	           "  synth OUT count=N [width= height= classes= ...]    ImageNet-like benchmark data (JPEG or raw)\n"
 	           "  info PATH                                          counts, classes, encodings, sizes\n"
 	           "  verify PATH [workers=N]                            decode every record, report bad ones\n"
 	           "  export PATH DIR [limit=N] [format=auto|png|jpg]    write images into DIR/<class>/\n\n"

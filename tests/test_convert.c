@@ -85,6 +85,8 @@ static void test_idx_raw(void **st)
 		o.quiet = 1;
 		o.shard_records = 20;
 		o.workers = 3;
+		o.shuffle = gz; /* the gzip pass writes in a seeded random order, the other in the source's */
+		o.seed = 7;
 		const char *names[4] = { "w", "x", "y", "z" };
 		gf_convert_stats s;
 		assert_int_equal(gf_convert_idx(im, lb, out, &o, names, 4, &s), 0);
@@ -96,16 +98,31 @@ static void test_idx_raw(void **st)
 		assert_int_equal(m->count, IN);
 		assert_int_equal(m->nclasses, 4);
 		assert_string_equal(m->class_names[2], "y");
+		uint64_t fixed = 0;
 		for (uint64_t k = 0; k < IN; k++) {
 			gf_record r;
+			uint64_t src = gz ? gf_permute(k, IN, 7) : k; /* record k holds input src */
+			fixed += src == k;
 			assert_int_equal(gf_dataset_get(ds, k, &r), 0);
 			assert_int_equal(r.h.encoding, GF_ENC_RAW);
 			assert_int_equal(r.h.height, IR);
 			assert_int_equal(r.h.width, IC);
 			assert_int_equal(r.h.channels, 1);
-			assert_int_equal(r.h.label, (int32_t)(k % 4));
+			assert_int_equal(r.h.label, (int32_t)(src % 4));
 			for (int p = 0; p < IR * IC; p++)
-				assert_int_equal(r.payload[p], idx_px((int)k, p)); /* bit-exact */
+				assert_int_equal(r.payload[p], idx_px((int)src, p)); /* bit-exact */
+		}
+		if (gz)
+			assert_true(fixed < IN / 4);
+		/* the meta index names exactly the records of each class, whatever the order */
+		for (uint32_t c = 0; c < 4; c++) {
+			uint64_t pos[IN];
+			assert_int_equal(gf_dataset_class_positions(ds, c, pos), 0);
+			for (uint64_t j = 0; j < m->class_count[c]; j++) {
+				gf_record r;
+				assert_int_equal(gf_dataset_get(ds, pos[j], &r), 0);
+				assert_int_equal(r.h.label, (int32_t)c);
+			}
 		}
 		gf_dataset_close(ds);
 		free(im);
@@ -185,7 +202,8 @@ static void test_fmnist_subset(void **st)
 	for (uint64_t k = 0; k < 500; k++) {
 		gf_record r, j;
 		assert_int_equal(gf_dataset_get(dr, k, &r), 0);
-		assert_memory_equal(r.payload, ib + 16 + k * 784, 784); /* raw: bit-exact */
+		uint64_t src = gf_permute(k, 500, o.seed); /* the first 500, shuffled */
+		assert_memory_equal(r.payload, ib + 16 + src * 784, 784); /* raw: bit-exact */
 		assert_int_equal(gf_dataset_get(dj, k, &j), 0);
 		assert_int_equal(j.h.label, r.h.label);
 		const uint8_t *px;
@@ -264,6 +282,7 @@ static void test_folder(void **st)
 	gf_convert_defaults(&o);
 	o.quiet = 1;
 	o.workers = 2;
+	o.shuffle = 0; /* the source's order: sorted paths, class by class */
 	gf_convert_stats s;
 	assert_int_equal(gf_convert_folder(root, out, &o, &s), 0);
 	assert_int_equal(s.records, 6);
@@ -290,6 +309,39 @@ static void test_folder(void **st)
 	smooth_image(pix, 16, 12, 1, 20);
 	assert_memory_equal(r.payload, pix, 16 * 12);
 	assert_int_equal(r.h.label, 1);
+
+	/* shuffled (the default): the same records in the order gf_permute of
+	 * the 7 inputs, input 0 (broken.jpg) skipped; the meta index exact */
+	char *shuf = path_fmt("%s/folder-shuffled", dir);
+	o.shuffle = 1;
+	assert_int_equal(gf_convert_folder(root, shuf, &o, &s), 0);
+	assert_int_equal(s.records, 6);
+	gf_dataset *dsh;
+	assert_int_equal(gf_dataset_open(shuf, &dsh), 0);
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < 7; i++) {
+		uint64_t src = gf_permute(i, 7, o.seed);
+		if (src == 0)
+			continue;
+		gf_record a, b;
+		assert_int_equal(gf_dataset_get(dsh, k++, &a), 0);
+		assert_int_equal(gf_dataset_get(ds, src - 1, &b), 0);
+		assert_int_equal(a.h.label, b.h.label);
+		assert_int_equal(a.value_len, b.value_len);
+		assert_memory_equal(a.value, b.value, a.value_len);
+	}
+	for (uint32_t c = 0; c < 2; c++) {
+		uint64_t pos[3];
+		assert_int_equal(gf_dataset_metadata(dsh)->class_count[c], 3);
+		assert_int_equal(gf_dataset_class_positions(dsh, c, pos), 0);
+		for (int j = 0; j < 3; j++) {
+			assert_int_equal(gf_dataset_get(dsh, pos[j], &r), 0);
+			assert_int_equal(r.h.label, (int32_t)c);
+		}
+	}
+	gf_dataset_close(dsh);
+	free(shuf);
+	o.shuffle = 0;
 	gf_dataset_close(ds);
 	free(out);
 
@@ -350,6 +402,7 @@ static void test_synth(void **st)
 	o.quiet = 1;
 	o.workers = 2;
 	o.shard_records = 5;
+	o.encoding = GF_ENC_JPEG;
 	gf_convert_stats s;
 	assert_int_equal(gf_convert_synth(a, &so, &o, &s), 0);
 	o.workers = 1;
@@ -370,12 +423,44 @@ static void test_synth(void **st)
 		gf_record ra, rb;
 		assert_int_equal(gf_dataset_get(da, k, &ra), 0);
 		assert_int_equal(gf_dataset_get(db, k, &rb), 0);
-		assert_int_equal(ra.h.label, (int32_t)(k % 5));
+		/* the inputs are class by class (i * 5 / 12), written shuffled */
+		assert_int_equal(ra.h.label, (int32_t)(gf_permute(k, 12, o.seed) * 5 / 12));
 		assert_int_equal(ra.value_len, rb.value_len); /* same seed, same bytes, any worker count */
 		assert_memory_equal(ra.value, rb.value, ra.value_len);
 	}
 	gf_dataset_close(da);
 	gf_dataset_close(db);
+	/* raw, in class order (shuffle = 0): labels ascending, classes of 2 or 3 */
+	char *c = path_fmt("%s/synth-class", dir);
+	so = (gf_synth_opts){ .count = 12, .width = 8, .height = 4, .quality = 90, .classes = 5, .seed = 3 };
+	o.encoding = GF_ENC_RAW;
+	o.shuffle = 0;
+	assert_int_equal(gf_convert_synth(c, &so, &o, &s), 0);
+	assert_int_equal(gf_dataset_open(c, &da), 0);
+	m = gf_dataset_metadata(da);
+	assert_int_equal(m->enc_count[GF_ENC_RAW], 12);
+	for (uint64_t k = 0; k < 12; k++) {
+		gf_record r;
+		assert_int_equal(gf_dataset_get(da, k, &r), 0);
+		assert_int_equal(r.h.label, (int32_t)(k * 5 / 12));
+		assert_int_equal(r.h.payload, 8 * 4 * 3);
+	}
+	gf_dataset_close(da);
+	/* a set the disk cannot hold is refused before anything is written,
+	 * with the figures */
+	char *huge = path_fmt("%s/synth-huge", dir), *tmp = path_fmt("%s/synth-huge.tmp", dir);
+	so.count = 1000000000000ull;
+	so.width = so.height = 64;
+	o.encoding = GF_ENC_JPEG;
+	assert_int_equal(gf_convert_synth(huge, &so, &o, &s), GF_EPARAM);
+	if (!strstr(gf_errmsg(), "needs about") || !strstr(gf_errmsg(), "1000000000000 records") ||
+	    !strstr(gf_errmsg(), "free"))
+		fail_msg("synth of 10^12 records: %s", gf_errmsg());
+	assert_int_not_equal(access(huge, F_OK), 0);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+	free(huge);
+	free(tmp);
+	free(c);
 	free(a);
 	free(b);
 }
@@ -459,8 +544,10 @@ static void test_command(void **st)
 		fail_msg("verify printed:\n%s", txt);
 	free(txt);
 	free(bl);
-	/* export writes class folders */
-	char *ex = path_fmt("%s/export", dir), *one = path_fmt("%s/export/1/00000001.jpg", dir);
+	/* export writes class folders: key 1 is input gf_permute(1, 30, seed 1) of
+	 * the 30 inputs in class order (10 a class) */
+	char *ex = path_fmt("%s/export", dir),
+	     *one = path_fmt("%s/export/%d/00000001.jpg", dir, (int)(gf_permute(1, 30, 1) * 3 / 30));
 	assert_int_equal(run_cmd("%s dataset export %s %s >%s 2>&1", g, ds, ex, log), 0);
 	assert_int_equal(access(one, R_OK), 0);
 	/* usage and option errors */
