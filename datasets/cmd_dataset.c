@@ -583,11 +583,16 @@ static int cmd_info(args *a)
 	if (rc)
 		return fail(a->sub, rc);
 	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	uint64_t disk = 0;
-	for (uint32_t i = 0; i < m->nshards; i++)
-		disk += gf_dataset_shard(ds, i)->file_size;
-	char b1[32], b2[32];
+	/* what the files take on disk (st_blocks): an LMDB file may be sparse,
+	 * its length the map size it was written with */
+	uint64_t disk = 0, length = 0;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		disk += gf_dataset_shard(ds, i)->disk_bytes;
+		length += gf_dataset_shard(ds, i)->file_size;
+	}
+	char b1[32], b2[32], b3[32];
 	human_bytes(b1, sizeof(b1), (double)disk);
+	human_bytes(b3, sizeof(b3), (double)length);
 	human_bytes(b2, sizeof(b2), (double)m->payload_bytes);
 	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	printf("dataset    %s\n", a->pos[0]);
@@ -597,7 +602,10 @@ static int cmd_info(args *a)
 	printf("records    %" PRIu64, m->count);
 	if (m->count != m->total)
 		printf(" (one shard of a dataset of %" PRIu64 ")", m->total);
-	printf(" in %u shard%s, %s on disk\n", m->nshards, m->nshards == 1 ? "" : "s", b1);
+	printf(" in %u shard%s, %s on disk", m->nshards, m->nshards == 1 ? "" : "s", b1);
+	if (length > disk + disk / 8 + (1u << 20))
+		printf(" (files %s long, sparse)", b3);
+	printf("\n");
 	printf("encodings ");
 	for (int e = 0; e < GF_ENC_COUNT; e++)
 		if (m->enc_count[e])
@@ -642,7 +650,7 @@ static int cmd_info(args *a)
 			snprintf(keys, sizeof(keys), "%" PRIu64 "..%" PRIu64, s->first, s->first + s->count - 1);
 		else
 			snprintf(keys, sizeof(keys), "-");
-		human_bytes(b1, sizeof(b1), (double)s->file_size);
+		human_bytes(b1, sizeof(b1), (double)s->disk_bytes);
 		printf("  %-12s %21s %10" PRIu64 " %11s\n", name ? name + 1 : s->path, keys, s->count, b1);
 	}
 	gf_dataset_close(ds);
@@ -657,7 +665,8 @@ typedef struct verify_ctx {
 	int workers;
 	const int32_t *label_of; /* (count) label from the meta index, -1 unlabelled */
 	atomic_uint_fast64_t done, bad, printed;
-	atomic_uint_fast64_t summed; /* records whose header says they carry a checksum */
+	atomic_uint_fast64_t summed;   /* records whose header says they carry a checksum */
+	atomic_uint_fast64_t unsummed; /* records whose header says they carry none */
 	int caffe;               /* Caffe Datums: no ganflow header */
 	atomic_int fatal;
 	char fatal_msg[512];
@@ -668,6 +677,17 @@ typedef struct verify_arg {
 	verify_ctx *v;
 	int index;
 } verify_arg;
+
+/* The flags of a record's header (layout in <ganflow/dataset.h>), read
+ * from its first 24 bytes alone: a record whose payload was cut short
+ * still says what it was written with. -1 when there is no such header. */
+static int header_flags(const uint8_t *v, size_t len, uint32_t *flags)
+{
+	if (len < GF_RECORD_HEADER_SIZE || v[0] != 'G' || v[1] != 'F' || v[2] != GF_RECORD_VERSION)
+		return -1;
+	*flags = (uint32_t)v[18] | (uint32_t)v[19] << 8;
+	return 0;
+}
 
 static void *verify_worker(void *p)
 {
@@ -708,11 +728,11 @@ static void *verify_worker(void *p)
 			snprintf(why, sizeof(why), "%s", gf_errmsg());
 		}
 		/* whether it carries a checksum is its header's to say, also when
-		 * the record is bad for another reason (a label out of range) */
-		gf_record_header hh;
-		if (r.value && !v->caffe && gf_record_parse(r.value, r.value_len, &hh, NULL) == 0 &&
-		    (hh.flags & GF_RECORD_CRC32C))
-			atomic_fetch_add(&v->summed, 1);
+		 * the record is bad for another reason (a label out of range, a
+		 * payload cut short); a missing or empty record cannot say */
+		uint32_t flags;
+		if (r.value && !v->caffe && header_flags(r.value, r.value_len, &flags) == 0)
+			atomic_fetch_add((flags & GF_RECORD_CRC32C) ? &v->summed : &v->unsummed, 1);
 		if (rc) {
 			atomic_fetch_add(&v->bad, 1);
 			if (atomic_fetch_add(&v->printed, 1) < 100)
@@ -811,12 +831,27 @@ static int cmd_verify(args *a)
 	uint64_t bad = atomic_load(&v.bad), done = atomic_load(&v.done);
 	if (bad > 100)
 		gf_log(GF_LOG_WARN, "... and %" PRIu64 " more bad records", bad - 100);
-	uint64_t summed = atomic_load(&v.summed);
-	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad,
-	       caffe            ? "none (Caffe Datum values carry none)"
-	       : summed == done ? "every record"
-	       : summed         ? "some records (the others have none)"
-	                        : "none (shards written before records carried a CRC-32C)");
+	/* a record that is missing or empty (or whose header is damaged) has
+	 * no header to say whether it carries a checksum: it counts either way */
+	uint64_t summed = atomic_load(&v.summed), unsummed = atomic_load(&v.unsummed);
+	uint64_t unknown = done - summed - unsummed;
+	char sums[256];
+	const char *with = unknown ? " with a readable header" : "";
+	if (caffe)
+		snprintf(sums, sizeof(sums), "none (Caffe Datum values carry none)");
+	else if (summed && unsummed)
+		snprintf(sums, sizeof(sums), "some records (%" PRIu64 " carry one, %" PRIu64 " none)", summed, unsummed);
+	else if (summed)
+		snprintf(sums, sizeof(sums), "every record%s", with);
+	else if (unsummed)
+		snprintf(sums, sizeof(sums), "none%s (shards written before records carried a CRC-32C)", with);
+	else
+		snprintf(sums, sizeof(sums), "unknown");
+	if (unknown && !caffe)
+		snprintf(sums + strlen(sums), sizeof(sums) - strlen(sums),
+		         " (%" PRIu64 " bad record%s without one: missing, empty or a damaged header)", unknown,
+		         unknown == 1 ? "" : "s");
+	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad, sums);
 	return bad || done != v.count ? 1 : 0;
 }
 

@@ -3,8 +3,11 @@
  * (skipped without it), image folders (JPEG kept as is, PNG lossless,
  * unreadable files skipped), shard splitting, the ImageNet-like generator,
  * and the `ganflow dataset` command (info, verify finding a bad record by
- * key, export, fashion-mnist's errors and idempotence).
+ * key, export, fashion-mnist's errors and idempotence; verify's account of
+ * checksums with missing, empty and truncated records, info's size of a
+ * sparse LMDB, synth refusing what the disk cannot hold).
  */
+#include <lmdb.h>
 #include <zlib.h>
 
 #include "test_shard_util.h"
@@ -574,6 +577,98 @@ static void test_command(void **st)
 	free(log);
 }
 
+/* verify tells the truth about checksums when records are missing, empty
+ * or cut short (every record was written with one: the truncated one's
+ * header still says so, the others cannot say); info reports what the
+ * files take on disk, not the length of a sparse file; synth refuses a
+ * set the disk cannot hold before writing anything. */
+static void test_verify_info(void **st)
+{
+	(void)st;
+	const char *g = ganflow_bin();
+	if (access(g, X_OK))
+		skip();
+	char *ds = path_fmt("%s/vi-ds", dir), *log = path_fmt("%s/vi.log", dir), *txt;
+	gf_writer_opts wo = { .nclasses = 2, .overwrite = 1 };
+	gf_dataset_writer *w;
+	assert_int_equal(gf_dataset_writer_open(ds, &wo, &w), 0);
+	uint8_t px[4 * 4 * 3], value[GF_RECORD_HEADER_SIZE + sizeof(px) + 4];
+	for (int k = 0; k < 8; k++) {
+		memset(px, k * 20, sizeof(px));
+		gf_record_header h = { .label = k % 2, .encoding = GF_ENC_RAW, .height = 4, .width = 4, .channels = 3,
+		                       .payload = sizeof(px) };
+		assert_int_equal(gf_dataset_writer_add(w, &h, px), 0);
+	}
+	/* key 8: record 0's value cut short; key 9: an empty value */
+	gf_dataset_writer_finish(w);
+	gf_dataset *d;
+	gf_record r;
+	assert_int_equal(gf_dataset_open(ds, &d), 0);
+	assert_int_equal(gf_dataset_get(d, 0, &r), 0);
+	memcpy(value, r.value, r.value_len);
+	gf_dataset_close(d);
+	assert_int_equal(gf_dataset_writer_open(ds, &wo, &w), 0);
+	for (int k = 0; k < 8; k++) {
+		memset(px, k * 20, sizeof(px));
+		gf_record_header h = { .label = k % 2, .encoding = GF_ENC_RAW, .height = 4, .width = 4, .channels = 3,
+		                       .payload = sizeof(px) };
+		assert_int_equal(gf_dataset_writer_add(w, &h, px), 0);
+	}
+	assert_int_equal(gf_dataset_writer_add_value(w, 0, value, sizeof(value) - 10), 0);
+	assert_int_equal(gf_dataset_writer_add_value(w, 1, value, 0), 0);
+	assert_int_equal(gf_dataset_writer_finish(w), 0);
+	/* key 3 deleted from the shard: missing */
+	char *shard = path_fmt("%s/shard-00000", ds);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t kb[8] = { 0, 0, 0, 0, 0, 0, 0, 3 };
+	MDB_val k = { 8, kb };
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_open(env, shard, 0, 0644), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, ds, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "10 records verified, 3 bad") ||
+	    !strstr(txt, "payload checksums: every record with a readable header (2 bad records without one") ||
+	    strstr(txt, "the others have none"))
+		fail_msg("verify printed:\n%s", txt);
+	free(txt);
+
+	/* a sparse data.mdb 16 GiB long: info says what it takes */
+	char *mdb = path_fmt("%s/data.mdb", shard);
+	struct stat sb;
+	assert_int_equal(stat(mdb, &sb), 0);
+	assert_int_equal(truncate(mdb, 16ll << 30), 0);
+	assert_int_equal(run_cmd("%s dataset info %s >%s 2>&1", g, ds, log), 0);
+	txt = slurp(log);
+	char want[128];
+	snprintf(want, sizeof(want), "%.1f KiB on disk (files 16.0 GiB long, sparse)", (double)sb.st_blocks * 512 / 1024);
+	if (!strstr(txt, want) || strstr(txt, "16.0 GiB on disk"))
+		fail_msg("info printed (wanted '%s'):\n%s", want, txt);
+	free(txt);
+
+	/* synth of 10^12 records: refused with the figures, nothing written */
+	char *huge = path_fmt("%s/vi-huge", dir), *tmp = path_fmt("%s/vi-huge.tmp", dir);
+	assert_int_equal(run_cmd("%s dataset synth %s count=1000000000000 width=64 height=64 >%s 2>&1", g, huge, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "needs about") || !strstr(txt, "free") || strstr(txt, "ETA"))
+		fail_msg("synth printed:\n%s", txt);
+	assert_int_not_equal(access(huge, F_OK), 0);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+	free(txt);
+	free(huge);
+	free(tmp);
+	free(mdb);
+	free(shard);
+	free(ds);
+	free(log);
+}
+
 static void test_fmnist_command(void **st)
 {
 	(void)st;
@@ -611,6 +706,7 @@ int main(void)
 		cmocka_unit_test(test_folder),
 		cmocka_unit_test(test_synth),
 		cmocka_unit_test(test_command),
+		cmocka_unit_test(test_verify_info),
 		cmocka_unit_test(test_fmnist_command),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
