@@ -62,7 +62,9 @@ void gf_meta_free(gf_shard_meta *m);
  * synchronous read, quick on an idle disk but queued behind megabytes of
  * readahead once streaming (measured 40-190 ms of 300 ms on the reader
  * benchmark's cold rows). Advisory: a corrupt tree is reported later by
- * gf_dataset_locate, naming the key. */
+ * gf_dataset_locate, naming the key. A shard whose values are mostly kept
+ * in its leaves (small records: fewer overflow pages than leaf pages) is
+ * skipped: its leaves are the data, and reading ahead brings them. */
 void gf_dataset_touch_index(gf_dataset *ds);
 
 /* ---- Caffe LMDBs (caffe.c) ---- */

@@ -522,7 +522,12 @@ void gf_dataset_touch_index(gf_dataset *ds)
 	for (uint32_t i = 0; i < ds->n; i++) {
 		shard *s = &ds->shards[i];
 		MDB_cursor *c;
-		if (mdb_cursor_open(s->txn, s->dbi, &c))
+		MDB_stat st;
+		/* values kept in the leaves (under half a page each) make the
+		 * leaves the data: walking them would read the whole shard, and
+		 * the readahead of the values brings them in anyway */
+		if (mdb_stat(s->txn, s->dbi, &st) || st.ms_overflow_pages < st.ms_leaf_pages ||
+		    mdb_cursor_open(s->txn, s->dbi, &c))
 			continue;
 		MDB_val k, v; /* v points into a value's overflow pages, which stay untouched */
 		for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))

@@ -8,7 +8,11 @@
  * lookups only: the value pages are not touched; the B-tree pages were all
  * read at open) and makes their pages arrive before they are needed:
  *  - mmap path: IORING_OP_FADVISE(WILLNEED) over the value's page range of
- *    data.mdb, in 64 KiB blocks, each block once while it is fresh (advised
+ *    data.mdb, in blocks of 4 to 64 KiB (the bytes of one of the order's
+ *    blocks of records, rounded up to a power of two: a shuffled order reads
+ *    a run of records from each place it visits, and reading more than that
+ *    run around it only fills the page cache; 64 KiB in key order), each
+ *    block once while it is fresh (advised
  *    within the last `horizon` to 2 x `horizon` records: a shuffled
  *    order comes back to a block long after it read it, when the page
  *    cache may have dropped it), contiguous
@@ -49,8 +53,9 @@
 
 #include "dataset_int.h"
 
-#define BLOCK_SHIFT 16     /* 64 KiB prefetch blocks */
-#define MAX_COALESCE 64    /* blocks per fadvise request (4 MiB), at most: see advise_blocks */
+#define MIN_SHIFT 12       /* prefetch blocks of 4 KiB .. */
+#define MAX_SHIFT 16       /* .. 64 KiB: the order's blocks of records, rounded up */
+#define MAX_COALESCE_BYTES (4u << 20) /* per fadvise request, at most: see advise_blocks */
 #define DIRECT_ALIGN 4096u
 #define NCHUNKS 8          /* direct reads in flight at most */
 #define CHUNK_BYTES (1u << 20)
@@ -109,6 +114,7 @@ struct gf_stream {
 	int next_ci;               /* where the next chunk is taken (ring order) */
 	int release_ci;            /* chunk of the record handed out last, or -1 */
 	/* mmap-path prefetch bookkeeping */
+	unsigned shift;            /* prefetch blocks of 2^shift bytes */
 	uint64_t **bitmap;         /* (nshards) blocks advised: two generations of
 	                              bitmap_words words each */
 	unsigned *adv_blocks;      /* (nshards) blocks per fadvise request, at most */
@@ -218,7 +224,8 @@ static unsigned long sysfs_ulong(const char *path)
 	return v;
 }
 
-/* The most one fadvise(WILLNEED) on fd reads, in blocks (1..MAX_COALESCE).
+/* The most one fadvise(WILLNEED) on fd reads, in blocks of 2^shift bytes
+ * (1 .. MAX_COALESCE_BYTES of them).
  * The kernel cuts the range to the larger of the device's readahead and
  * its largest request (force_page_cache_ra: max(io_pages, ra_pages)), and
  * with the map MADV_RANDOM each page left out becomes a synchronous 4 KiB
@@ -226,7 +233,7 @@ static unsigned long sysfs_ulong(const char *path)
  * in a 300 MB pass, 80 MB/s instead of 800). Read from the queue of the
  * file's block device (its disk's, for a partition); 128 KiB, the kernel's
  * default readahead, where there is none. */
-static unsigned advise_blocks(int fd)
+static unsigned advise_blocks(int fd, unsigned shift)
 {
 	struct stat st;
 	unsigned long kb = 0;
@@ -243,8 +250,8 @@ static unsigned advise_blocks(int fd)
 		}
 	if (!kb)
 		kb = 128;
-	unsigned long b = kb >> (BLOCK_SHIFT - 10);
-	return b < 1 ? 1 : b > MAX_COALESCE ? MAX_COALESCE : (unsigned)b;
+	unsigned long b = kb >> (shift - 10), most = MAX_COALESCE_BYTES >> shift;
+	return b < 1 ? 1 : b > most ? (unsigned)most : (unsigned)b;
 }
 
 static int flush_pending(gf_stream *s)
@@ -253,7 +260,7 @@ static int flush_pending(gf_stream *s)
 		return 0;
 	s->have_pending = 0;
 	const gf_shard_info *si = gf_dataset_shard(s->ds, s->p_shard);
-	uint64_t off = s->p_lo << BLOCK_SHIFT, len = (s->p_hi - s->p_lo + 1) << BLOCK_SHIFT;
+	uint64_t off = s->p_lo << s->shift, len = (s->p_hi - s->p_lo + 1) << s->shift;
 	if (!s->uring) {
 		posix_fadvise(si->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 		return 0;
@@ -283,8 +290,8 @@ static int advise(gf_stream *s, const slot *sl)
 			memset(s->bitmap[i] + (s->gen & 1) * s->bitmap_words[i], 0, s->bitmap_words[i] * sizeof(uint64_t));
 	}
 	uint32_t sh = sl->rec.shard;
-	uint64_t b0 = sl->rec.offset >> BLOCK_SHIFT;
-	uint64_t b1 = (sl->rec.offset + sl->rec.value_len - 1) >> BLOCK_SHIFT;
+	uint64_t b0 = sl->rec.offset >> s->shift;
+	uint64_t b1 = (sl->rec.offset + sl->rec.value_len - 1) >> s->shift;
 	size_t words = s->bitmap_words[sh];
 	uint64_t *bm = s->bitmap[sh] + (s->gen & 1) * words, *old = s->bitmap[sh] + (~s->gen & 1) * words;
 	for (uint64_t b = b0; b <= b1; b++) {
@@ -534,6 +541,13 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 	}
 	if (s->r > s->len) /* the window then spans at most two epochs */
 		s->r = (uint32_t)s->len;
+	/* prefetch blocks: a block of the order's records, 4 to 64 KiB */
+	s->shift = MAX_SHIFT;
+	if (o->order.shuffle && dm->count) {
+		uint64_t run = gf_order_block(s->ord) * (dm->payload_bytes / dm->count + GF_RECORD_HEADER_SIZE + 4);
+		for (s->shift = MIN_SHIFT; s->shift < MAX_SHIFT && (1ull << s->shift) < run; s->shift++)
+			;
+	}
 	s->slots = calloc(s->r, sizeof(slot));
 	s->bitmap = calloc(s->nshards, sizeof(uint64_t *));
 	s->bitmap_words = calloc(s->nshards, sizeof(size_t));
@@ -552,13 +566,13 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 		s->dfd[i] = -1;
 	for (uint32_t i = 0; i < s->nshards; i++) {
 		const gf_shard_info *si = gf_dataset_shard(ds, i);
-		s->bitmap_words[i] = (size_t)((si->file_size >> BLOCK_SHIFT) / 64 + 1);
+		s->bitmap_words[i] = (size_t)((si->file_size >> s->shift) / 64 + 1);
 		if (!(s->bitmap[i] = calloc(2 * s->bitmap_words[i], sizeof(uint64_t)))) {
 			rc = -ENOMEM;
 			goto fail;
 		}
 		if (!o->direct) {
-			s->adv_blocks[i] = advise_blocks(si->fd);
+			s->adv_blocks[i] = advise_blocks(si->fd, s->shift);
 			continue;
 		}
 		s->dfd[i] = open(si->file, O_RDONLY | O_DIRECT | O_CLOEXEC);
