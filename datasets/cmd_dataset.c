@@ -364,7 +364,7 @@ static int cmd_synth(args *a)
 	gf_convert_defaults(&o);
 	gf_synth_opts so = { .width = 500, .height = 375, .quality = 90, .classes = 10, .seed = 1 };
 	int cls, force, workers, shuffle;
-	const char *order = opt(a, "order", NULL), *enc = opt(a, "encoding", "jpeg");
+	const char *order = opt(a, "order", NULL), *enc = opt(a, "encoding", "jpeg"), *sh = opt(a, "shuffle", NULL);
 	if (num_opt(a, "count", 0, &so.count) || int_opt(a, "width", 500, 1, 65535, &so.width) ||
 	    int_opt(a, "height", 375, 1, 65535, &so.height) || int_opt(a, "quality", 90, 1, 100, &so.quality) ||
 	    int_opt(a, "classes", 10, 1, 100000, &cls) || num_opt(a, "seed", 1, &so.seed) ||
@@ -381,7 +381,7 @@ static int cmd_synth(args *a)
 		                     "class (class by class, as a folder import without shuffle)", order);
 		return 2;
 	}
-	if ((strcmp(order, "shuffled") == 0) != shuffle) {
+	if (sh && (strcmp(order, "shuffled") == 0) != shuffle) {
 		gf_log(GF_LOG_ERROR, "dataset synth: order=%s contradicts shuffle=%d", order, shuffle);
 		return 2;
 	}

@@ -547,6 +547,21 @@ static void test_command(void **st)
 		fail_msg("verify printed:\n%s", txt);
 	free(txt);
 	free(bl);
+	/* synth order=class: records class by class; order and shuffle must agree */
+	char *oc = path_fmt("%s/cmd-class", dir);
+	assert_int_equal(run_cmd("%s dataset synth %s count=6 classes=3 width=8 height=8 order=class >%s 2>&1", g, oc, log),
+	                 0);
+	assert_int_equal(gf_dataset_open(oc, &d), 0);
+	for (uint64_t k = 0; k < 6; k++) {
+		assert_int_equal(gf_dataset_get(d, k, &r), 0);
+		assert_int_equal(r.h.label, (int32_t)(k / 2));
+	}
+	gf_dataset_close(d);
+	assert_int_equal(run_cmd("%s dataset synth %s count=6 order=class shuffle=1 force=1 >%s 2>&1", g, oc, log), 2);
+	txt = slurp(log);
+	assert_non_null(strstr(txt, "order=class contradicts shuffle=1"));
+	free(txt);
+	free(oc);
 	/* export writes class folders: key 1 is input gf_permute(1, 30, seed 1) of
 	 * the 30 inputs in class order (10 a class) */
 	char *ex = path_fmt("%s/export", dir),
