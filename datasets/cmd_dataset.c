@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -665,6 +666,7 @@ typedef struct verify_ctx {
 	int workers;
 	const int32_t *label_of; /* (count) label from the meta index, -1 unlabelled */
 	atomic_uint_fast64_t done, bad, printed;
+	atomic_uint_fast64_t next_chunk; /* chunks of VERIFY_CHUNK positions handed out */
 	atomic_uint_fast64_t summed;   /* records whose header says they carry a checksum */
 	atomic_uint_fast64_t unsummed; /* records whose header says they carry none */
 	int caffe;               /* Caffe Datums: no ganflow header */
@@ -675,8 +677,21 @@ typedef struct verify_ctx {
 
 typedef struct verify_arg {
 	verify_ctx *v;
-	int index;
 } verify_arg;
+
+/* Positions a worker takes at a time: consecutive keys lie together in the
+ * files, so each worker reads its own stretch of them. */
+#define VERIFY_CHUNK 4096
+
+/* Lets go of the map pages of [lo, hi) in a shard once verified (they stay
+ * in the page cache): otherwise every worker, with a map of its own, would
+ * show the whole dataset resident by the end. */
+static void release_range(const gf_shard_info *si, uint64_t lo, uint64_t hi)
+{
+	uint64_t a = lo & ~(uint64_t)4095, b = (hi + 4095) & ~(uint64_t)4095;
+	if (si && b > a && b <= si->map_size)
+		madvise((void *)(si->map + a), (size_t)(b - a), MADV_DONTNEED);
+}
 
 /* The flags of a record's header (layout in <ganflow/dataset.h>), read
  * from its first 24 bytes alone: a record whose payload was cut short
@@ -705,7 +720,17 @@ static void *verify_worker(void *p)
 		pthread_mutex_unlock(&v->lock);
 		goto out;
 	}
-	for (uint64_t pos = (uint64_t)va->index; pos < v->count; pos += (uint64_t)v->workers) {
+	uint64_t pos = 0, end = 0, lo = UINT64_MAX, hi = 0;
+	uint32_t shard = 0;
+	for (;; pos++) {
+		if (pos == end) { /* the next chunk; the pages of this one go */
+			release_range(gf_dataset_shard(ds, shard), lo, hi);
+			lo = UINT64_MAX, hi = 0;
+			pos = atomic_fetch_add(&v->next_chunk, 1) * VERIFY_CHUNK;
+			if (pos >= v->count || atomic_load(&v->fatal))
+				break;
+			end = pos + VERIFY_CHUNK < v->count ? pos + VERIFY_CHUNK : v->count;
+		}
 		gf_record r;
 		char why[600];
 		why[0] = '\0';
@@ -733,6 +758,15 @@ static void *verify_worker(void *p)
 		uint32_t flags;
 		if (r.value && !v->caffe && header_flags(r.value, r.value_len, &flags) == 0)
 			atomic_fetch_add((flags & GF_RECORD_CRC32C) ? &v->summed : &v->unsummed, 1);
+		if (r.value) {
+			if (r.shard != shard) {
+				release_range(gf_dataset_shard(ds, shard), lo, hi);
+				lo = UINT64_MAX, hi = 0;
+				shard = r.shard;
+			}
+			lo = r.offset < lo ? r.offset : lo;
+			hi = r.offset + r.value_len > hi ? r.offset + r.value_len : hi;
+		}
 		if (rc) {
 			atomic_fetch_add(&v->bad, 1);
 			if (atomic_fetch_add(&v->printed, 1) < 100)
@@ -798,7 +832,6 @@ static int cmd_verify(args *a)
 	double t0 = gf_now();
 	for (int i = 0; i < workers; i++) {
 		va[i].v = &v;
-		va[i].index = i;
 	}
 	int inline_from = workers;
 	for (int i = 0; i < workers; i++) {

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -186,6 +187,10 @@ static int caffe_open(shard *s, const char *dir, gf_dataset_format format, const
 	    (rc = gf_caffe_scan(s->txn, s->dbi, dir, s->info.map, &s->cx, &s->meta)))
 		return rc;
 	s->caffe = 1;
+	/* the walk touched every value: let go of the map's pages (they stay in
+	 * the page cache), or every handle on the LMDB shows its whole size
+	 * resident (each verify worker has one) */
+	madvise((void *)s->info.map, s->info.map_size, MADV_DONTNEED);
 	return 0;
 }
 

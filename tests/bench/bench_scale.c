@@ -13,14 +13,22 @@
  *                     "%08d_n%08u/n%08u_%d.JPEG", Datums of 3 x 4 x 4 raw
  *                     bytes) of 1,281,167 records, class by class
  * Columns, per set:
- *   open_ms       gf_dataset_open, page cache warm (best of 3)
- *   info_s, info_MB  `ganflow dataset info` run as a process: wall time and
- *                 peak resident memory (ru_maxrss: every page it touched,
- *                 the shards' meta records included)
+ *   open_ms       gf_dataset_open, page cache warm (best of 3); cold_ms with
+ *                 cold=1
+ *   info_s        `ganflow dataset info` run as a process: wall time (its
+ *                 peak resident memory is printed below the table: the
+ *                 command's own start dominates it)
+ *   handle_MB     what an open dataset handle allocates (RssAnon of a child
+ *                 process after gf_dataset_open, less before); map_MB the
+ *                 pages of the files it maps meanwhile (RssFile: page cache,
+ *                 shared and given back under memory pressure: a ganflow
+ *                 shard's meta record, read and checked at open)
  *   reader_MB     a process running lmdb_reader (the stage's defaults,
  *                 epochs = 1) -> a sink over up to 65,536 records: the
  *                 memory it allocated (RssAnon, read at the end, dataset
- *                 still open) and its peak (VmHWM, the map's pages too)
+ *                 still open); peak_MB its peak (VmHWM: the map's pages
+ *                 of the records read, and the kernel's fault-around of
+ *                 their neighbours already in the page cache, included)
  *   rec/s         imagenet64-class only: lmdb_reader -> jpeg_decode (64 x
  *                 64, workers = the CPUs) -> sink over 262,144 records, wall
  *                 and per CPU-second of the process
@@ -68,7 +76,7 @@ typedef struct set {
 	int w, h, raw, caffe;
 	/* measured */
 	int have;
-	double open_ms, open_cold_ms, info_s, info_mb, anon_mb, hwm_mb;
+	double open_ms, open_cold_ms, info_s, info_mb, anon_mb, hwm_mb, handle_anon, handle_file;
 	uint64_t reader_records;
 } set;
 
@@ -319,6 +327,38 @@ static void reader_rss(set *s, uint64_t want)
 	s->hwm_mb = in[3] / 1024.0;
 }
 
+/* What an open dataset handle holds (every user opens one: dataset info,
+ * the reader, g_step's labels): RssAnon and RssFile of a child process
+ * after gf_dataset_open, less before. */
+static void handle_rss(set *s)
+{
+	int fd[2];
+	if (pipe(fd))
+		die("pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fd[0]);
+		double a0 = status_kb("RssAnon"), f0 = status_kb("RssFile");
+		gf_dataset *ds;
+		if (gf_dataset_open(set_path(s), &ds))
+			_exit(1);
+		double out[2] = { status_kb("RssAnon") - a0, status_kb("RssFile") - f0 };
+		if (write(fd[1], out, sizeof(out)) != (ssize_t)sizeof(out))
+			_exit(1);
+		_exit(0);
+	}
+	close(fd[1]);
+	double in[2];
+	ssize_t n = read(fd[0], in, sizeof(in));
+	close(fd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	if (n != (ssize_t)sizeof(in) || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("opening %s in a child process failed", s->name);
+	s->handle_anon = in[0] / 1024.0;
+	s->handle_file = in[1] / 1024.0;
+}
+
 /* ---- per set ---- */
 
 static double open_ms(const char *path)
@@ -349,6 +389,7 @@ static void measure_set(set *s, int cold)
 	char *argv[] = { bin, "dataset", "info", (char *)path, NULL };
 	if (run_proc(argv, NULL, &s->info_s, &s->info_mb))
 		die("ganflow dataset info %s failed", path);
+	handle_rss(s);
 	reader_rss(s, 65536);
 	s->have = 1;
 }
@@ -597,8 +638,8 @@ int main(int argc, char **argv)
 		gf_order_destroy(ord);
 
 		/* the table */
-		printf("\n%-17s %10s %8s %8s %7s %7s %9s %9s %9s %9s\n", "set", "records", "open_ms", "cold_ms", "info_s",
-		       "info_MB", "reader_MB", "peak_MB", "rec/s", "class_mix");
+		printf("\n%-17s %10s %8s %8s %7s %9s %9s %9s %9s %7s %9s\n", "set", "records", "open_ms", "cold_ms", "info_s",
+		       "handle_MB", "reader_MB", "peak_MB", "map_MB", "rec/s", "class_mix");
 		for (size_t i = 0; i < NSETS; i++) {
 			set *s = &sets[i];
 			if (!s->have)
@@ -610,8 +651,8 @@ int main(int argc, char **argv)
 			}
 			if (s->open_cold_ms >= 0)
 				snprintf(cms, sizeof(cms), "%.0f", s->open_cold_ms);
-			printf("%-17s %10llu %8.1f %8s %7.2f %7.1f %9.1f %9.1f %9s %9s\n", s->name, (unsigned long long)s->count,
-			       s->open_ms, cms, s->info_s, s->info_mb, s->anon_mb, s->hwm_mb, rs, cm);
+			printf("%-17s %10llu %8.1f %8s %7.2f %9.1f %9.1f %9.1f %9.1f %7s %9s\n", s->name, (unsigned long long)s->count,
+			       s->open_ms, cms, s->info_s, s->handle_anon, s->anon_mb, s->hwm_mb, s->handle_file, rs, cm);
 		}
 		printf("\nimagenet64-class, reader -> jpeg_decode (64x64, %ld workers) -> sink: %llu records, %.0f records/s, "
 		       "%.0f per CPU-second of the process\n",
@@ -711,30 +752,41 @@ int main(int argc, char **argv)
 			       ncpu, rc, wall, (double)in->count / wall, mb, log);
 		}
 	} else {
-		printf("\n%-17s %10s %8s %8s %7s %7s %9s %9s\n", "set", "records", "open_ms", "cold_ms", "info_s", "info_MB",
-		       "reader_MB", "peak_MB");
+		printf("\n%-17s %10s %8s %8s %7s %9s %9s %9s %9s\n", "set", "records", "open_ms", "cold_ms", "info_s",
+		       "handle_MB", "reader_MB", "peak_MB", "map_MB");
 		for (size_t i = 0; i < NSETS; i++) {
 			set *s = &sets[i];
 			if (s->have)
-				printf("%-17s %10llu %8.1f %8.0f %7.2f %7.1f %9.1f %9.1f\n", s->name, (unsigned long long)s->count,
-				       s->open_ms, s->open_cold_ms, s->info_s, s->info_mb, s->anon_mb, s->hwm_mb);
+				printf("%-17s %10llu %8.1f %8.0f %7.2f %9.1f %9.1f %9.1f %9.1f\n", s->name,
+				       (unsigned long long)s->count, s->open_ms, s->open_cold_ms, s->info_s, s->handle_anon, s->anon_mb,
+				       s->hwm_mb, s->handle_file);
 		}
 	}
 	/* growth: the slope between the smallest and the largest tiny set */
 	set *a = &sets[1], *b = &sets[3];
 	if (a->have && b->have) {
 		double dn = (double)(b->count - a->count);
-		printf("growth from %llu to %llu records (tiny sets): reader %.2f B/record (RssAnon), %.2f B/record peak; "
-		       "dataset info %.2f B/record peak; open %.3f us/record\n",
-		       (unsigned long long)a->count, (unsigned long long)b->count, (b->anon_mb - a->anon_mb) * 1048576.0 / dn,
-		       (b->hwm_mb - a->hwm_mb) * 1048576.0 / dn, (b->info_mb - a->info_mb) * 1048576.0 / dn,
-		       (b->open_ms - a->open_ms) * 1e3 / dn);
+		printf("growth from %llu to %llu records (tiny sets), per record: an open handle %.2f B allocated "
+		       "(RssAnon) + %.2f B of mapped pages (its meta records' label index), the reader %.2f B allocated, "
+		       "open %.3f us\n",
+		       (unsigned long long)a->count, (unsigned long long)b->count,
+		       (b->handle_anon - a->handle_anon) * 1048576.0 / dn, (b->handle_file - a->handle_file) * 1048576.0 / dn,
+		       (b->anon_mb - a->anon_mb) * 1048576.0 / dn, (b->open_ms - a->open_ms) * 1e3 / dn);
 	}
 	if (sets[4].have && sets[2].have)
-		printf("caffe LMDB against ganflow shards, %llu tiny records: reader %+.1f MB (%.1f B/record), dataset info "
-		       "%+.1f MB peak\n",
-		       (unsigned long long)in->count, sets[4].anon_mb - sets[2].anon_mb,
-		       (sets[4].anon_mb - sets[2].anon_mb) * 1048576.0 / (double)in->count, sets[4].info_mb - sets[2].info_mb);
+		printf("caffe LMDB against ganflow shards, %llu tiny records: an open handle %+.1f MB (%.1f B/record: the "
+		       "key index and the label index), the reader %+.1f MB\n",
+		       (unsigned long long)in->count, sets[4].handle_anon - sets[2].handle_anon,
+		       (sets[4].handle_anon - sets[2].handle_anon) * 1048576.0 / (double)in->count,
+		       sets[4].anon_mb - sets[2].anon_mb);
+	printf("ganflow dataset info, peak resident (ru_maxrss: the command's own start included):");
+	const char *sep = " ";
+	for (size_t i = 0; i < NSETS; i++)
+		if (sets[i].have) {
+			printf("%s%s %.0f MB", sep, sets[i].name, sets[i].info_mb);
+			sep = ", ";
+		}
+	printf("\n");
 	printf("per-core decode against a bare TurboJPEG loop: tests/bench/run decode\n");
 	if (ratio >= 0)
 		printf("scale: class_mix=%.3f target=0.95\n", ratio);
