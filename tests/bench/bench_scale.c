@@ -291,77 +291,91 @@ static const gf_stage_desc rsink_desc = {
 	.run = rsink_run,
 };
 
-/* lmdb_reader (defaults, epochs = 1, a part of about `want` records) ->
- * rss_sink in a child process; fills the set's reader figures. */
-static void reader_rss(set *s, uint64_t want)
+/* The memory figures come from a fresh process (this program run again:
+ * "child-open PATH" or "child-reader PATH PARTS"), which prints them on its
+ * standard output: a forked child would start with a copy of this
+ * process's heap, and what it allocates could land on pages already
+ * counted. */
+static void child(const char *mode, const char *path, uint64_t parts, double *out, int n)
 {
 	int fd[2];
 	if (pipe(fd))
 		die("pipe");
+	char num[32];
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)parts);
 	pid_t pid = fork();
 	if (pid == 0) {
+		dup2(fd[1], 1);
 		close(fd[0]);
-		uint64_t parts = s->count / want + (s->count % want != 0);
-		gf_graph *g;
-		int r, k;
-		gf_value p = kv("path", gf_value_str(set_path(s)), "epochs", gf_value_int(1), "parts", gf_value_int((int64_t)parts),
-		                "part", gf_value_int(0), NULL);
-		if (gf_graph_create(&g) || gf_graph_add(g, "lmdb_reader", "reader", &p, 1, &r) ||
-		    gf_graph_add_desc(g, &rsink_desc, "sink", NULL, 1, &k) || gf_graph_connect(g, r, "samples", k, "in", NULL))
-			die("%s", gf_graph_error(g));
-		gf_value_free(&p);
-		gf_run_info info = { .rank = 0, .world = 1, .seed = 1 };
-		if (gf_graph_run(g, &info, GF_GRAPH_QUIET))
-			die("reader on %s: %s", s->name, gf_graph_error(g));
-		gf_graph_destroy(g);
-		double out[4] = { (double)rsink_n, rsink_anon, rsink_file, rsink_hwm };
-		if (write(fd[1], out, sizeof(out)) != (ssize_t)sizeof(out))
-			_exit(1);
-		_exit(0);
+		close(fd[1]);
+		execl("/proc/self/exe", "bench_scale", mode, path, num, (char *)NULL);
+		_exit(127);
 	}
 	close(fd[1]);
-	double in[4];
-	ssize_t n = read(fd[0], in, sizeof(in));
+	char buf[512];
+	ssize_t got = 0, k;
+	while (got < (ssize_t)sizeof(buf) - 1 && (k = read(fd[0], buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+		got += k;
+	buf[got] = '\0';
 	close(fd[0]);
 	int st;
 	waitpid(pid, &st, 0);
-	if (n != (ssize_t)sizeof(in) || !WIFEXITED(st) || WEXITSTATUS(st))
-		die("the reader's child process on %s failed", s->name);
-	s->reader_records = (uint64_t)in[0];
-	s->anon_mb = in[1] / 1024.0;
-	s->hwm_mb = in[3] / 1024.0;
+	char *p = buf;
+	for (int i = 0; i < n; i++)
+		out[i] = strtod(p, &p);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) || got == 0)
+		die("bench_scale %s %s failed", mode, path);
 }
 
-/* What an open dataset handle holds (every user opens one: dataset info,
- * the reader, g_step's labels): RssAnon and RssFile of a child process
- * after gf_dataset_open, less before. */
+/* child-reader: lmdb_reader (defaults, epochs = 1, part 0 of `parts`) ->
+ * rss_sink; prints records, RssAnon, RssFile, VmHWM (KiB). */
+static int child_reader(const char *path, uint64_t parts)
+{
+	gf_graph *g;
+	int r, k;
+	gf_value p = kv("path", gf_value_str(path), "epochs", gf_value_int(1), "parts", gf_value_int((int64_t)parts), "part",
+	                gf_value_int(0), NULL);
+	if (gf_graph_create(&g) || gf_graph_add(g, "lmdb_reader", "reader", &p, 1, &r) ||
+	    gf_graph_add_desc(g, &rsink_desc, "sink", NULL, 1, &k) || gf_graph_connect(g, r, "samples", k, "in", NULL))
+		die("%s", gf_graph_error(g));
+	gf_value_free(&p);
+	gf_run_info info = { .rank = 0, .world = 1, .seed = 1 };
+	if (gf_graph_run(g, &info, GF_GRAPH_QUIET))
+		die("reader on %s: %s", path, gf_graph_error(g));
+	gf_graph_destroy(g);
+	printf("%llu %.0f %.0f %.0f\n", (unsigned long long)rsink_n, rsink_anon, rsink_file, rsink_hwm);
+	return 0;
+}
+
+/* child-open: what an open dataset handle holds (every user opens one:
+ * dataset info, the reader, g_step's labels); prints the growth of RssAnon
+ * and RssFile (KiB) across gf_dataset_open. */
+static int child_open(const char *path)
+{
+	double a0 = status_kb("RssAnon"), f0 = status_kb("RssFile");
+	gf_dataset *ds;
+	if (gf_dataset_open(path, &ds))
+		die("%s", gf_errmsg());
+	printf("%.0f %.0f\n", status_kb("RssAnon") - a0, status_kb("RssFile") - f0);
+	gf_dataset_close(ds);
+	return 0;
+}
+
+static void reader_rss(set *s, uint64_t want)
+{
+	double v[4];
+	child("child-reader", set_path(s), s->count / want + (s->count % want != 0), v, 4);
+	s->reader_records = (uint64_t)v[0];
+	s->anon_mb = v[1] / 1024.0;
+	s->hwm_mb = v[3] / 1024.0;
+}
+
 static void handle_rss(set *s)
 {
-	int fd[2];
-	if (pipe(fd))
-		die("pipe");
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(fd[0]);
-		double a0 = status_kb("RssAnon"), f0 = status_kb("RssFile");
-		gf_dataset *ds;
-		if (gf_dataset_open(set_path(s), &ds))
-			_exit(1);
-		double out[2] = { status_kb("RssAnon") - a0, status_kb("RssFile") - f0 };
-		if (write(fd[1], out, sizeof(out)) != (ssize_t)sizeof(out))
-			_exit(1);
-		_exit(0);
-	}
-	close(fd[1]);
-	double in[2];
-	ssize_t n = read(fd[0], in, sizeof(in));
-	close(fd[0]);
-	int st;
-	waitpid(pid, &st, 0);
-	if (n != (ssize_t)sizeof(in) || !WIFEXITED(st) || WEXITSTATUS(st))
-		die("opening %s in a child process failed", s->name);
-	s->handle_anon = in[0] / 1024.0;
-	s->handle_file = in[1] / 1024.0;
+	double v[2];
+	child("child-open", set_path(s), 0, v, 2);
+	s->handle_anon = v[0] / 1024.0;
+	s->handle_file = v[1] / 1024.0;
 }
 
 /* ---- per set ---- */
@@ -569,6 +583,10 @@ static int want_set(const set *s, const char *which)
 
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "child-reader"))
+		return child_reader(argv[2], strtoull(argv[3], NULL, 10));
+	if (argc == 4 && !strcmp(argv[1], "child-open"))
+		return child_open(argv[2]);
 	const char *which = "all", *skip = "";
 	int cold = 0;
 	unsigned long long small = 1;
