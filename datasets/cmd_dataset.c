@@ -6,7 +6,8 @@
  *   ganflow dataset stylegan SRC OUT [classes=N] [options]
  *   ganflow dataset paired SRC OUT [direction=AtoB|BtoA] [options]
  *   ganflow dataset edges2fashion [out=data/edges2fashion] [force=1]
- *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed=]
+ *   ganflow dataset synth OUT count=N [width= height= quality= classes= seed= order=shuffled|class
+ *                          encoding=jpeg|raw]
  *   ganflow dataset info PATH
  *   ganflow dataset verify PATH [workers=N]
  *   ganflow dataset export PATH DIR [limit=N] [format=auto|png|jpg]
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,7 +172,7 @@ static int fail(const char *sub, int rc)
 
 #define CONVERT_KEYS \
 	"encoding=raw|jpeg quality=1..100 subsamp=420|422|444 resize=N|WxH filter=area|bilinear channels=1|3 " \
-	"shard_records=N shard_bytes=N[K|M|G] workers=N force=1 limit=N"
+	"shard_records=N shard_bytes=N[K|M|G] workers=N force=1 limit=N shuffle=1|0 seed=N"
 
 /* Options shared by the converters. */
 static int convert_opts(args *a, gf_convert_opts *o)
@@ -226,7 +228,7 @@ static int convert_opts(args *a, gf_convert_opts *o)
 	if (int_opt(a, "quality", 0, 1, 100, &q) || int_opt(a, "channels", 0, 1, 3, &ch) ||
 	    int_opt(a, "workers", 0, 1, 64, &workers) || bool_opt(a, "force", 0, &force) ||
 	    num_opt(a, "shard_records", 0, &o->shard_records) || num_opt(a, "shard_bytes", 0, &o->shard_bytes) ||
-	    num_opt(a, "limit", 0, &limit))
+	    num_opt(a, "limit", 0, &limit) || bool_opt(a, "shuffle", 1, &o->shuffle) || num_opt(a, "seed", 1, &o->seed))
 		return -1;
 	if (ch == 2) {
 		gf_log(GF_LOG_ERROR, "dataset %s: channels=2: expected 1 or 3", a->sub);
@@ -380,30 +382,52 @@ static int cmd_paired(args *a)
 	return 0;
 }
 
+#define SYNTH_KEYS \
+	"count=N width=500 height=375 quality=90 classes=10 seed=1 order=shuffled|class (shuffle=1|0) encoding=jpeg|raw " \
+	"workers=N "                                                                                                     \
+	"force=1 shard_records=N shard_bytes=N"
+
 static int cmd_synth(args *a)
 {
 	gf_convert_opts o;
 	gf_convert_defaults(&o);
 	gf_synth_opts so = { .width = 500, .height = 375, .quality = 90, .classes = 10, .seed = 1 };
-	int cls, force, workers;
+	int cls, force, workers, shuffle;
+	const char *order = opt(a, "order", NULL), *enc = opt(a, "encoding", "jpeg"), *sh = opt(a, "shuffle", NULL);
 	if (num_opt(a, "count", 0, &so.count) || int_opt(a, "width", 500, 1, 65535, &so.width) ||
 	    int_opt(a, "height", 375, 1, 65535, &so.height) || int_opt(a, "quality", 90, 1, 100, &so.quality) ||
 	    int_opt(a, "classes", 10, 1, 100000, &cls) || num_opt(a, "seed", 1, &so.seed) ||
 	    int_opt(a, "workers", 0, 1, 64, &workers) || bool_opt(a, "force", 0, &force) ||
-	    num_opt(a, "shard_records", 0, &o.shard_records) || num_opt(a, "shard_bytes", 0, &o.shard_bytes))
+	    num_opt(a, "shard_records", 0, &o.shard_records) || num_opt(a, "shard_bytes", 0, &o.shard_bytes) ||
+	    bool_opt(a, "shuffle", 1, &shuffle))
 		return 2;
-	if (check_unused(a, "count=N width=500 height=375 quality=90 classes=10 seed=1 workers=N force=1 "
-	                    "shard_records=N shard_bytes=N"))
+	if (check_unused(a, SYNTH_KEYS))
 		return 2;
+	if (!order)
+		order = shuffle ? "shuffled" : "class";
+	if (strcmp(order, "shuffled") && strcmp(order, "class")) {
+		gf_log(GF_LOG_ERROR, "dataset synth: order=%s: expected shuffled (records in a seeded random order) or "
+		                     "class (class by class, as a folder import without shuffle)", order);
+		return 2;
+	}
+	if (sh && (strcmp(order, "shuffled") == 0) != shuffle) {
+		gf_log(GF_LOG_ERROR, "dataset synth: order=%s contradicts shuffle=%d", order, shuffle);
+		return 2;
+	}
+	if (strcmp(enc, "jpeg") && strcmp(enc, "raw")) {
+		gf_log(GF_LOG_ERROR, "dataset synth: encoding=%s: expected jpeg or raw", enc);
+		return 2;
+	}
 	if (a->npos != 1 || !so.count) {
-		fprintf(stderr, "usage: ganflow dataset synth OUT count=N [width=500 height=375 quality=90 classes=10 "
-		                "seed=1 workers=N shard_records=N shard_bytes=N force=1]\n");
+		fprintf(stderr, "usage: ganflow dataset synth OUT count=N [%s]\n", SYNTH_KEYS);
 		return 2;
 	}
 	so.classes = (uint32_t)cls;
 	o.workers = workers;
 	o.overwrite = force;
-	o.encoding = GF_ENC_JPEG;
+	o.encoding = strcmp(enc, "raw") ? GF_ENC_JPEG : GF_ENC_RAW;
+	o.shuffle = !strcmp(order, "shuffled");
+	o.seed = so.seed;
 	gf_convert_stats st;
 	int rc = gf_convert_synth(a->pos[0], &so, &o, &st);
 	if (rc)
@@ -495,6 +519,7 @@ static int cmd_fmnist(args *a)
 		o.overwrite = 1;
 		o.workers = workers;
 		o.what = splits[i].split;
+		o.shuffle = 0; /* the IDX files' own order (already mixed): the same bytes as ever */
 		gf_convert_stats st;
 		if ((rc = gf_convert_idx(files[2 * i], files[2 * i + 1], dir, &o, fmnist_classes, 10, &st))) {
 			rc = fail(a->sub, rc);
@@ -559,6 +584,7 @@ static int cmd_edges(args *a)
 			gf_convert_defaults(&o);
 			o.overwrite = 1;
 			o.what = splits[i].split;
+			o.shuffle = 0; /* Fashion-MNIST's own order, as the fashion-mnist dataset */
 			gf_convert_stats st;
 			if ((rc = gf_convert_edges(img, lab, dir, &o, fmnist_classes, 10, &st)))
 				rc = fail(a->sub, rc);
@@ -586,11 +612,16 @@ static int cmd_info(args *a)
 	if (rc)
 		return fail(a->sub, rc);
 	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	uint64_t disk = 0;
-	for (uint32_t i = 0; i < m->nshards; i++)
-		disk += gf_dataset_shard(ds, i)->file_size;
-	char b1[32], b2[32];
+	/* what the files take on disk (st_blocks): an LMDB file may be sparse,
+	 * its length the map size it was written with */
+	uint64_t disk = 0, length = 0;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		disk += gf_dataset_shard(ds, i)->disk_bytes;
+		length += gf_dataset_shard(ds, i)->file_size;
+	}
+	char b1[32], b2[32], b3[32];
 	human_bytes(b1, sizeof(b1), (double)disk);
+	human_bytes(b3, sizeof(b3), (double)length);
 	human_bytes(b2, sizeof(b2), (double)m->payload_bytes);
 	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	printf("dataset    %s\n", a->pos[0]);
@@ -600,7 +631,10 @@ static int cmd_info(args *a)
 	printf("records    %" PRIu64, m->count);
 	if (m->count != m->total)
 		printf(" (one shard of a dataset of %" PRIu64 ")", m->total);
-	printf(" in %u shard%s, %s on disk\n", m->nshards, m->nshards == 1 ? "" : "s", b1);
+	printf(" in %u shard%s, %s on disk", m->nshards, m->nshards == 1 ? "" : "s", b1);
+	if (length > disk + disk / 8 + (1u << 20))
+		printf(" (files %s long, sparse)", b3);
+	printf("\n");
 	printf("encodings ");
 	for (int e = 0; e < GF_ENC_COUNT; e++)
 		if (m->enc_count[e])
@@ -645,7 +679,7 @@ static int cmd_info(args *a)
 			snprintf(keys, sizeof(keys), "%" PRIu64 "..%" PRIu64, s->first, s->first + s->count - 1);
 		else
 			snprintf(keys, sizeof(keys), "-");
-		human_bytes(b1, sizeof(b1), (double)s->file_size);
+		human_bytes(b1, sizeof(b1), (double)s->disk_bytes);
 		printf("  %-12s %21s %10" PRIu64 " %11s\n", name ? name + 1 : s->path, keys, s->count, b1);
 	}
 	gf_dataset_close(ds);
@@ -660,7 +694,9 @@ typedef struct verify_ctx {
 	int workers;
 	const int32_t *label_of; /* (count) label from the meta index, -1 unlabelled */
 	atomic_uint_fast64_t done, bad, printed;
-	atomic_uint_fast64_t summed; /* records whose header says they carry a checksum */
+	atomic_uint_fast64_t next_chunk; /* chunks of VERIFY_CHUNK positions handed out */
+	atomic_uint_fast64_t summed;   /* records whose header says they carry a checksum */
+	atomic_uint_fast64_t unsummed; /* records whose header says they carry none */
 	int caffe;               /* Caffe Datums: no ganflow header */
 	atomic_int fatal;
 	char fatal_msg[512];
@@ -669,8 +705,32 @@ typedef struct verify_ctx {
 
 typedef struct verify_arg {
 	verify_ctx *v;
-	int index;
 } verify_arg;
+
+/* Positions a worker takes at a time: consecutive keys lie together in the
+ * files, so each worker reads its own stretch of them. */
+#define VERIFY_CHUNK 4096
+
+/* Lets go of the map pages of [lo, hi) in a shard once verified (they stay
+ * in the page cache): otherwise every worker, with a map of its own, would
+ * show the whole dataset resident by the end. */
+static void release_range(const gf_shard_info *si, uint64_t lo, uint64_t hi)
+{
+	uint64_t a = lo & ~(uint64_t)4095, b = (hi + 4095) & ~(uint64_t)4095;
+	if (si && b > a && b <= si->map_size)
+		madvise((void *)(si->map + a), (size_t)(b - a), MADV_DONTNEED);
+}
+
+/* The flags of a record's header (layout in <ganflow/dataset.h>), read
+ * from its first 24 bytes alone: a record whose payload was cut short
+ * still says what it was written with. -1 when there is no such header. */
+static int header_flags(const uint8_t *v, size_t len, uint32_t *flags)
+{
+	if (len < GF_RECORD_HEADER_SIZE || v[0] != 'G' || v[1] != 'F' || v[2] != GF_RECORD_VERSION)
+		return -1;
+	*flags = (uint32_t)v[18] | (uint32_t)v[19] << 8;
+	return 0;
+}
 
 static void *verify_worker(void *p)
 {
@@ -688,7 +748,17 @@ static void *verify_worker(void *p)
 		pthread_mutex_unlock(&v->lock);
 		goto out;
 	}
-	for (uint64_t pos = (uint64_t)va->index; pos < v->count; pos += (uint64_t)v->workers) {
+	uint64_t pos = 0, end = 0, lo = UINT64_MAX, hi = 0;
+	uint32_t shard = 0;
+	for (;; pos++) {
+		if (pos == end) { /* the next chunk; the pages of this one go */
+			release_range(gf_dataset_shard(ds, shard), lo, hi);
+			lo = UINT64_MAX, hi = 0;
+			pos = atomic_fetch_add(&v->next_chunk, 1) * VERIFY_CHUNK;
+			if (pos >= v->count || atomic_load(&v->fatal))
+				break;
+			end = pos + VERIFY_CHUNK < v->count ? pos + VERIFY_CHUNK : v->count;
+		}
 		gf_record r;
 		char why[600];
 		why[0] = '\0';
@@ -711,11 +781,20 @@ static void *verify_worker(void *p)
 			snprintf(why, sizeof(why), "%s", gf_errmsg());
 		}
 		/* whether it carries a checksum is its header's to say, also when
-		 * the record is bad for another reason (a label out of range) */
-		gf_record_header hh;
-		if (r.value && !v->caffe && gf_record_parse(r.value, r.value_len, &hh, NULL) == 0 &&
-		    (hh.flags & GF_RECORD_CRC32C))
-			atomic_fetch_add(&v->summed, 1);
+		 * the record is bad for another reason (a label out of range, a
+		 * payload cut short); a missing or empty record cannot say */
+		uint32_t flags;
+		if (r.value && !v->caffe && header_flags(r.value, r.value_len, &flags) == 0)
+			atomic_fetch_add((flags & GF_RECORD_CRC32C) ? &v->summed : &v->unsummed, 1);
+		if (r.value) {
+			if (r.shard != shard) {
+				release_range(gf_dataset_shard(ds, shard), lo, hi);
+				lo = UINT64_MAX, hi = 0;
+				shard = r.shard;
+			}
+			lo = r.offset < lo ? r.offset : lo;
+			hi = r.offset + r.value_len > hi ? r.offset + r.value_len : hi;
+		}
 		if (rc) {
 			atomic_fetch_add(&v->bad, 1);
 			if (atomic_fetch_add(&v->printed, 1) < 100)
@@ -755,9 +834,21 @@ static int cmd_verify(args *a)
 	}
 	for (uint64_t i = 0; i < m->count; i++)
 		label_of[i] = -1;
+	uint64_t most = 0;
 	for (uint32_t c = 0; c < m->nclasses; c++)
+		most = m->class_count[c] > most ? m->class_count[c] : most;
+	uint64_t *pos = malloc((most ? most : 1) * sizeof(uint64_t));
+	if (!pos) {
+		free(label_of);
+		gf_dataset_close(ds);
+		return fail(a->sub, -ENOMEM);
+	}
+	for (uint32_t c = 0; c < m->nclasses; c++) {
+		gf_dataset_class_positions(ds, c, pos);
 		for (uint64_t j = 0; j < m->class_count[c]; j++)
-			label_of[m->class_index[c][j]] = (int32_t)c;
+			label_of[pos[j]] = (int32_t)c;
+	}
+	free(pos);
 	v.label_of = label_of;
 	int caffe = gf_dataset_format_of(ds) == GF_FORMAT_CAFFE;
 	v.caffe = caffe;
@@ -769,7 +860,6 @@ static int cmd_verify(args *a)
 	double t0 = gf_now();
 	for (int i = 0; i < workers; i++) {
 		va[i].v = &v;
-		va[i].index = i;
 	}
 	int inline_from = workers;
 	for (int i = 0; i < workers; i++) {
@@ -802,12 +892,27 @@ static int cmd_verify(args *a)
 	uint64_t bad = atomic_load(&v.bad), done = atomic_load(&v.done);
 	if (bad > 100)
 		gf_log(GF_LOG_WARN, "... and %" PRIu64 " more bad records", bad - 100);
-	uint64_t summed = atomic_load(&v.summed);
-	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad,
-	       caffe            ? "none (Caffe Datum values carry none)"
-	       : summed == done ? "every record"
-	       : summed         ? "some records (the others have none)"
-	                        : "none (shards written before records carried a CRC-32C)");
+	/* a record that is missing or empty (or whose header is damaged) has
+	 * no header to say whether it carries a checksum: it counts either way */
+	uint64_t summed = atomic_load(&v.summed), unsummed = atomic_load(&v.unsummed);
+	uint64_t unknown = done - summed - unsummed;
+	char sums[256];
+	const char *with = unknown ? " with a readable header" : "";
+	if (caffe)
+		snprintf(sums, sizeof(sums), "none (Caffe Datum values carry none)");
+	else if (summed && unsummed)
+		snprintf(sums, sizeof(sums), "some records (%" PRIu64 " carry one, %" PRIu64 " none)", summed, unsummed);
+	else if (summed)
+		snprintf(sums, sizeof(sums), "every record%s", with);
+	else if (unsummed)
+		snprintf(sums, sizeof(sums), "none%s (shards written before records carried a CRC-32C)", with);
+	else
+		snprintf(sums, sizeof(sums), "unknown");
+	if (unknown && !caffe)
+		snprintf(sums + strlen(sums), sizeof(sums) - strlen(sums),
+		         " (%" PRIu64 " bad record%s without one: missing, empty or a damaged header)", unknown,
+		         unknown == 1 ? "" : "s");
+	printf("%s: %" PRIu64 " records verified, %" PRIu64 " bad; payload checksums: %s\n", a->pos[0], done, bad, sums);
 	return bad || done != v.count ? 1 : 0;
 }
 
@@ -939,7 +1044,7 @@ static void usage(FILE *f)
 	           "  stylegan SRC OUT [classes=N] [options]             a dataset_tool.py zip or folder (StyleGAN2-ADA, R3GAN)\n"
 	           "  paired SRC OUT [direction=AtoB|BtoA] [options]     pix2pix pairs: AB images, or A/ and B/ folders\n"
 	           "  edges2fashion [out=data/edges2fashion] [force=1]   (edge map, image) pairs from Fashion-MNIST\n"
-	           "  synth OUT count=N [width= height= quality= ...]    ImageNet-like JPEG benchmark data\n"
+	           "  synth OUT count=N [width= height= classes= ...]    ImageNet-like benchmark data (JPEG or raw)\n"
 	           "  info PATH                                          counts, classes, encodings, sizes\n"
 	           "  verify PATH [workers=N]                            decode every record, report bad ones\n"
 	           "  export PATH DIR [limit=N] [format=auto|png|jpg]    write images into DIR/<class>/\n\n"

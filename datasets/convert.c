@@ -4,8 +4,9 @@
  * one of them) claim items of the chunk with an atomic counter and turn
  * each into a record (header + payload in a per-item buffer that is kept
  * and grown across chunks); then the calling thread appends the chunk to
- * the dataset writer in index order. Outputs are therefore identical for
- * any worker count.
+ * the dataset writer in order. Output record k is input k, or with
+ * shuffle input gf_permute(k, n, seed). Outputs are therefore identical
+ * for any worker count.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <ganflow/err.h>
@@ -29,6 +31,8 @@ void gf_convert_defaults(gf_convert_opts *o)
 	o->encoding = GF_ENC_RAW;
 	o->subsamp = GF_SUBSAMP_420;
 	o->resize_mode = GF_RESIZE_AREA;
+	o->shuffle = 1;
+	o->seed = 1;
 }
 
 /* ---- engine ---- */
@@ -55,6 +59,9 @@ typedef void (*produce_fn)(void *ctx, uint64_t i, worker_state *ws, item *it);
 typedef struct engine {
 	produce_fn fn;
 	void *ctx;
+	uint64_t total;         /* inputs */
+	int shuffle;            /* record k is input gf_permute(k, total, seed) */
+	uint64_t seed;
 	uint64_t base, n;       /* current chunk */
 	atomic_uint_fast64_t next;
 	item *items;            /* (chunk) */
@@ -75,7 +82,8 @@ static void work_chunk(engine *e, worker_state *ws)
 		item *it = &e->items[j];
 		it->status = 0;
 		it->msg[0] = '\0';
-		e->fn(e->ctx, e->base + j, ws, it);
+		uint64_t k = e->base + j;
+		e->fn(e->ctx, e->shuffle ? gf_permute(k, e->total, e->seed) : k, ws, it);
 	}
 }
 
@@ -137,7 +145,7 @@ static int run_engine(const char *out, const gf_convert_opts *o, uint32_t nclass
 	gf_dataset_writer *w = NULL;
 	gf_writer_opts wo = { .shard_records = o->shard_records, .shard_bytes = o->shard_bytes, .nclasses = nclasses,
 	                      .class_names = names, .overwrite = o->overwrite };
-	engine e = { .fn = fn, .ctx = ctx };
+	engine e = { .fn = fn, .ctx = ctx, .total = n, .shuffle = o->shuffle, .seed = o->seed };
 	pthread_t th[64];
 	thread_arg args[64];
 	int started = 0;
@@ -680,23 +688,104 @@ typedef struct synth_ctx {
 	const gf_synth_opts *so;
 } synth_ctx;
 
+/* Input i: class by class, as a folder import (the classes' sizes differ
+ * by one at most). */
+static uint32_t synth_label(const gf_synth_opts *so, uint64_t i)
+{
+	return (uint32_t)((__uint128_t)i * so->classes / so->count);
+}
+
 static void synth_produce(void *p, uint64_t i, worker_state *ws, item *it)
 {
 	synth_ctx *x = p;
 	int w = x->so->width, h = x->so->height;
 	if ((it->status = grow_buf(&ws->pix, &ws->pix_cap, (size_t)w * h * 3)))
 		return;
-	uint32_t label = (uint32_t)(i % x->so->classes);
+	uint32_t label = synth_label(x->so, i);
 	gf_synth_image(ws->pix, w, h, x->so->seed, i, label);
 	gf_convert_opts o = *x->o;
-	o.encoding = GF_ENC_JPEG;
-	o.quality = x->so->quality;
+	if (o.encoding == GF_ENC_JPEG)
+		o.quality = x->so->quality;
 	o.channels = 3;
 	emit_pixels(&o, ws, ws->pix, w, h, 3, (int32_t)label, it);
 }
 
+/* Bytes a record of value length len takes in an LMDB shard, about: a
+ * value over half a page goes to whole overflow pages (and a node in a
+ * leaf), a smaller one shares a leaf page with its neighbours (node
+ * header, 8-byte key, its index slot). */
+static double record_disk_bytes(double len)
+{
+	if (len > 2000)
+		return 4096.0 * (double)(uint64_t)((len + 16 + 4095) / 4096) + 26;
+	return len + 20;
+}
+
+static void human(char *buf, size_t n, double b)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	int i = 0;
+	while (b >= 1024 && i < 6)
+		b /= 1024, i++;
+	snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+/* Refuses a synthetic set the file system under out cannot hold: the
+ * mean size of a few records rendered across the index range, times the
+ * count, against the space free to this user (statvfs f_bavail). */
+static int synth_check_space(const char *out, const gf_synth_opts *so, const gf_convert_opts *o)
+{
+	synth_ctx x = { .o = o, .so = so };
+	worker_state ws = { 0 };
+	item it = { 0 };
+	int rc = gf_decoder_create(&ws.dec), k = 0;
+	double bytes = 0;
+	const int samples = so->count < 16 ? (int)so->count : 16;
+	for (; !rc && k < samples; k++) {
+		synth_produce(&x, (uint64_t)((__uint128_t)so->count * (uint64_t)k / (uint64_t)samples), &ws, &it);
+		if ((rc = it.status))
+			break;
+		bytes += record_disk_bytes(GF_RECORD_HEADER_SIZE + (double)it.h.payload + 4);
+	}
+	gf_decoder_destroy(ws.dec);
+	free(ws.pix);
+	free(ws.pix2);
+	free(it.buf);
+	if (rc < 0)
+		return rc;
+	/* the first directory that exists on the way to out */
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", out);
+	struct statvfs vfs;
+	int ok = 0;
+	while (!ok) {
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else
+			slash[slash == dir] = '\0'; /* "/x" -> "/" */
+		ok = statvfs(dir, &vfs) == 0;
+		if (!slash || !strcmp(dir, "/"))
+			break;
+	}
+	double per = k ? bytes / k * 1.1 : 0, need = per * (double)so->count + (16u << 20);
+	double avail = ok ? (double)vfs.f_bavail * (double)vfs.f_frsize : 0;
+	if (ok && need > avail) {
+		char b1[32], b2[32], b3[32];
+		human(b1, sizeof(b1), need);
+		human(b2, sizeof(b2), per);
+		human(b3, sizeof(b3), avail);
+		return gf_seterr(GF_EPARAM,
+		                 "synth: %s needs about %s (%llu records of about %s on disk, from %d rendered ones) but "
+		                 "%s has %s free; lower count= or make room",
+		                 out, b1, (unsigned long long)so->count, b2, k, dir, b3);
+	}
+	return 0;
+}
+
 int gf_convert_synth(const char *out, const gf_synth_opts *so, const gf_convert_opts *o, gf_convert_stats *st)
 {
+	memset(st, 0, sizeof(*st));
 	if (so->width <= 0 || so->height <= 0 || (uint32_t)so->width > GF_RECORD_MAX_DIM ||
 	    (uint32_t)so->height > GF_RECORD_MAX_DIM)
 		return gf_seterr(GF_EPARAM, "synth: bad size %dx%d", so->width, so->height);
@@ -704,6 +793,9 @@ int gf_convert_synth(const char *out, const gf_synth_opts *so, const gf_convert_
 		return gf_seterr(GF_EPARAM, "synth: quality %d outside 1..100", so->quality);
 	if (so->classes == 0 || so->classes > 100000)
 		return gf_seterr(GF_EPARAM, "synth: classes must be 1..100000, not %u", so->classes);
+	int rc = synth_check_space(out, so, o);
+	if (rc)
+		return rc;
 	synth_ctx x = { .o = o, .so = so };
 	return run_engine(out, o, so->classes, NULL, so->count, synth_produce, &x, st);
 }

@@ -4,9 +4,12 @@
  * public API (<ganflow/dataset.h>, <ganflow/decode.h>).
  *
  * Every converter runs the same engine: records are produced in chunks by
- * `workers` threads (decode, resize, encode), then appended in index order
- * by one writer, with a progress bar. Inputs that cannot be read as images
- * are skipped with a warning naming the file and counted.
+ * `workers` threads (decode, resize, encode), then appended in order by one
+ * writer, with a progress bar. The order is a seeded random permutation of
+ * the inputs (shuffle, the default, as convert_imageset --shuffle: a
+ * dataset then reads class-mixed even in key order), or the inputs' own
+ * (shuffle = 0). Inputs that cannot be read as images are skipped with a
+ * warning naming the file and counted.
  */
 #ifndef GANFLOW_CONVERT_H
 #define GANFLOW_CONVERT_H
@@ -28,12 +31,17 @@ typedef struct gf_convert_opts {
 	uint64_t shard_bytes;
 	int workers;             /* threads; 0: number of CPUs */
 	int overwrite;           /* replace an existing output */
-	uint64_t limit;          /* convert at most this many inputs (0: all) */
+	uint64_t limit;          /* convert at most this many inputs (0: all); the
+	                            first ones in the source's order */
+	int shuffle;             /* write the inputs in the order gf_permute(i, n,
+	                            seed) (default 1); 0: the source's order */
+	uint64_t seed;           /* of that order (default 1) */
 	const char *what;        /* progress bar label (NULL: the output path) */
 	int quiet;               /* no progress bar, no summary */
 } gf_convert_opts;
 
-/* Defaults: raw, quality 0, 4:2:0, area resize, everything else 0. */
+/* Defaults: raw, quality 0, 4:2:0, area resize, shuffle with seed 1,
+ * everything else 0. */
 void gf_convert_defaults(gf_convert_opts *o);
 
 /* Summary of a conversion. */
@@ -58,7 +66,8 @@ int gf_convert_idx(const char *images, const char *labels, const char *out, cons
 
 /* An image-folder tree: one sub-folder per class (sorted by name, byte
  * order, as torchvision's ImageFolder), images found recursively inside
- * (.jpg .jpeg .png, any case; sorted paths). */
+ * (.jpg .jpeg .png, any case; sorted paths: the source's order, class by
+ * class). */
 int gf_convert_folder(const char *dir, const char *out, const gf_convert_opts *o, gf_convert_stats *st);
 
 /* Image files from any source, converted as the folder importer converts
@@ -133,8 +142,13 @@ typedef struct gf_synth_opts {
 } gf_synth_opts;
 
 /* ImageNet-like benchmark data: photo-like JPEGs (smooth gradients,
- * multi-scale noise, shapes, fine texture; ~100 KB at 500 x 375, q 90),
- * label = index % classes. Deterministic in seed. */
+ * multi-scale noise, shapes, fine texture; ~100 KB at 500 x 375, q 90,
+ * ~3 KB at 64 x 64), or raw pixels with o->encoding = GF_ENC_RAW. The
+ * source's order is class by class (input i has label i * classes /
+ * count, as a folder import), written shuffled unless o->shuffle is 0.
+ * Deterministic in seed. Refuses (GF_EPARAM, with the figures) a set the
+ * free space of OUT's file system cannot hold, estimated from a few
+ * rendered records before anything is written. */
 int gf_convert_synth(const char *out, const gf_synth_opts *so, const gf_convert_opts *o, gf_convert_stats *st);
 
 /* Renders synthetic image i (u8 HWC RGB, w x h) into pix. */
@@ -170,12 +184,14 @@ int gf_idx_parse(const char *path, const uint8_t *b, size_t len, int ndim, uint3
  * matched by file name without its extension (A/12.png with B/12.jpg).
  * btoa swaps the halves (direction = BtoA: B is the network's input). The
  * converter options apply per half (resize = the size of A and of B).
- * Records keep the source's order (sorted file names). Returns 0 or an
+ * Records in a seeded random order (o->shuffle), else in the order of the
+ * names (sorted file names). Returns 0 or an
  * error naming the file at fault; no pair at all is GF_ENOTFOUND. */
 int gf_convert_paired(const char *src, const char *out, const gf_convert_opts *o, int btoa, gf_convert_stats *st);
 
 /* (edge map, image) pairs from IDX images (Fashion-MNIST): A is the edge
- * map of the image (gf_edge_map), B the image; labels kept. */
+ * map of the image (gf_edge_map), B the image; labels kept; in the IDX
+ * order, or shuffled with o->shuffle. */
 int gf_convert_edges(const char *images, const char *labels, const char *out, const gf_convert_opts *o,
                      const char *const *class_names, uint32_t nclasses, gf_convert_stats *st);
 

@@ -10,7 +10,9 @@
  *
  * The converters run serially: the pix2pix datasets are small (facades 400
  * pairs, edges2fashion 70,000 images of 28 x 28) and a pair's checks (both
- * halves readable, same size) name the files at fault as they go.
+ * halves readable, same size) name the files at fault as they go. Pairs
+ * are written in a seeded random order (shuffle, the default) or in the
+ * order of their names (shuffle = 0); edges2fashion keeps Fashion-MNIST's.
  */
 #include <errno.h>
 #include <math.h>
@@ -283,8 +285,12 @@ static int convert_ab_folders(pair_writer *pw, const char *src, int btoa, double
 			rc = gf_seterr(GF_EPARAM, "%s holds both %s and %s: which one pairs with the other folder's file is "
 			                          "ambiguous", inb ? db : da, v[j - 1], v[j]);
 	}
-	/* both lists are sorted by full name; walk them in stem order */
-	size_t total = ca > cb ? ca : cb, i = 0, j = 0, done = 0;
+	/* both lists are sorted by full name; walk them in stem order: the
+	 * pairs (i of A, j of B), and the files without a partner */
+	size_t i = 0, j = 0, npairs = 0;
+	size_t (*pairs)[2] = rc ? NULL : malloc((ca < cb ? ca + 1 : cb + 1) * sizeof(*pairs));
+	if (!rc && !pairs)
+		rc = -ENOMEM;
 	while (!rc && (i < ca || j < cb)) {
 		int c = i >= ca ? 1 : j >= cb ? -1 : stem_cmp(na[i], nb[j]);
 		if (c) {
@@ -297,6 +303,13 @@ static int convert_ab_folders(pair_writer *pw, const char *src, int btoa, double
 				j++;
 			continue;
 		}
+		pairs[npairs][0] = i++;
+		pairs[npairs++][1] = j++;
+	}
+	for (size_t k = 0; !rc && k < npairs; k++) {
+		size_t q = o->shuffle ? (size_t)gf_permute(k, npairs, o->seed) : k;
+		i = pairs[q][0];
+		j = pairs[q][1];
 		int wa, ha, cha, wb, hb, chb;
 		rc = load_image(pw->dec, da, na[i], o->channels, &pa, &capa, &wa, &ha, &cha);
 		if (!rc)
@@ -316,10 +329,10 @@ static int convert_ab_folders(pair_writer *pw, const char *src, int btoa, double
 			if (!rc)
 				rc = add_pair(pw, pa, (size_t)wa * cha, pb, (size_t)wb * chb, wa, ha, cha, -1);
 		}
-		i++, j++;
-		if (!o->quiet && (++done % 64 == 0 || (i >= ca && j >= cb)))
-			gf_progress_bar(o->what ? o->what : "paired", done, total, t0);
+		if (!o->quiet && ((k + 1) % 64 == 0 || k + 1 == npairs))
+			gf_progress_bar(o->what ? o->what : "paired", k + 1, npairs, t0);
 	}
+	free(pairs);
 	if (!rc && !pw->st->records)
 		rc = gf_seterr(GF_ENOTFOUND, "%s and %s: no pair of images with the same name", da, db);
 	free(pa);
@@ -345,7 +358,8 @@ static int convert_ab_images(pair_writer *pw, const char *src, int btoa, double 
 		rc = gf_seterr(GF_ENOTFOUND, "%s: no .jpg, .jpeg or .png files (AB images), and no A/ and B/ folders", src);
 	if (!rc && o->limit && o->limit < n)
 		n = o->limit;
-	for (size_t i = 0; !rc && i < n; i++) {
+	for (size_t k = 0; !rc && k < n; k++) {
+		size_t i = o->shuffle ? (size_t)gf_permute(k, n, o->seed) : k;
 		int w, h, c;
 		rc = load_image(pw->dec, src, names[i], o->channels, &pix, &cap, &w, &h, &c);
 		if (rc == GF_ECORRUPT || (rc < 0 && rc != -ENOMEM)) {
@@ -362,8 +376,8 @@ static int convert_ab_images(pair_writer *pw, const char *src, int btoa, double 
 			rc = btoa ? add_pair(pw, right, stride, left, stride, w / 2, h, c, -1)
 			          : add_pair(pw, left, stride, right, stride, w / 2, h, c, -1);
 		}
-		if (!o->quiet && ((i + 1) % 64 == 0 || i + 1 == n))
-			gf_progress_bar(o->what ? o->what : "paired", i + 1, n, t0);
+		if (!o->quiet && ((k + 1) % 64 == 0 || k + 1 == n))
+			gf_progress_bar(o->what ? o->what : "paired", k + 1, n, t0);
 	}
 	free(pix);
 	free_list(names, n);
@@ -443,7 +457,8 @@ int gf_convert_edges(const char *images, const char *labels, const char *out, co
 		goto out;
 	}
 	rc = writer_open(&pw, out, o, nclasses, class_names, st);
-	for (uint64_t i = 0; i < n && !rc; i++) {
+	for (uint64_t k = 0; k < n && !rc; k++) {
+		uint64_t i = o->shuffle ? gf_permute(k, n, o->seed) : k;
 		const uint8_t *img = ib + 16 + i * plane, *a = edges, *b = img;
 		gf_edge_map(edges, img, w, h, EDGE_THRESHOLD);
 		if (c == 3) {
@@ -455,8 +470,8 @@ int gf_convert_edges(const char *images, const char *labels, const char *out, co
 			b = b3;
 		}
 		rc = add_pair(&pw, a, (size_t)w * c, b, (size_t)w * c, w, h, c, labs[i]);
-		if (!o->quiet && ((i + 1) % 1024 == 0 || i + 1 == n))
-			gf_progress_bar(o->what ? o->what : out, i + 1, n, t0);
+		if (!o->quiet && ((k + 1) % 1024 == 0 || k + 1 == n))
+			gf_progress_bar(o->what ? o->what : out, k + 1, n, t0);
 	}
 	if (rc && !o->quiet)
 		gf_progress_done(NULL);

@@ -9,10 +9,13 @@
 -- on 8 GPUs in the paper (here per process: `batch`).
 --
 -- This is the pipeline a GPU user starts from (backend=cuda precision=bf16);
--- on a CPU it runs a few steps to prove the path (ch=8 batch=4 steps=2):
+-- on a CPU it runs a few steps to prove the path (ch=8 batch=4 steps=2), also
+-- on an ImageNet-sized set (1,281,167 records, 1000 classes, 64x64: 5 GiB):
 --
 --   ./build/ganflow dataset synth data/synth count=64 classes=4
 --   ./build/ganflow run pipelines/biggan_imagenet.lua data=data/synth ch=8 batch=4 steps=2
+--   ./build/ganflow dataset synth data/in64 count=1281167 classes=1000 width=64 height=64
+--   ./build/ganflow run pipelines/biggan_imagenet.lua data=data/in64 ch=8 batch=4 steps=20
 --   ./build/ganflow run pipelines/biggan_imagenet.lua data=data/imagenet/train backend=cuda precision=bf16
 local gf = require "ganflow"
 local gan = require "gan"
@@ -48,7 +51,11 @@ local D = biggan.D { size = 128, ch = opt.ch, channels = 3, classes = info.class
                      augment = opt.augment ~= "" and opt.augment or nil }
 
 local real = gan.data { path = opt.data, size = 128, channels = 3, batch = opt.batch, decoders = opt.decoders }
-local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = math.min(info.classes, 8) }
+-- the grid: a row per class for the first 8 classes, 4 images each, in one
+-- batch through G (a row for each of ImageNet's 1000 classes was 8000
+-- images, 560 GB on a CPU; the attention maps at 64x64 take 67 MB an image)
+local out = gan.outputs { G = G, samples = opt.samples, log = opt.log, cols = math.min(info.classes, 4),
+                          rows = math.min(info.classes, 8) }
 local d = gf.stage "d_step" { name = "d", net = D, opt = gf.adam { lr = opt.lr_d, betas = { 0.0, 0.999 } },
                               loss = "hinge", d_steps = opt.n_dis, max_batch = opt.batch, precision = opt.precision }
 local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = opt.batch,

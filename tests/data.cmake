@@ -10,7 +10,7 @@ gf_add_test(test_shard
   TIMEOUT 120)
 gf_add_test(test_convert
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_convert.c
-  LIBS ganflow_convert ZLIB::ZLIB
+  LIBS ganflow_convert ZLIB::ZLIB PkgConfig::LMDB
   LABELS data
   TIMEOUT 300)
 gf_add_test(test_paired

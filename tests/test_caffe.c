@@ -112,8 +112,13 @@ static void test_open(void **st)
 	}
 	for (int c = 0; c < 4; c++) {
 		assert_int_equal(m->class_count[c], cls[c]);
-		for (uint64_t j = 0; j < m->class_count[c]; j++) /* positions of the class, ascending */
-			assert_int_equal(man[m->class_index[c][j]].label, c);
+		uint64_t pos[N + 1];
+		assert_int_equal(gf_dataset_class_positions(ds, (uint32_t)c, pos), 0);
+		for (uint64_t j = 0; j < m->class_count[c]; j++) { /* positions of the class, ascending */
+			assert_int_equal(man[pos[j]].label, c);
+			if (j)
+				assert_true(pos[j] > pos[j - 1]);
+		}
 	}
 	assert_int_equal(m->enc_count[GF_ENC_RAW], kinds[0]);
 	assert_int_equal(m->enc_count[GF_ENC_BGR], kinds[1]);

@@ -3,8 +3,11 @@
  * (skipped without it), image folders (JPEG kept as is, PNG lossless,
  * unreadable files skipped), shard splitting, the ImageNet-like generator,
  * and the `ganflow dataset` command (info, verify finding a bad record by
- * key, export, fashion-mnist's errors and idempotence).
+ * key, export, fashion-mnist's errors and idempotence; verify's account of
+ * checksums with missing, empty and truncated records, info's size of a
+ * sparse LMDB, synth refusing what the disk cannot hold).
  */
+#include <lmdb.h>
 #include <zlib.h>
 
 #include "test_shard_util.h"
@@ -85,6 +88,8 @@ static void test_idx_raw(void **st)
 		o.quiet = 1;
 		o.shard_records = 20;
 		o.workers = 3;
+		o.shuffle = gz; /* the gzip pass writes in a seeded random order, the other in the source's */
+		o.seed = 7;
 		const char *names[4] = { "w", "x", "y", "z" };
 		gf_convert_stats s;
 		assert_int_equal(gf_convert_idx(im, lb, out, &o, names, 4, &s), 0);
@@ -96,16 +101,31 @@ static void test_idx_raw(void **st)
 		assert_int_equal(m->count, IN);
 		assert_int_equal(m->nclasses, 4);
 		assert_string_equal(m->class_names[2], "y");
+		uint64_t fixed = 0;
 		for (uint64_t k = 0; k < IN; k++) {
 			gf_record r;
+			uint64_t src = gz ? gf_permute(k, IN, 7) : k; /* record k holds input src */
+			fixed += src == k;
 			assert_int_equal(gf_dataset_get(ds, k, &r), 0);
 			assert_int_equal(r.h.encoding, GF_ENC_RAW);
 			assert_int_equal(r.h.height, IR);
 			assert_int_equal(r.h.width, IC);
 			assert_int_equal(r.h.channels, 1);
-			assert_int_equal(r.h.label, (int32_t)(k % 4));
+			assert_int_equal(r.h.label, (int32_t)(src % 4));
 			for (int p = 0; p < IR * IC; p++)
-				assert_int_equal(r.payload[p], idx_px((int)k, p)); /* bit-exact */
+				assert_int_equal(r.payload[p], idx_px((int)src, p)); /* bit-exact */
+		}
+		if (gz)
+			assert_true(fixed < IN / 4);
+		/* the meta index names exactly the records of each class, whatever the order */
+		for (uint32_t c = 0; c < 4; c++) {
+			uint64_t pos[IN];
+			assert_int_equal(gf_dataset_class_positions(ds, c, pos), 0);
+			for (uint64_t j = 0; j < m->class_count[c]; j++) {
+				gf_record r;
+				assert_int_equal(gf_dataset_get(ds, pos[j], &r), 0);
+				assert_int_equal(r.h.label, (int32_t)c);
+			}
 		}
 		gf_dataset_close(ds);
 		free(im);
@@ -185,7 +205,8 @@ static void test_fmnist_subset(void **st)
 	for (uint64_t k = 0; k < 500; k++) {
 		gf_record r, j;
 		assert_int_equal(gf_dataset_get(dr, k, &r), 0);
-		assert_memory_equal(r.payload, ib + 16 + k * 784, 784); /* raw: bit-exact */
+		uint64_t src = gf_permute(k, 500, o.seed); /* the first 500, shuffled */
+		assert_memory_equal(r.payload, ib + 16 + src * 784, 784); /* raw: bit-exact */
 		assert_int_equal(gf_dataset_get(dj, k, &j), 0);
 		assert_int_equal(j.h.label, r.h.label);
 		const uint8_t *px;
@@ -264,6 +285,7 @@ static void test_folder(void **st)
 	gf_convert_defaults(&o);
 	o.quiet = 1;
 	o.workers = 2;
+	o.shuffle = 0; /* the source's order: sorted paths, class by class */
 	gf_convert_stats s;
 	assert_int_equal(gf_convert_folder(root, out, &o, &s), 0);
 	assert_int_equal(s.records, 6);
@@ -290,6 +312,39 @@ static void test_folder(void **st)
 	smooth_image(pix, 16, 12, 1, 20);
 	assert_memory_equal(r.payload, pix, 16 * 12);
 	assert_int_equal(r.h.label, 1);
+
+	/* shuffled (the default): the same records in the order gf_permute of
+	 * the 7 inputs, input 0 (broken.jpg) skipped; the meta index exact */
+	char *shuf = path_fmt("%s/folder-shuffled", dir);
+	o.shuffle = 1;
+	assert_int_equal(gf_convert_folder(root, shuf, &o, &s), 0);
+	assert_int_equal(s.records, 6);
+	gf_dataset *dsh;
+	assert_int_equal(gf_dataset_open(shuf, &dsh), 0);
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < 7; i++) {
+		uint64_t src = gf_permute(i, 7, o.seed);
+		if (src == 0)
+			continue;
+		gf_record a, b;
+		assert_int_equal(gf_dataset_get(dsh, k++, &a), 0);
+		assert_int_equal(gf_dataset_get(ds, src - 1, &b), 0);
+		assert_int_equal(a.h.label, b.h.label);
+		assert_int_equal(a.value_len, b.value_len);
+		assert_memory_equal(a.value, b.value, a.value_len);
+	}
+	for (uint32_t c = 0; c < 2; c++) {
+		uint64_t pos[3];
+		assert_int_equal(gf_dataset_metadata(dsh)->class_count[c], 3);
+		assert_int_equal(gf_dataset_class_positions(dsh, c, pos), 0);
+		for (int j = 0; j < 3; j++) {
+			assert_int_equal(gf_dataset_get(dsh, pos[j], &r), 0);
+			assert_int_equal(r.h.label, (int32_t)c);
+		}
+	}
+	gf_dataset_close(dsh);
+	free(shuf);
+	o.shuffle = 0;
 	gf_dataset_close(ds);
 	free(out);
 
@@ -350,6 +405,7 @@ static void test_synth(void **st)
 	o.quiet = 1;
 	o.workers = 2;
 	o.shard_records = 5;
+	o.encoding = GF_ENC_JPEG;
 	gf_convert_stats s;
 	assert_int_equal(gf_convert_synth(a, &so, &o, &s), 0);
 	o.workers = 1;
@@ -370,12 +426,44 @@ static void test_synth(void **st)
 		gf_record ra, rb;
 		assert_int_equal(gf_dataset_get(da, k, &ra), 0);
 		assert_int_equal(gf_dataset_get(db, k, &rb), 0);
-		assert_int_equal(ra.h.label, (int32_t)(k % 5));
+		/* the inputs are class by class (i * 5 / 12), written shuffled */
+		assert_int_equal(ra.h.label, (int32_t)(gf_permute(k, 12, o.seed) * 5 / 12));
 		assert_int_equal(ra.value_len, rb.value_len); /* same seed, same bytes, any worker count */
 		assert_memory_equal(ra.value, rb.value, ra.value_len);
 	}
 	gf_dataset_close(da);
 	gf_dataset_close(db);
+	/* raw, in class order (shuffle = 0): labels ascending, classes of 2 or 3 */
+	char *c = path_fmt("%s/synth-class", dir);
+	so = (gf_synth_opts){ .count = 12, .width = 8, .height = 4, .quality = 90, .classes = 5, .seed = 3 };
+	o.encoding = GF_ENC_RAW;
+	o.shuffle = 0;
+	assert_int_equal(gf_convert_synth(c, &so, &o, &s), 0);
+	assert_int_equal(gf_dataset_open(c, &da), 0);
+	m = gf_dataset_metadata(da);
+	assert_int_equal(m->enc_count[GF_ENC_RAW], 12);
+	for (uint64_t k = 0; k < 12; k++) {
+		gf_record r;
+		assert_int_equal(gf_dataset_get(da, k, &r), 0);
+		assert_int_equal(r.h.label, (int32_t)(k * 5 / 12));
+		assert_int_equal(r.h.payload, 8 * 4 * 3);
+	}
+	gf_dataset_close(da);
+	/* a set the disk cannot hold is refused before anything is written,
+	 * with the figures */
+	char *huge = path_fmt("%s/synth-huge", dir), *tmp = path_fmt("%s/synth-huge.tmp", dir);
+	so.count = 1000000000000ull;
+	so.width = so.height = 64;
+	o.encoding = GF_ENC_JPEG;
+	assert_int_equal(gf_convert_synth(huge, &so, &o, &s), GF_EPARAM);
+	if (!strstr(gf_errmsg(), "needs about") || !strstr(gf_errmsg(), "1000000000000 records") ||
+	    !strstr(gf_errmsg(), "free"))
+		fail_msg("synth of 10^12 records: %s", gf_errmsg());
+	assert_int_not_equal(access(huge, F_OK), 0);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+	free(huge);
+	free(tmp);
+	free(c);
 	free(a);
 	free(b);
 }
@@ -459,8 +547,25 @@ static void test_command(void **st)
 		fail_msg("verify printed:\n%s", txt);
 	free(txt);
 	free(bl);
-	/* export writes class folders */
-	char *ex = path_fmt("%s/export", dir), *one = path_fmt("%s/export/1/00000001.jpg", dir);
+	/* synth order=class: records class by class; order and shuffle must agree */
+	char *oc = path_fmt("%s/cmd-class", dir);
+	assert_int_equal(run_cmd("%s dataset synth %s count=6 classes=3 width=8 height=8 order=class >%s 2>&1", g, oc, log),
+	                 0);
+	assert_int_equal(gf_dataset_open(oc, &d), 0);
+	for (uint64_t k = 0; k < 6; k++) {
+		assert_int_equal(gf_dataset_get(d, k, &r), 0);
+		assert_int_equal(r.h.label, (int32_t)(k / 2));
+	}
+	gf_dataset_close(d);
+	assert_int_equal(run_cmd("%s dataset synth %s count=6 order=class shuffle=1 force=1 >%s 2>&1", g, oc, log), 2);
+	txt = slurp(log);
+	assert_non_null(strstr(txt, "order=class contradicts shuffle=1"));
+	free(txt);
+	free(oc);
+	/* export writes class folders: key 1 is input gf_permute(1, 30, seed 1) of
+	 * the 30 inputs in class order (10 a class) */
+	char *ex = path_fmt("%s/export", dir),
+	     *one = path_fmt("%s/export/%d/00000001.jpg", dir, (int)(gf_permute(1, 30, 1) * 3 / 30));
 	assert_int_equal(run_cmd("%s dataset export %s %s >%s 2>&1", g, ds, ex, log), 0);
 	assert_int_equal(access(one, R_OK), 0);
 	/* usage and option errors */
@@ -483,6 +588,98 @@ static void test_command(void **st)
 	free(ex);
 	free(one);
 	free(fm);
+	free(ds);
+	free(log);
+}
+
+/* verify tells the truth about checksums when records are missing, empty
+ * or cut short (every record was written with one: the truncated one's
+ * header still says so, the others cannot say); info reports what the
+ * files take on disk, not the length of a sparse file; synth refuses a
+ * set the disk cannot hold before writing anything. */
+static void test_verify_info(void **st)
+{
+	(void)st;
+	const char *g = ganflow_bin();
+	if (access(g, X_OK))
+		skip();
+	char *ds = path_fmt("%s/vi-ds", dir), *log = path_fmt("%s/vi.log", dir), *txt;
+	gf_writer_opts wo = { .nclasses = 2, .overwrite = 1 };
+	gf_dataset_writer *w;
+	assert_int_equal(gf_dataset_writer_open(ds, &wo, &w), 0);
+	uint8_t px[4 * 4 * 3], value[GF_RECORD_HEADER_SIZE + sizeof(px) + 4];
+	for (int k = 0; k < 8; k++) {
+		memset(px, k * 20, sizeof(px));
+		gf_record_header h = { .label = k % 2, .encoding = GF_ENC_RAW, .height = 4, .width = 4, .channels = 3,
+		                       .payload = sizeof(px) };
+		assert_int_equal(gf_dataset_writer_add(w, &h, px), 0);
+	}
+	/* key 8: record 0's value cut short; key 9: an empty value */
+	gf_dataset_writer_finish(w);
+	gf_dataset *d;
+	gf_record r;
+	assert_int_equal(gf_dataset_open(ds, &d), 0);
+	assert_int_equal(gf_dataset_get(d, 0, &r), 0);
+	memcpy(value, r.value, r.value_len);
+	gf_dataset_close(d);
+	assert_int_equal(gf_dataset_writer_open(ds, &wo, &w), 0);
+	for (int k = 0; k < 8; k++) {
+		memset(px, k * 20, sizeof(px));
+		gf_record_header h = { .label = k % 2, .encoding = GF_ENC_RAW, .height = 4, .width = 4, .channels = 3,
+		                       .payload = sizeof(px) };
+		assert_int_equal(gf_dataset_writer_add(w, &h, px), 0);
+	}
+	assert_int_equal(gf_dataset_writer_add_value(w, 0, value, sizeof(value) - 10), 0);
+	assert_int_equal(gf_dataset_writer_add_value(w, 1, value, 0), 0);
+	assert_int_equal(gf_dataset_writer_finish(w), 0);
+	/* key 3 deleted from the shard: missing */
+	char *shard = path_fmt("%s/shard-00000", ds);
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint8_t kb[8] = { 0, 0, 0, 0, 0, 0, 0, 3 };
+	MDB_val k = { 8, kb };
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_open(env, shard, 0, 0644), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+	assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_int_equal(run_cmd("%s dataset verify %s >%s 2>&1", g, ds, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "10 records verified, 3 bad") ||
+	    !strstr(txt, "payload checksums: every record with a readable header (2 bad records without one") ||
+	    strstr(txt, "the others have none"))
+		fail_msg("verify printed:\n%s", txt);
+	free(txt);
+
+	/* a sparse data.mdb 16 GiB long: info says what it takes */
+	char *mdb = path_fmt("%s/data.mdb", shard);
+	struct stat sb;
+	assert_int_equal(stat(mdb, &sb), 0);
+	assert_int_equal(truncate(mdb, 16ll << 30), 0);
+	assert_int_equal(run_cmd("%s dataset info %s >%s 2>&1", g, ds, log), 0);
+	txt = slurp(log);
+	char want[128];
+	snprintf(want, sizeof(want), "%.1f KiB on disk (files 16.0 GiB long, sparse)", (double)sb.st_blocks * 512 / 1024);
+	if (!strstr(txt, want) || strstr(txt, "16.0 GiB on disk"))
+		fail_msg("info printed (wanted '%s'):\n%s", want, txt);
+	free(txt);
+
+	/* synth of 10^12 records: refused with the figures, nothing written */
+	char *huge = path_fmt("%s/vi-huge", dir), *tmp = path_fmt("%s/vi-huge.tmp", dir);
+	assert_int_equal(run_cmd("%s dataset synth %s count=1000000000000 width=64 height=64 >%s 2>&1", g, huge, log), 1);
+	txt = slurp(log);
+	if (!strstr(txt, "needs about") || !strstr(txt, "free") || strstr(txt, "ETA"))
+		fail_msg("synth printed:\n%s", txt);
+	assert_int_not_equal(access(huge, F_OK), 0);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+	free(txt);
+	free(huge);
+	free(tmp);
+	free(mdb);
+	free(shard);
 	free(ds);
 	free(log);
 }
@@ -524,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_folder),
 		cmocka_unit_test(test_synth),
 		cmocka_unit_test(test_command),
+		cmocka_unit_test(test_verify_info),
 		cmocka_unit_test(test_fmnist_command),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

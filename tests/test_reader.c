@@ -288,26 +288,38 @@ static void test_stream_index(void **st)
 static void test_stream_resume(void **st)
 {
 	(void)st;
-	gf_stream_opts o = { .order = { .shuffle = 1, .window = 100, .seed = 77 }, .epochs = 3, .readahead = 32 };
-	size_t n;
-	item *all = stream_all(ds_path, &o, &n, NULL);
-	assert_int_equal(n, 3 * N);
-	size_t cuts[] = { 0, 1, 250, N - 1, N, 777, 3 * N - 2 };
-	for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
-		gf_stream_opts r = o;
-		r.start_epoch = all[cuts[c]].epoch;
-		r.start_pos = all[cuts[c]].pos; /* resume right after item cuts[c] */
-		size_t m;
-		item *tail = stream_all(ds_path, &r, &m, NULL);
-		assert_int_equal(m, n - cuts[c] - 1);
-		for (size_t i = 0; i < m; i++) {
-			assert_int_equal(tail[i].key, all[cuts[c] + 1 + i].key);
-			assert_int_equal(tail[i].epoch, all[cuts[c] + 1 + i].epoch);
-			assert_int_equal(tail[i].pos, all[cuts[c] + 1 + i].pos);
+	/* one part of all; part 5 of 8 (uneven parts, blocks of 3: resuming
+	 * replays the order's window up to the position) */
+	gf_stream_opts parts[] = {
+		{ .order = { .shuffle = 1, .window = 100, .seed = 77 }, .epochs = 3, .readahead = 32 },
+		{ .order = { .shuffle = 1, .window = 20, .block = 3, .seed = 78, .rank = 5, .world = 8,
+		             .spread_remainder = 1 },
+		  .epochs = 3,
+		  .readahead = 32 },
+	};
+	for (int p = 0; p < 2; p++) {
+		gf_stream_opts o = parts[p];
+		size_t n;
+		item *all = stream_all(ds_path, &o, &n, NULL);
+		size_t len = p ? n / 3 : N;
+		assert_int_equal(n, 3 * len);
+		size_t cuts[] = { 0, 1, len / 4, len - 1, len, len + len / 3, 3 * len - 2 };
+		for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+			gf_stream_opts r = o;
+			r.start_epoch = all[cuts[c]].epoch;
+			r.start_pos = all[cuts[c]].pos; /* resume right after item cuts[c] */
+			size_t m;
+			item *tail = stream_all(ds_path, &r, &m, NULL);
+			assert_int_equal(m, n - cuts[c] - 1);
+			for (size_t i = 0; i < m; i++) {
+				assert_int_equal(tail[i].key, all[cuts[c] + 1 + i].key);
+				assert_int_equal(tail[i].epoch, all[cuts[c] + 1 + i].epoch);
+				assert_int_equal(tail[i].pos, all[cuts[c] + 1 + i].pos);
+			}
+			free(tail);
 		}
-		free(tail);
+		free(all);
 	}
-	free(all);
 	/* a start beyond the epoch is refused */
 	gf_dataset *ds;
 	gf_stream *s;

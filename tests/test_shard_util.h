@@ -80,10 +80,17 @@ typedef struct ds_spec {
 	uint64_t shard_records;
 	int encoding;
 	int w, h, c;
+	int class_sorted; /* labels k * nclasses / n (as a folder import) instead of label_of */
 } ds_spec;
 
+/* The label of record k of a dataset made by make_dataset. */
+static inline int32_t spec_label(const ds_spec *s, uint64_t k)
+{
+	return s->class_sorted && s->nclasses ? (int32_t)(k * s->nclasses / s->n) : label_of(k, s->nclasses);
+}
+
 /* Writes a dataset of s->n records: raw records hold raw_px(key, i), JPEG
- * records smooth_image(key) at quality 95; label label_of(key). */
+ * records smooth_image(key) at quality 95; label spec_label(s, key). */
 TEST_FN void make_dataset(const char *out, const ds_spec *s)
 {
 	gf_writer_opts wo = { .shard_records = s->shard_records, .nclasses = s->nclasses, .overwrite = 1 };
@@ -94,7 +101,7 @@ TEST_FN void make_dataset(const char *out, const ds_spec *s)
 	gf_decoder *d;
 	assert_int_equal(gf_decoder_create(&d), 0);
 	for (uint64_t k = 0; k < s->n; k++) {
-		gf_record_header h = { .label = label_of(k, s->nclasses), .encoding = (uint32_t)s->encoding,
+		gf_record_header h = { .label = spec_label(s, k), .encoding = (uint32_t)s->encoding,
 		                       .height = (uint32_t)s->h, .width = (uint32_t)s->w, .channels = (uint32_t)s->c };
 		if (s->encoding == GF_ENC_RAW) {
 			for (size_t i = 0; i < n; i++)

@@ -25,6 +25,7 @@
  * unknown fields skipped by wire type): no libprotobuf.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,39 +207,8 @@ int gf_datum_parse(const void *value, size_t len, gf_record_header *h, const uin
 
 void gf_caffe_index_free(gf_caffe_index *ix)
 {
-	free(ix->val);
-	free(ix->vlen);
 	free(ix->key);
-	free(ix->klen);
 	memset(ix, 0, sizeof(*ix));
-}
-
-static int push(gf_caffe_index *ix, const MDB_val *k, const MDB_val *v)
-{
-	if (ix->n == ix->cap) {
-		size_t cap = ix->cap ? 2 * ix->cap : 1024;
-		const uint8_t **nv = realloc(ix->val, cap * sizeof(*nv));
-		if (nv)
-			ix->val = nv;
-		uint32_t *nl = realloc(ix->vlen, cap * sizeof(*nl));
-		if (nl)
-			ix->vlen = nl;
-		const uint8_t **nk = realloc(ix->key, cap * sizeof(*nk));
-		if (nk)
-			ix->key = nk;
-		uint16_t *nkl = realloc(ix->klen, cap * sizeof(*nkl));
-		if (nkl)
-			ix->klen = nkl;
-		if (!nv || !nl || !nk || !nkl)
-			return -ENOMEM;
-		ix->cap = cap;
-	}
-	ix->val[ix->n] = v->mv_data;
-	ix->vlen[ix->n] = (uint32_t)v->mv_size;
-	ix->key[ix->n] = k->mv_data;
-	ix->klen[ix->n] = (uint16_t)(k->mv_size > UINT16_MAX ? UINT16_MAX : k->mv_size);
-	ix->n++;
-	return 0;
 }
 
 int gf_caffe_probe(MDB_txn *txn, MDB_dbi dbi)
@@ -277,59 +247,76 @@ static void meta_add(gf_shard_meta *m, const gf_record_header *h)
 		m->max_c = h->channels;
 }
 
-int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *ix, gf_shard_meta *m)
+int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, const uint8_t *map, gf_caffe_index *ix,
+                  gf_shard_meta *m)
 {
 	MDB_cursor *c;
 	MDB_val k, v;
+	MDB_stat mst;
 	int32_t *label = NULL;
 	memset(ix, 0, sizeof(*ix));
 	memset(m, 0, sizeof(*m));
-	int rc = mdb_cursor_open(txn, dbi, &c);
+	ix->map = map;
+	int rc = mdb_stat(txn, dbi, &mst);
 	if (rc)
 		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: %s", path, mdb_strerror(rc));
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (ix->n == UINT32_MAX || v.mv_size > UINT32_MAX) {
-			mdb_cursor_close(c);
-			return gf_seterr(GF_EUNSUPPORTED, "shard %s: more than 2^32 records or a value over 4 GiB", path);
-		}
-		if ((rc = push(ix, &k, &v))) {
-			mdb_cursor_close(c);
-			return rc;
-		}
-	}
-	mdb_cursor_close(c);
-	if (rc != MDB_NOTFOUND)
-		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: walking the keys: %s", path, mdb_strerror(rc));
-
-	/* labels, sizes, encodings: one parse per Datum (a bad one is left out
-	 * of the class index and named again when it is read) */
-	uint64_t n = ix->n;
-	if (!(label = malloc((n ? n : 1) * sizeof(*label))))
+	if (mst.ms_entries > UINT32_MAX)
+		return gf_seterr(GF_EUNSUPPORTED, "shard %s: more than 2^32 records", path);
+	uint64_t n = mst.ms_entries;
+	/* 8 bytes a record for the key index, 4 for the labels while the class
+	 * index is built: sized from the entry count, never regrown */
+	ix->key = malloc((n ? n : 1) * sizeof(*ix->key));
+	label = malloc((n ? n : 1) * sizeof(*label));
+	if (!ix->key || !label) {
+		free(label);
 		return -ENOMEM;
-	int32_t maxl = -1;
-	/* a large LMDB from a cold disk takes a while: a progress bar once it
-	 * has taken more than 2 s (none for the small ones) */
+	}
+	if ((rc = mdb_cursor_open(txn, dbi, &c))) {
+		free(label);
+		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: %s", path, mdb_strerror(rc));
+	}
+	/* labels, sizes, encodings: one parse per Datum, as the keys are walked
+	 * (a bad one is left out of the class index and named again when it is
+	 * read); a large LMDB from a cold disk takes a while: a progress bar
+	 * once it has taken more than 2 s (none for the small ones) */
 	double t0 = gf_now(), next = t0 + 2.0;
 	int shown = 0;
 	char what[160];
 	snprintf(what, sizeof(what), "indexing %s", path);
-	for (uint64_t i = 0; i < n; i++) {
+	int32_t maxl = -1;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (ix->n == n || v.mv_size > UINT32_MAX || k.mv_size >> GF_CAFFE_KLEN_BITS ||
+		    (const uint8_t *)k.mv_data < map) {
+			mdb_cursor_close(c);
+			free(label);
+			return gf_seterr(GF_EUNSUPPORTED, "shard %s: %s", path,
+			                 ix->n == n ? "more keys than the LMDB's entry count"
+			                            : "a value over 4 GiB or a key over 511 bytes");
+		}
+		uint64_t i = ix->n++;
+		ix->key[i] = (uint64_t)((const uint8_t *)k.mv_data - map) << GF_CAFFE_KLEN_BITS | k.mv_size;
+		gf_record_header h;
+		if (gf_datum_parse(v.mv_data, v.mv_size, &h, NULL)) {
+			label[i] = -2;
+			ix->bad++;
+		} else {
+			label[i] = h.label;
+			if (h.label > maxl)
+				maxl = h.label;
+			meta_add(m, &h);
+		}
 		if ((i & 1023) == 1023 && gf_now() >= next) {
 			gf_progress_bar(what, i, n, t0);
 			shown = 1;
 			next = gf_now() + 0.2;
 		}
-		gf_record_header h;
-		if (gf_datum_parse(ix->val[i], ix->vlen[i], &h, NULL)) {
-			label[i] = -2;
-			ix->bad++;
-			continue;
-		}
-		label[i] = h.label;
-		if (h.label > maxl)
-			maxl = h.label;
-		meta_add(m, &h);
 	}
+	mdb_cursor_close(c);
+	if (rc != MDB_NOTFOUND) {
+		free(label);
+		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: walking the keys: %s", path, mdb_strerror(rc));
+	}
+	n = ix->n;
 	if (shown)
 		gf_progress_bar(what, n, n, t0);
 	gf_clearerr();
@@ -370,6 +357,7 @@ int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *i
 			m->class_idx[label[i]][fill[label[i]]++] = (uint32_t)i;
 	free(fill);
 	free(label);
+	malloc_trim(0); /* the labels' 4 bytes a record go back to the system, not to the heap's free list */
 	return 0;
 nomem:
 	free(label);
@@ -379,13 +367,14 @@ nomem:
 void gf_caffe_key_text(const gf_caffe_index *ix, uint64_t i, char *buf, size_t n)
 {
 	size_t o = 0;
-	const uint8_t *k = ix->key[i];
-	for (size_t j = 0; j < ix->klen[i] && o + 5 < n; j++) {
+	size_t klen;
+	const uint8_t *k = gf_caffe_key(ix, i, &klen);
+	for (size_t j = 0; j < klen && o + 5 < n; j++) {
 		if (k[j] >= 0x20 && k[j] < 0x7f && k[j] != '\'' && k[j] != '\\')
 			buf[o++] = (char)k[j];
 		else
 			o += (size_t)snprintf(buf + o, n - o, "\\x%02x", k[j]);
-		if (o >= 60 && j + 1 < ix->klen[i]) {
+		if (o >= 60 && j + 1 < klen) {
 			o += (size_t)snprintf(buf + o, n - o, "...");
 			break;
 		}

@@ -29,8 +29,11 @@ typedef struct gf_shard_meta {
 	uint32_t min_h, max_h, min_w, max_w, min_c, max_c;
 	char **names;        /* (nclasses) NUL-terminated, owned */
 	uint64_t *class_n;   /* (nclasses) */
-	uint32_t **class_idx;/* (nclasses) key - first, ascending; point into idx_block */
+	uint32_t **class_idx;/* (nclasses) key - first, ascending; point into idx_block;
+	                        NULL when decoded by gf_meta_decode_counts */
 	uint32_t *idx_block; /* (count - unlabelled) owned */
+	const uint8_t **class_raw; /* gf_meta_decode_counts: (nclasses) each class's
+	                        u32 list in the encoded record (not owned) */
 	uint64_t unlabelled;
 } gf_shard_meta;
 
@@ -42,6 +45,15 @@ int gf_meta_encode(const gf_shard_meta *m, uint8_t **out, size_t *len);
  * Returns 0, GF_ECORRUPT (reason in gf_errmsg(), no path) or -ENOMEM. */
 int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m);
 
+/* gf_meta_decode, checking everything the same way, but keeping no copy of
+ * the label index: class_raw[c] points at class c's list inside buf, which
+ * must outlive m (an opened shard's meta record, in its map). */
+int gf_meta_decode_counts(const void *buf, size_t len, gf_shard_meta *m);
+
+/* Entry i of class c's index (key - first): class_idx when decoded,
+ * otherwise read from class_raw. */
+static inline uint32_t gf_meta_index_at(const gf_shard_meta *m, uint32_t c, uint64_t i);
+
 void gf_meta_free(gf_shard_meta *m);
 
 /* Brings every shard's B-tree pages (branch and leaf, not the values'
@@ -50,32 +62,42 @@ void gf_meta_free(gf_shard_meta *m);
  * synchronous read, quick on an idle disk but queued behind megabytes of
  * readahead once streaming (measured 40-190 ms of 300 ms on the reader
  * benchmark's cold rows). Advisory: a corrupt tree is reported later by
- * gf_dataset_locate, naming the key. Caffe shards (key index in memory)
- * are skipped. */
+ * gf_dataset_locate, naming the key. A shard whose values are mostly kept
+ * in its leaves (small records: fewer overflow pages than leaf pages) is
+ * skipped: its leaves are the data, and reading ahead brings them. */
 void gf_dataset_touch_index(gf_dataset *ds);
 
 /* ---- Caffe LMDBs (caffe.c) ---- */
 
-/* Per position (key order) of a Caffe shard: its key and value in the LMDB
- * map (valid while the shard's read transaction is open). */
+/* Per position (key order) of a Caffe shard: where its key lies in the
+ * LMDB map (valid while the shard's read transaction is open), 8 bytes a
+ * record; its value is found through the key (mdb_get), as a ganflow
+ * shard's. */
+#define GF_CAFFE_KLEN_BITS 9 /* LMDB keys are at most 511 bytes */
 typedef struct gf_caffe_index {
 	uint64_t n, cap;
-	const uint8_t **val; /* (n) */
-	uint32_t *vlen;      /* (n) */
-	const uint8_t **key; /* (n) */
-	uint16_t *klen;      /* (n) */
+	const uint8_t *map;  /* base of the map */
+	uint64_t *key;       /* (n) key offset in the map << GF_CAFFE_KLEN_BITS | key length */
 	uint64_t bad;        /* values that are not a readable Datum */
 } gf_caffe_index;
+
+static inline const uint8_t *gf_caffe_key(const gf_caffe_index *ix, uint64_t i, size_t *len)
+{
+	*len = (size_t)(ix->key[i] & ((1u << GF_CAFFE_KLEN_BITS) - 1));
+	return ix->map + (ix->key[i] >> GF_CAFFE_KLEN_BITS);
+}
 
 /* 0 when the first value of the database parses as a Datum, GF_ECORRUPT
  * (reason in gf_errmsg()) when not, GF_ENOTFOUND for an empty database. */
 int gf_caffe_probe(MDB_txn *txn, MDB_dbi dbi);
 
-/* Walks every key with a cursor into *ix and parses every Datum into a
- * single-shard meta *m (classes 0 .. max label, named "0", "1", ...; keys
- * = positions 0 .. n-1). Returns 0, -ENOMEM or an LMDB/-errno code with
- * path in gf_errmsg(). Free with gf_caffe_index_free and gf_meta_free. */
-int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, gf_caffe_index *ix, gf_shard_meta *m);
+/* Walks every key with a cursor into *ix (map: the base of the shard's
+ * map) and parses every Datum into a single-shard meta *m (classes 0 ..
+ * max label, named "0", "1", ...; keys = positions 0 .. n-1). Returns 0,
+ * -ENOMEM or an LMDB/-errno code with path in gf_errmsg(). Free with
+ * gf_caffe_index_free and gf_meta_free. */
+int gf_caffe_scan(MDB_txn *txn, MDB_dbi dbi, const char *path, const uint8_t *map, gf_caffe_index *ix,
+                  gf_shard_meta *m);
 
 void gf_caffe_index_free(gf_caffe_index *ix);
 
@@ -83,7 +105,7 @@ void gf_caffe_index_free(gf_caffe_index *ix);
  * long keys cut with "..."), NUL-terminated in buf[n]. */
 void gf_caffe_key_text(const gf_caffe_index *ix, uint64_t i, char *buf, size_t n);
 
-/* Little-endian helpers. */
+/* Little-endian helpers (gf_meta_index_at below uses them). */
 static inline void gf_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void gf_put_u32(uint8_t *p, uint32_t v)
 {
@@ -101,6 +123,11 @@ static inline uint32_t gf_get_u32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static inline uint64_t gf_get_u64(const uint8_t *p) { return (uint64_t)gf_get_u32(p) | (uint64_t)gf_get_u32(p + 4) << 32; }
+
+static inline uint32_t gf_meta_index_at(const gf_shard_meta *m, uint32_t c, uint64_t i)
+{
+	return m->class_idx ? m->class_idx[c][i] : gf_get_u32(m->class_raw[c] + 4 * i);
+}
 
 /* Big-endian 8-byte record key. */
 static inline void gf_key_put(uint8_t k[8], uint64_t v)

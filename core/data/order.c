@@ -1,9 +1,12 @@
-/* Epoch orders: class filter, shard-order permutation, shuffle window and
- * rank partition, all a pure function of (seed, epoch) (scheme in
+/* Epoch orders: class filter, block permutation, rank partition and shuffle
+ * window, all a pure function of (seed, epoch) (scheme and costs in
  * <ganflow/dataset.h>).
  *
- * Computing an order costs O(candidates) time and two arrays of candidates
- * (the global order and the candidates themselves); a rank keeps its slice.
+ * Nothing here grows with the data: a part's order is generated one record
+ * at a time from a Feistel permutation of the block numbers (a few keys)
+ * and the part's shuffle window (`window` slots). Only a class filter
+ * keeps a list, its candidates. Seeking to a position replays the window
+ * from the start of the part: O(pos) time, a few nanoseconds a record.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,18 +17,107 @@
 
 #include "dataset_int.h"
 
+#define FEISTEL_ROUNDS 6
+#define BLOCK_BYTES 65536u    /* default block: records in this many bytes of values */
+#define BLOCKS_PER_WINDOW 8192u /* default block: at least this many blocks in a window */
+
+/* A keyed bijection of [0, n): a balanced Feistel network over 2^(2 half)
+ * >= n values (at most 4 n), cycle-walked back into [0, n). */
+typedef struct perm {
+	uint64_t n, mask;
+	unsigned half;
+	uint64_t key[FEISTEL_ROUNDS];
+} perm;
+
+static void perm_init(perm *p, uint64_t n, uint64_t seed)
+{
+	unsigned bits = 2;
+	while (bits < 64 && (1ull << bits) < n)
+		bits++;
+	bits += bits & 1;
+	p->n = n;
+	p->half = bits / 2;
+	p->mask = (1ull << p->half) - 1;
+	uint64_t s = seed;
+	for (int i = 0; i < FEISTEL_ROUNDS; i++)
+		p->key[i] = gf_splitmix64(&s);
+}
+
+static inline uint64_t round_fn(uint64_t r, uint64_t key)
+{
+	uint64_t s = r ^ key;
+	return gf_splitmix64(&s);
+}
+
+static uint64_t perm_fwd(const perm *p, uint64_t x)
+{
+	do {
+		uint64_t l = x >> p->half, r = x & p->mask;
+		for (int i = 0; i < FEISTEL_ROUNDS; i++) {
+			uint64_t t = l ^ (round_fn(r, p->key[i]) & p->mask);
+			l = r;
+			r = t;
+		}
+		x = l << p->half | r;
+	} while (x >= p->n);
+	return x;
+}
+
+static uint64_t perm_inv(const perm *p, uint64_t x)
+{
+	do {
+		uint64_t l = x >> p->half, r = x & p->mask;
+		for (int i = FEISTEL_ROUNDS - 1; i >= 0; i--) {
+			uint64_t t = r ^ (round_fn(l, p->key[i]) & p->mask);
+			r = l;
+			l = t;
+		}
+		x = l << p->half | r;
+	} while (x >= p->n);
+	return x;
+}
+
+uint64_t gf_permute(uint64_t i, uint64_t n, uint64_t seed)
+{
+	perm p;
+	perm_init(&p, n, seed);
+	return perm_fwd(&p, i);
+}
+
 struct gf_order {
 	gf_order_opts o;
 	uint64_t m;          /* candidates */
-	uint64_t len;        /* per rank */
-	uint64_t *cand;      /* (m) ascending positions */
-	uint32_t nshards;
-	uint64_t *shard_lo;  /* (nshards + 1) candidate ranges per shard */
-	uint32_t *perm;      /* (nshards) */
-	uint64_t *global;    /* (m) global order scratch */
-	uint64_t *win;       /* (window) */
-	uint64_t window;
+	uint64_t *cand;      /* (m) ascending positions with a class filter; NULL: candidate i = position i */
+	uint64_t block, nblocks, last_len; /* blocks of `block` candidates, the last one last_len long */
+	uint64_t lo, len;    /* this part: sequence positions [lo, lo + len) */
+	uint64_t w;          /* window slots: min(window, len) */
+	uint64_t *win;       /* (w) */
+	/* the epoch being generated */
+	uint64_t epoch;
+	perm bp;             /* block order */
+	uint64_t short_slot; /* where the short last block lands in the sequence */
+	uint64_t cache_slot, cache_block;
+	uint64_t rng;
+	uint64_t emitted;    /* records returned in this epoch */
+	uint64_t src;        /* records of the slice fed to the window */
+	uint64_t filled;
+	int draining;
+	uint64_t drained;
 };
+
+/* The default block: the records in BLOCK_BYTES of values, at most
+ * window / BLOCKS_PER_WINDOW (w: the window's slots). */
+static uint64_t auto_block(const gf_dataset *ds, uint64_t w)
+{
+	const gf_dataset_meta *dm = gf_dataset_metadata(ds);
+	if (!dm->count)
+		return 1;
+	uint64_t mean = dm->payload_bytes / dm->count + GF_RECORD_HEADER_SIZE + 4;
+	uint64_t b = BLOCK_BYTES / mean, cap = w / BLOCKS_PER_WINDOW;
+	if (b > cap)
+		b = cap;
+	return b ? b : 1;
+}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -61,43 +153,37 @@ int gf_order_create(const gf_dataset *ds, const gf_order_opts *o, gf_order **out
 	if (o->nclasses) {
 		for (uint32_t i = 0; i < o->nclasses; i++)
 			ord->m += dm->class_count[o->classes[i]];
-	} else {
-		ord->m = dm->count;
-	}
-	ord->nshards = dm->nshards;
-	ord->cand = malloc((ord->m ? ord->m : 1) * sizeof(uint64_t));
-	ord->global = malloc((ord->m ? ord->m : 1) * sizeof(uint64_t));
-	ord->shard_lo = calloc(ord->nshards + 1, sizeof(uint64_t));
-	ord->perm = calloc(ord->nshards, sizeof(uint32_t));
-	if (!ord->cand || !ord->global || !ord->shard_lo || !ord->perm)
-		goto nomem;
-	if (o->nclasses) {
+		if (!(ord->cand = malloc((ord->m ? ord->m : 1) * sizeof(uint64_t))))
+			goto nomem;
 		uint64_t k = 0;
 		for (uint32_t i = 0; i < o->nclasses; i++) {
-			int64_t c = o->classes[i];
-			memcpy(ord->cand + k, dm->class_index[c], dm->class_count[c] * sizeof(uint64_t));
-			k += dm->class_count[c];
+			int rc = gf_dataset_class_positions(ds, (uint32_t)o->classes[i], ord->cand + k);
+			if (rc) {
+				gf_order_destroy(ord);
+				return rc;
+			}
+			k += dm->class_count[o->classes[i]];
 		}
 		qsort(ord->cand, ord->m, sizeof(uint64_t), cmp_u64);
 	} else {
-		for (uint64_t i = 0; i < ord->m; i++)
-			ord->cand[i] = i;
+		ord->m = dm->count;
 	}
-	/* Candidate range of each shard: the candidates are ascending and the
-	 * shards cover ascending position ranges. */
-	uint64_t k = 0;
-	for (uint32_t s = 0; s < ord->nshards; s++) {
-		const gf_shard_info *si = gf_dataset_shard(ds, s);
-		ord->shard_lo[s] = k;
-		while (k < ord->m && ord->cand[k] < si->base + si->count)
-			k++;
+	if (o->spread_remainder) {
+		ord->lo = (uint64_t)((__uint128_t)ord->m * o->rank / world);
+		ord->len = (uint64_t)((__uint128_t)ord->m * (o->rank + 1) / world) - ord->lo;
+	} else {
+		ord->len = ord->m / world;
+		ord->lo = ord->len * o->rank;
 	}
-	ord->shard_lo[ord->nshards] = ord->m;
-	ord->window = o->window && o->window < ord->m ? o->window : ord->m;
-	ord->win = malloc((ord->window ? ord->window : 1) * sizeof(uint64_t));
-	if (!ord->win)
+	ord->w = o->window && o->window < ord->len ? o->window : ord->len;
+	ord->block = o->block ? o->block : auto_block(ds, ord->w);
+	if (ord->m && ord->block > ord->m)
+		ord->block = ord->m;
+	ord->nblocks = ord->m ? (ord->m + ord->block - 1) / ord->block : 0;
+	ord->last_len = ord->m ? ord->m - (ord->nblocks - 1) * ord->block : 0;
+	if (o->shuffle && !(ord->win = malloc((ord->w ? ord->w : 1) * sizeof(uint64_t))))
 		goto nomem;
-	ord->len = ord->m / world;
+	ord->epoch = UINT64_MAX;
 	*out = ord;
 	return 0;
 nomem:
@@ -115,51 +201,98 @@ uint64_t gf_order_candidates(const gf_order *ord)
 	return ord->m;
 }
 
-/* Global order of an epoch into ord->global. */
-static void global_order(gf_order *ord, uint64_t epoch)
+uint64_t gf_order_block(const gf_order *ord)
 {
-	uint64_t m = ord->m, *g = ord->global;
-	if (!ord->o.shuffle) {
-		memcpy(g, ord->cand, m * sizeof(uint64_t));
-		return;
+	return ord->block;
+}
+
+/* Candidate index at position q of the epoch's block sequence: slot j of
+ * the sequence holds block perm(j); every block is `block` long except the
+ * last one (block nblocks - 1), which sits in slot short_slot. */
+static uint64_t seq_at(gf_order *ord, uint64_t q)
+{
+	uint64_t b = ord->block, s = ord->last_len, j, off;
+	if (q < ord->short_slot * b) {
+		j = q / b;
+		off = q % b;
+	} else if (q < ord->short_slot * b + s) {
+		j = ord->short_slot;
+		off = q - ord->short_slot * b;
+	} else {
+		j = (q - s) / b + 1;
+		off = (q - s) % b;
 	}
-	uint64_t rs = gf_hash3(ord->o.seed, epoch, 1);
-	for (uint32_t s = 0; s < ord->nshards; s++)
-		ord->perm[s] = s;
-	for (uint32_t s = ord->nshards; s > 1; s--) {
-		uint32_t j = (uint32_t)gf_uniform(&rs, s);
-		uint32_t t = ord->perm[s - 1];
-		ord->perm[s - 1] = ord->perm[j];
-		ord->perm[j] = t;
+	if (j != ord->cache_slot) {
+		ord->cache_slot = j;
+		ord->cache_block = perm_fwd(&ord->bp, j);
 	}
-	uint64_t rw = gf_hash3(ord->o.seed, epoch, 2);
-	uint64_t w = ord->window, filled = 0, emitted = 0;
-	for (uint32_t si = 0; si < ord->nshards; si++) {
-		uint32_t s = ord->perm[si];
-		for (uint64_t c = ord->shard_lo[s]; c < ord->shard_lo[s + 1]; c++) {
-			uint64_t x = ord->cand[c];
-			if (filled < w) {
-				ord->win[filled++] = x;
+	return ord->cache_block * b + off;
+}
+
+/* Next candidate index of the part's window shuffle. */
+static uint64_t window_next(gf_order *ord)
+{
+	for (;;) {
+		if (ord->draining)
+			return ord->win[ord->drained++];
+		if (ord->src < ord->len) {
+			uint64_t x = seq_at(ord, ord->lo + ord->src++);
+			if (ord->filled < ord->w) {
+				ord->win[ord->filled++] = x;
 				continue;
 			}
-			uint64_t j = gf_uniform(&rw, w);
-			g[emitted++] = ord->win[j];
+			uint64_t j = gf_uniform(&ord->rng, ord->w);
+			uint64_t y = ord->win[j];
 			ord->win[j] = x;
+			return y;
 		}
+		for (uint64_t i = ord->filled; i > 1; i--) {
+			uint64_t j = gf_uniform(&ord->rng, i);
+			uint64_t t = ord->win[i - 1];
+			ord->win[i - 1] = ord->win[j];
+			ord->win[j] = t;
+		}
+		ord->draining = 1;
+		ord->drained = 0;
 	}
-	for (uint64_t i = filled; i > 1; i--) {
-		uint64_t j = gf_uniform(&rw, i);
-		uint64_t t = ord->win[i - 1];
-		ord->win[i - 1] = ord->win[j];
-		ord->win[j] = t;
+}
+
+void gf_order_seek(gf_order *ord, uint64_t epoch, uint64_t pos)
+{
+	if (pos > ord->len)
+		pos = ord->len;
+	if (ord->o.shuffle) {
+		if (epoch != ord->epoch && ord->nblocks) {
+			perm_init(&ord->bp, ord->nblocks, gf_hash3(ord->o.seed, epoch, 1));
+			ord->short_slot = perm_inv(&ord->bp, ord->nblocks - 1);
+		}
+		ord->cache_slot = UINT64_MAX;
+		ord->rng = gf_hash3(gf_hash3(ord->o.seed, epoch, 2), ord->o.rank, 3);
+		ord->src = ord->filled = ord->drained = 0;
+		ord->draining = 0;
+		for (uint64_t i = 0; i < pos; i++)
+			window_next(ord);
 	}
-	memcpy(g + emitted, ord->win, filled * sizeof(uint64_t));
+	ord->epoch = epoch;
+	ord->emitted = pos;
+}
+
+uint64_t gf_order_next(gf_order *ord)
+{
+	if (ord->epoch == UINT64_MAX)
+		gf_order_seek(ord, 0, 0);
+	if (ord->emitted >= ord->len)
+		return UINT64_MAX;
+	uint64_t c = ord->o.shuffle ? window_next(ord) : ord->lo + ord->emitted;
+	ord->emitted++;
+	return ord->cand ? ord->cand[c] : c;
 }
 
 int gf_order_fill(gf_order *ord, uint64_t epoch, uint64_t *out)
 {
-	global_order(ord, epoch);
-	memcpy(out, ord->global + (uint64_t)ord->o.rank * ord->len, ord->len * sizeof(uint64_t));
+	gf_order_seek(ord, epoch, 0);
+	for (uint64_t i = 0; i < ord->len; i++)
+		out[i] = gf_order_next(ord);
 	return 0;
 }
 
@@ -168,9 +301,6 @@ void gf_order_destroy(gf_order *ord)
 	if (!ord)
 		return;
 	free(ord->cand);
-	free(ord->global);
-	free(ord->shard_lo);
-	free(ord->perm);
 	free(ord->win);
 	free(ord);
 }

@@ -187,10 +187,13 @@ void gf_meta_free(gf_shard_meta *m)
 	free(m->class_n);
 	free(m->class_idx);
 	free(m->idx_block);
+	free(m->class_raw);
 	memset(m, 0, sizeof(*m));
 }
 
-int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m)
+/* keep_index: copy the label index into class_idx (else point class_raw
+ * into buf). */
+static int meta_decode(const void *buf, size_t len, gf_shard_meta *m, int keep_index)
 {
 	const uint8_t *b = buf, *p, *end;
 	memset(m, 0, sizeof(*m));
@@ -231,8 +234,11 @@ int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m)
 	}
 	m->names = calloc(m->nclasses ? m->nclasses : 1, sizeof(char *));
 	m->class_n = calloc(m->nclasses ? m->nclasses : 1, sizeof(uint64_t));
-	m->class_idx = calloc(m->nclasses ? m->nclasses : 1, sizeof(uint32_t *));
-	if (!m->names || !m->class_n || !m->class_idx) {
+	if (keep_index)
+		m->class_idx = calloc(m->nclasses ? m->nclasses : 1, sizeof(uint32_t *));
+	else
+		m->class_raw = calloc(m->nclasses ? m->nclasses : 1, sizeof(uint8_t *));
+	if (!m->names || !m->class_n || (!m->class_idx && !m->class_raw)) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -283,28 +289,43 @@ int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m)
 		          (unsigned long long)nidx, (unsigned long long)m->unlabelled, (unsigned long long)m->count);
 		goto fail;
 	}
-	m->idx_block = malloc((nidx ? nidx : 1) * sizeof(uint32_t));
-	if (!m->idx_block) {
+	if (keep_index && !(m->idx_block = malloc((nidx ? nidx : 1) * sizeof(uint32_t)))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	uint32_t *dst = m->idx_block;
 	for (uint32_t c = 0; c < m->nclasses; c++) {
 		p += 8;
-		m->class_idx[c] = dst;
+		if (keep_index)
+			m->class_idx[c] = dst;
+		else
+			m->class_raw[c] = p;
+		uint32_t prev = 0;
 		for (uint64_t i = 0; i < m->class_n[c]; i++, p += 4) {
 			uint32_t v = gf_get_u32(p);
-			if (v >= m->count || (i > 0 && v <= dst[-1])) {
+			if (v >= m->count || (i > 0 && v <= prev)) {
 				gf_seterr(rc, "meta record: index of class %u not ascending within the shard", c);
 				goto fail;
 			}
-			*dst++ = v;
+			prev = v;
+			if (keep_index)
+				*dst++ = v;
 		}
 	}
 	return 0;
 fail:
 	gf_meta_free(m);
 	return rc;
+}
+
+int gf_meta_decode(const void *buf, size_t len, gf_shard_meta *m)
+{
+	return meta_decode(buf, len, m, 1);
+}
+
+int gf_meta_decode_counts(const void *buf, size_t len, gf_shard_meta *m)
+{
+	return meta_decode(buf, len, m, 0);
 }
 
 /* ---- random numbers and accounting ---- */

@@ -11,9 +11,11 @@
  * mapped read-only with one long-lived read transaction, so value pointers
  * handed out point into the map and stay valid until gf_dataset_close.
  * The meta records of the shards are checked against each other and merged
- * into one gf_dataset_meta (class index in positions of the opened set).
- * A Caffe LMDB opens as one shard whose meta and key index are built by
- * walking it (caffe.c).
+ * into one gf_dataset_meta. Nothing per record is kept in memory: a
+ * ganflow shard's label index stays in its meta record, in the map, and is
+ * read from there when asked for (gf_dataset_class_positions). A Caffe
+ * LMDB opens as one shard whose meta, label index and key index (8 + 4
+ * bytes a record) are built by walking it (caffe.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -52,8 +55,6 @@ struct gf_dataset {
 	gf_dataset_meta meta;
 	char **names;          /* (nclasses) */
 	uint64_t *class_count; /* (nclasses) */
-	uint64_t **class_index;/* (nclasses) into index_block */
-	uint64_t *index_block;
 };
 
 /* ---- helpers ---- */
@@ -148,10 +149,26 @@ const char *gf_dataset_format_name(gf_dataset_format f)
 	return "?";
 }
 
+/* A pointer into the map: the first key's bytes. */
+static int first_key(shard *s, const char *dir, const void **p)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(s->txn, s->dbi, &c);
+	if (!rc) {
+		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		mdb_cursor_close(c);
+	}
+	if (rc)
+		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: %s", dir, mdb_strerror(rc));
+	*p = k.mv_data;
+	return 0;
+}
+
 /* A shard without "__meta__": a Caffe LMDB when asked for or, with
- * format auto, when its first value is a Datum. Builds the key index and
- * the meta. */
-static int caffe_open(shard *s, const char *dir, gf_dataset_format format)
+ * format auto, when its first value is a Datum. Finds the map, builds the
+ * key index and the meta. */
+static int caffe_open(shard *s, const char *dir, gf_dataset_format format, const struct stat *st, size_t mapsize)
 {
 	int rc = gf_caffe_probe(s->txn, s->dbi);
 	if (rc) {
@@ -165,9 +182,15 @@ static int caffe_open(shard *s, const char *dir, gf_dataset_format format)
 		                 "and not a Caffe LMDB either (first value: %s)",
 		                 dir, GF_META_KEY, why);
 	}
-	if ((rc = gf_caffe_scan(s->txn, s->dbi, dir, &s->cx, &s->meta)))
+	const void *inside = NULL;
+	if ((rc = first_key(s, dir, &inside)) || (rc = find_map(s, st, inside, mapsize)) ||
+	    (rc = gf_caffe_scan(s->txn, s->dbi, dir, s->info.map, &s->cx, &s->meta)))
 		return rc;
 	s->caffe = 1;
+	/* the walk touched every value: let go of the map's pages (they stay in
+	 * the page cache), or every handle on the LMDB shows its whole size
+	 * resident (each verify worker has one) */
+	madvise((void *)s->info.map, s->info.map_size, MADV_DONTNEED);
 	return 0;
 }
 
@@ -210,13 +233,16 @@ static int shard_open(shard *s, const char *dir, gf_dataset_format format)
 		return gf_seterr(GF_ECORRUPT, "shard %s: a ganflow shard (it holds %s), not a Caffe LMDB (use format = "
 		                              "\"ganflow\" or \"auto\")",
 		                 dir, GF_META_KEY);
+	MDB_envinfo info;
+	mdb_env_info(s->env, &info);
 	if (rc == MDB_NOTFOUND) {
-		if ((rc = caffe_open(s, dir, format)))
+		if ((rc = caffe_open(s, dir, format, &st, info.me_mapsize)))
 			return rc;
-		v.mv_data = (void *)s->cx.val[0];
 	} else if (rc) {
 		return gf_seterr(rc > 0 ? -rc : rc, "shard %s: reading %s: %s", dir, GF_META_KEY, mdb_strerror(rc));
-	} else if ((rc = gf_meta_decode(v.mv_data, v.mv_size, &s->meta))) {
+	} else if ((rc = find_map(s, &st, v.mv_data, info.me_mapsize))) {
+		return rc;
+	} else if ((rc = gf_meta_decode_counts(v.mv_data, v.mv_size, &s->meta))) {
 		if (rc == GF_ECORRUPT) {
 			char why[512];
 			snprintf(why, sizeof(why), "%s", gf_errmsg());
@@ -224,10 +250,6 @@ static int shard_open(shard *s, const char *dir, gf_dataset_format format)
 		}
 		return rc;
 	}
-	MDB_envinfo info;
-	mdb_env_info(s->env, &info);
-	if ((rc = find_map(s, &st, v.mv_data, info.me_mapsize)))
-		return rc;
 	s->info.fd = open(s->file, O_RDONLY | O_CLOEXEC);
 	if (s->info.fd < 0)
 		return gf_seterr(-errno, "shard %s: %s: %s", dir, s->file, strerror(errno));
@@ -237,6 +259,7 @@ static int shard_open(shard *s, const char *dir, gf_dataset_format format)
 	s->info.first = s->meta.first;
 	s->info.count = s->meta.count;
 	s->info.file_size = (uint64_t)st.st_size;
+	s->info.disk_bytes = (uint64_t)st.st_blocks * 512;
 	return 0;
 }
 
@@ -322,16 +345,13 @@ static int assemble(gf_dataset *ds, int single)
 	dm->nclasses = nc;
 	ds->names = calloc(nc ? nc : 1, sizeof(char *));
 	ds->class_count = calloc(nc ? nc : 1, sizeof(uint64_t));
-	ds->class_index = calloc(nc ? nc : 1, sizeof(uint64_t *));
-	if (!ds->names || !ds->class_count || !ds->class_index)
+	if (!ds->names || !ds->class_count)
 		return -ENOMEM;
-	uint64_t labelled = 0;
 	dm->min_height = dm->min_width = dm->min_channels = UINT32_MAX;
 	for (uint32_t i = 0; i < ds->n; i++) {
 		gf_shard_meta *m = &ds->shards[i].meta;
 		for (uint32_t c = 0; c < nc; c++)
 			ds->class_count[c] += m->class_n[c];
-		labelled += m->count - m->unlabelled;
 		dm->unlabelled += m->unlabelled;
 		for (int e = 0; e < GF_ENC_COUNT; e++)
 			dm->enc_count[e] += m->enc_count[e];
@@ -349,22 +369,23 @@ static int assemble(gf_dataset *ds, int single)
 	}
 	if (dm->min_height == UINT32_MAX)
 		dm->min_height = dm->min_width = dm->min_channels = 0;
-	ds->index_block = malloc((labelled ? labelled : 1) * sizeof(uint64_t));
-	if (!ds->index_block)
-		return -ENOMEM;
-	uint64_t *dst = ds->index_block;
-	for (uint32_t c = 0; c < nc; c++) {
+	for (uint32_t c = 0; c < nc; c++)
 		ds->names[c] = s0->meta.names[c];
-		ds->class_index[c] = dst;
-		for (uint32_t i = 0; i < ds->n; i++) {
-			shard *s = &ds->shards[i];
-			for (uint64_t j = 0; j < s->meta.class_n[c]; j++)
-				*dst++ = s->info.base + s->meta.class_idx[c][j];
-		}
-	}
 	dm->class_names = (const char *const *)ds->names;
 	dm->class_count = ds->class_count;
-	dm->class_index = (const uint64_t *const *)ds->class_index;
+	return 0;
+}
+
+int gf_dataset_class_positions(const gf_dataset *ds, uint32_t c, uint64_t *out)
+{
+	if (c >= ds->meta.nclasses)
+		return gf_seterr(GF_EPARAM, "dataset %s: class %u not in the dataset (%u classes)", ds->path, c,
+		                 ds->meta.nclasses);
+	for (uint32_t i = 0; i < ds->n; i++) {
+		const shard *s = &ds->shards[i];
+		for (uint64_t j = 0; j < s->meta.class_n[c]; j++)
+			*out++ = s->info.base + gf_meta_index_at(&s->meta, c, j);
+	}
 	return 0;
 }
 
@@ -470,8 +491,6 @@ void gf_dataset_close(gf_dataset *ds)
 	free(ds->shards);
 	free(ds->names); /* the strings belong to shard 0's meta */
 	free(ds->class_count);
-	free(ds->class_index);
-	free(ds->index_block);
 	free(ds->path);
 	free(ds);
 }
@@ -508,7 +527,12 @@ void gf_dataset_touch_index(gf_dataset *ds)
 	for (uint32_t i = 0; i < ds->n; i++) {
 		shard *s = &ds->shards[i];
 		MDB_cursor *c;
-		if (s->caffe || mdb_cursor_open(s->txn, s->dbi, &c))
+		MDB_stat st;
+		/* values kept in the leaves (under half a page each) make the
+		 * leaves the data: walking them would read the whole shard, and
+		 * the readahead of the values brings them in anyway */
+		if (mdb_stat(s->txn, s->dbi, &st) || st.ms_overflow_pages < st.ms_leaf_pages ||
+		    mdb_cursor_open(s->txn, s->dbi, &c))
 			continue;
 		MDB_val k, v; /* v points into a value's overflow pages, which stay untouched */
 		for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
@@ -532,16 +556,11 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec)
 	}
 	shard *s = &ds->shards[lo];
 	uint64_t key = s->info.first + (pos - s->info.base);
-	if (s->caffe) { /* the key index: no B-tree walk */
-		*rec = (gf_record){ .key = key, .position = pos, .shard = lo };
-		rec->value = s->cx.val[key];
-		rec->value_len = s->cx.vlen[key];
-		rec->offset = (uint64_t)(rec->value - s->info.map);
-		return 0;
-	}
 	uint8_t kb[8];
 	gf_key_put(kb, key);
 	MDB_val k = { 8, kb }, v;
+	if (s->caffe) /* its LMDB key, from the key index */
+		k.mv_data = (void *)gf_caffe_key(&s->cx, key, &k.mv_size);
 	rec->key = key;
 	rec->position = pos;
 	rec->shard = lo;
@@ -549,6 +568,8 @@ int gf_dataset_locate(gf_dataset *ds, uint64_t pos, gf_record *rec)
 	rec->value_len = 0;
 	rec->payload = NULL;
 	int rc = mdb_get(s->txn, s->dbi, &k, &v);
+	if (rc == MDB_NOTFOUND && s->caffe)
+		return gf_seterr(GF_ENOTFOUND, "shard %s key %llu: its LMDB key is missing", s->path, (unsigned long long)key);
 	if (rc == MDB_NOTFOUND)
 		return gf_seterr(GF_ENOTFOUND, "shard %s key %llu: missing (meta says keys %llu..%llu)", s->path,
 		                 (unsigned long long)key, (unsigned long long)s->info.first,

@@ -1,12 +1,21 @@
 /* Streaming a dataset in epoch order with io_uring readahead.
  *
  * The lmdb_reader stage's engine. Records are handed out in the order of
- * gf_order (shuffle, class filter, rank part), epoch after epoch. The
+ * gf_order (shuffle, class filter, rank part), epoch after epoch, one
+ * position at a time from the order's generator (nothing per record is
+ * kept). The
  * stream keeps `readahead` records located ahead of the consumer (B-tree
  * lookups only: the value pages are not touched; the B-tree pages were all
  * read at open) and makes their pages arrive before they are needed:
  *  - mmap path: IORING_OP_FADVISE(WILLNEED) over the value's page range of
- *    data.mdb, in 64 KiB blocks, each block once per epoch, contiguous
+ *    data.mdb, in blocks of 4 to 64 KiB (the bytes of one of the order's
+ *    blocks of records, rounded up to a power of two: a shuffled order reads
+ *    a run of records from each place it visits, and reading more than that
+ *    run around it only fills the page cache; 64 KiB in key order), each
+ *    block once while it is fresh (advised
+ *    within the last `horizon` to 2 x `horizon` records: a shuffled
+ *    order comes back to a block long after it read it, when the page
+ *    cache may have dropped it), contiguous
  *    blocks coalesced up to 4 MiB per request, or what the kernel reads
  *    for one (advise_blocks) where that is less. A record is handed out once
  *    the request for its pages has run (the kernel has started the reads).
@@ -44,8 +53,9 @@
 
 #include "dataset_int.h"
 
-#define BLOCK_SHIFT 16     /* 64 KiB prefetch blocks */
-#define MAX_COALESCE 64    /* blocks per fadvise request (4 MiB), at most: see advise_blocks */
+#define MIN_SHIFT 12       /* prefetch blocks of 4 KiB .. */
+#define MAX_SHIFT 16       /* .. 64 KiB: the order's blocks of records, rounded up */
+#define MAX_COALESCE_BYTES (4u << 20) /* per fadvise request, at most: see advise_blocks */
 #define DIRECT_ALIGN 4096u
 #define NCHUNKS 8          /* direct reads in flight at most */
 #define CHUNK_BYTES (1u << 20)
@@ -54,10 +64,12 @@
 #define MAP_MAX_AHEAD 4096 /* mmap path: records located ahead for readahead_bytes, at most */
 #define ADV_TAG (1ull << 63)  /* user_data of an fadvise request: ADV_TAG | its number */
 #define ADV_WINDOW 4096       /* fadvise requests numbered beyond the completed ones, at most */
+#define MIN_HORIZON 65536     /* records after which an advised block may be advised again */
 
 typedef struct slot {
 	uint64_t seq;      /* sequence number held, UINT64_MAX = none */
 	uint64_t epoch, idx;
+	uint64_t position; /* in the opened set, from the order */
 	int loc_rc;        /* result of locating it */
 	gf_record rec;
 	int ci;            /* direct: its chunk, -1 none */
@@ -83,9 +95,6 @@ struct gf_stream {
 	gf_order *ord;
 	gf_stream_opts o;
 	uint64_t len;              /* records per epoch */
-	uint64_t *orders[2];       /* (len) orders of two epochs, by parity */
-	uint64_t order_epoch[2];
-	int order_valid[2];
 	uint64_t start_abs;        /* start_epoch * len + start_pos */
 	uint64_t end_seq;          /* UINT64_MAX: forever */
 	uint64_t emit_seq, issue_seq;
@@ -105,10 +114,13 @@ struct gf_stream {
 	int next_ci;               /* where the next chunk is taken (ring order) */
 	int release_ci;            /* chunk of the record handed out last, or -1 */
 	/* mmap-path prefetch bookkeeping */
-	uint64_t **bitmap;         /* (nshards) blocks already advised this epoch */
+	unsigned shift;            /* prefetch blocks of 2^shift bytes */
+	uint64_t **bitmap;         /* (nshards) blocks advised: two generations of
+	                              bitmap_words words each */
 	unsigned *adv_blocks;      /* (nshards) blocks per fadvise request, at most */
 	size_t *bitmap_words;
-	uint64_t bitmap_epoch;
+	uint64_t horizon;          /* records a generation lasts */
+	uint64_t gen, gen_seq;     /* current generation (its half: gen & 1), its first record */
 	int have_pending;
 	uint32_t p_shard;
 	uint64_t p_lo, p_hi;       /* blocks [p_lo, p_hi] */
@@ -212,7 +224,8 @@ static unsigned long sysfs_ulong(const char *path)
 	return v;
 }
 
-/* The most one fadvise(WILLNEED) on fd reads, in blocks (1..MAX_COALESCE).
+/* The most one fadvise(WILLNEED) on fd reads, in blocks of 2^shift bytes
+ * (1 .. MAX_COALESCE_BYTES of them).
  * The kernel cuts the range to the larger of the device's readahead and
  * its largest request (force_page_cache_ra: max(io_pages, ra_pages)), and
  * with the map MADV_RANDOM each page left out becomes a synchronous 4 KiB
@@ -220,7 +233,7 @@ static unsigned long sysfs_ulong(const char *path)
  * in a 300 MB pass, 80 MB/s instead of 800). Read from the queue of the
  * file's block device (its disk's, for a partition); 128 KiB, the kernel's
  * default readahead, where there is none. */
-static unsigned advise_blocks(int fd)
+static unsigned advise_blocks(int fd, unsigned shift)
 {
 	struct stat st;
 	unsigned long kb = 0;
@@ -237,8 +250,8 @@ static unsigned advise_blocks(int fd)
 		}
 	if (!kb)
 		kb = 128;
-	unsigned long b = kb >> (BLOCK_SHIFT - 10);
-	return b < 1 ? 1 : b > MAX_COALESCE ? MAX_COALESCE : (unsigned)b;
+	unsigned long b = kb >> (shift - 10), most = MAX_COALESCE_BYTES >> shift;
+	return b < 1 ? 1 : b > most ? (unsigned)most : (unsigned)b;
 }
 
 static int flush_pending(gf_stream *s)
@@ -247,7 +260,7 @@ static int flush_pending(gf_stream *s)
 		return 0;
 	s->have_pending = 0;
 	const gf_shard_info *si = gf_dataset_shard(s->ds, s->p_shard);
-	uint64_t off = s->p_lo << BLOCK_SHIFT, len = (s->p_hi - s->p_lo + 1) << BLOCK_SHIFT;
+	uint64_t off = s->p_lo << s->shift, len = (s->p_hi - s->p_lo + 1) << s->shift;
 	if (!s->uring) {
 		posix_fadvise(si->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 		return 0;
@@ -270,20 +283,21 @@ static int flush_pending(gf_stream *s)
 static int advise(gf_stream *s, const slot *sl)
 {
 	int rc;
-	if (sl->epoch != s->bitmap_epoch) {
+	if (sl->seq - s->gen_seq >= s->horizon) { /* a new generation forgets the one before the last */
+		s->gen++;
+		s->gen_seq = sl->seq;
 		for (uint32_t i = 0; i < s->nshards; i++)
-			memset(s->bitmap[i], 0, s->bitmap_words[i] * sizeof(uint64_t));
-		s->bitmap_epoch = sl->epoch;
+			memset(s->bitmap[i] + (s->gen & 1) * s->bitmap_words[i], 0, s->bitmap_words[i] * sizeof(uint64_t));
 	}
 	uint32_t sh = sl->rec.shard;
-	uint64_t b0 = sl->rec.offset >> BLOCK_SHIFT;
-	uint64_t b1 = (sl->rec.offset + sl->rec.value_len - 1) >> BLOCK_SHIFT;
-	uint64_t *bm = s->bitmap[sh];
+	uint64_t b0 = sl->rec.offset >> s->shift;
+	uint64_t b1 = (sl->rec.offset + sl->rec.value_len - 1) >> s->shift;
 	size_t words = s->bitmap_words[sh];
+	uint64_t *bm = s->bitmap[sh] + (s->gen & 1) * words, *old = s->bitmap[sh] + (~s->gen & 1) * words;
 	for (uint64_t b = b0; b <= b1; b++) {
 		if ((b >> 6) >= words)
 			break;
-		if (bm[b >> 6] >> (b & 63) & 1)
+		if ((bm[b >> 6] | old[b >> 6]) >> (b & 63) & 1)
 			continue;
 		bm[b >> 6] |= 1ull << (b & 63);
 		if (s->have_pending && s->p_shard == sh && b == s->p_hi + 1 && b - s->p_lo < s->adv_blocks[sh]) {
@@ -417,30 +431,25 @@ static int direct_value(gf_stream *s, const slot *sl, const uint8_t **value)
 
 /* ---- issuing ---- */
 
-static const uint64_t *order_of(gf_stream *s, uint64_t epoch)
-{
-	int p = (int)(epoch & 1);
-	if (!s->order_valid[p] || s->order_epoch[p] != epoch) {
-		gf_order_fill(s->ord, epoch, s->orders[p]);
-		s->order_epoch[p] = epoch;
-		s->order_valid[p] = 1;
-	}
-	return s->orders[p];
-}
-
 /* Locates record seq and starts bringing its value in. Returns 0, 1 when
- * the direct path has no free chunk (seq stays unissued), or an error. */
+ * the direct path has no free chunk (seq stays unissued, and comes here
+ * again), or an error. Records are issued in sequence, so the order's
+ * generator runs forward only (sought at the start and at each epoch). */
 static int issue(gf_stream *s, uint64_t seq)
 {
 	slot *sl = &s->slots[seq % s->r];
-	uint64_t abs = s->start_abs + seq;
-	sl->seq = seq;
-	sl->epoch = abs / s->len;
-	sl->idx = abs % s->len;
+	if (sl->seq != seq) {
+		uint64_t abs = s->start_abs + seq;
+		sl->seq = seq;
+		sl->epoch = abs / s->len;
+		sl->idx = abs % s->len;
+		if (seq == 0 || sl->idx == 0)
+			gf_order_seek(s->ord, sl->epoch, sl->idx);
+		sl->position = gf_order_next(s->ord);
+	}
 	sl->ci = -1;
 	sl->adv = 0;
-	const uint64_t *ord = order_of(s, sl->epoch);
-	sl->loc_rc = gf_dataset_locate(s->ds, ord[sl->idx], &sl->rec);
+	sl->loc_rc = gf_dataset_locate(s->ds, sl->position, &sl->rec);
 	if (sl->loc_rc)
 		return 0; /* reported as a bad record when its turn comes */
 	if (s->o.direct)
@@ -532,14 +541,19 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 	}
 	if (s->r > s->len) /* the window then spans at most two epochs */
 		s->r = (uint32_t)s->len;
+	/* prefetch blocks: a block of the order's records, 4 to 64 KiB */
+	s->shift = MAX_SHIFT;
+	if (o->order.shuffle && dm->count) {
+		uint64_t run = gf_order_block(s->ord) * (dm->payload_bytes / dm->count + GF_RECORD_HEADER_SIZE + 4);
+		for (s->shift = MIN_SHIFT; s->shift < MAX_SHIFT && (1ull << s->shift) < run; s->shift++)
+			;
+	}
 	s->slots = calloc(s->r, sizeof(slot));
-	s->orders[0] = malloc(s->len * sizeof(uint64_t));
-	s->orders[1] = malloc(s->len * sizeof(uint64_t));
 	s->bitmap = calloc(s->nshards, sizeof(uint64_t *));
 	s->bitmap_words = calloc(s->nshards, sizeof(size_t));
 	s->adv_blocks = calloc(s->nshards, sizeof(unsigned));
 	s->dfd = calloc(s->nshards, sizeof(int));
-	if (!s->slots || !s->orders[0] || !s->orders[1] || !s->bitmap || !s->bitmap_words || !s->adv_blocks || !s->dfd) {
+	if (!s->slots || !s->bitmap || !s->bitmap_words || !s->adv_blocks || !s->dfd) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -552,13 +566,13 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 		s->dfd[i] = -1;
 	for (uint32_t i = 0; i < s->nshards; i++) {
 		const gf_shard_info *si = gf_dataset_shard(ds, i);
-		s->bitmap_words[i] = (size_t)((si->file_size >> BLOCK_SHIFT) / 64 + 1);
-		if (!(s->bitmap[i] = calloc(s->bitmap_words[i], sizeof(uint64_t)))) {
+		s->bitmap_words[i] = (size_t)((si->file_size >> s->shift) / 64 + 1);
+		if (!(s->bitmap[i] = calloc(2 * s->bitmap_words[i], sizeof(uint64_t)))) {
 			rc = -ENOMEM;
 			goto fail;
 		}
 		if (!o->direct) {
-			s->adv_blocks[i] = advise_blocks(si->fd);
+			s->adv_blocks[i] = advise_blocks(si->fd, s->shift);
 			continue;
 		}
 		s->dfd[i] = open(si->file, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -574,7 +588,7 @@ int gf_stream_open(gf_dataset *ds, const gf_stream_opts *o, gf_stream **out)
 			goto fail;
 		}
 	}
-	s->bitmap_epoch = UINT64_MAX;
+	s->horizon = 4ull * s->r > MIN_HORIZON ? 4ull * s->r : MIN_HORIZON;
 	s->adv_next = 1;
 	/* on a cold cache, a leaf page read while the readahead fills the disk
 	 * queue waits behind it: read them all now, on an idle queue */
@@ -618,8 +632,7 @@ int gf_stream_next(gf_stream *s, gf_stream_item *it)
 	it->rec = sl->rec;
 	if (sl->loc_rc) {
 		/* locate again for the message naming shard and key */
-		const uint64_t *ord = order_of(s, sl->epoch);
-		rc = gf_dataset_locate(s->ds, ord[sl->idx], &it->rec);
+		rc = gf_dataset_locate(s->ds, sl->position, &it->rec);
 		return rc == GF_ENOTFOUND || rc == 0 || rc < -4095 ? GF_ECORRUPT : rc;
 	}
 	/* Through io_uring, the advice runs in a kernel worker; on a loaded
@@ -678,8 +691,6 @@ void gf_stream_close(gf_stream *s)
 	for (int i = 0; i < NCHUNKS; i++)
 		free(s->chunks[i].buf);
 	free(s->slots);
-	free(s->orders[0]);
-	free(s->orders[1]);
 	if (s->bitmap)
 		for (uint32_t i = 0; i < s->nshards; i++)
 			free(s->bitmap[i]);

@@ -2,8 +2,9 @@
  *
  * The source of every training pipeline. It opens a dataset (a directory of
  * LMDB shards) read-only and emits one "records" message per record in the
- * epoch order of gf_order (seeded shuffle of shard order + shuffle window,
- * class filter through the meta index, equal disjoint parts per rank:
+ * epoch order of gf_order (seeded permutation of blocks of records over the
+ * whole set + shuffle window, class filter through the meta index, equal
+ * disjoint parts per rank:
  * parameters part / parts, default: the run's rank % parts / world). The
  * engine is gf_stream (core/data/stream.c): io_uring readahead keeps the
  * pages of the next `readahead` values (and at least `readahead_mb` MiB)
@@ -58,13 +59,23 @@ static const gf_param_desc params[] = {
 	  "ganflow shards, or a Caffe LMDB of Datum values (convert_imageset); auto: ganflow when the shard has a meta "
 	  "record, else caffe when its first value is a Datum",
 	  "auto|ganflow|caffe" },
-	{ "shuffle", GF_PARAM_BOOL, "true", "shuffle: shard order permuted per epoch + shuffle window", NULL },
-	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole set)", "0.." },
+	{ "shuffle", GF_PARAM_BOOL, "true",
+	  "shuffle: blocks of records in a random order over the whole set, then a shuffle window", NULL },
+	{ "window", GF_PARAM_INT, "65536", "shuffle window in records (0: the whole part)", "0.." },
+	{ "block", GF_PARAM_INT, "0",
+	  "records read as one run (0: those in 64 KiB of values, at most window / 8192); larger: longer reads, "
+	  "fewer places a batch draws from",
+	  "0.." },
 	{ "seed", GF_PARAM_INT, "nil", "shuffle seed (default: the run seed)", NULL },
 	{ "epochs", GF_PARAM_INT, "0", "epochs to read, counted from epoch 0 (0: forever)", "0.." },
 	{ "part", GF_PARAM_INT, "nil", "which part of the records to read, below parts (default: the run's rank % parts)",
 	  "0.." },
 	{ "parts", GF_PARAM_INT, "nil", "number of equal parts (default: the run's world; 1: no partition)", "1..1048576" },
+	{ "remainder", GF_PARAM_STR, "drop",
+	  "the records an equal split leaves over (fewer than parts): drop (left out of the epoch, different ones "
+	  "each epoch; parts stay equal, as lockstep ranks need) or spread (parts differ by one record; every record "
+	  "exactly once per epoch)",
+	  "drop|spread" },
 	{ "classes", GF_PARAM_LIST, "nil", "read only these classes (labels), through the meta index", NULL },
 	{ "class_shard", GF_PARAM_BOOL, "false",
 	  "read the classes c with c % parts == part (every record of them) instead of a record part", NULL },
@@ -167,6 +178,8 @@ static int create(gf_ctx *ctx, const gf_value *p, void **self)
 	gf_stream_opts so = {
 		.order = { .shuffle = gf_param_bool(p, "shuffle"),
 		           .window = (uint64_t)gf_param_int(p, "window"),
+		           .block = (uint64_t)gf_param_int(p, "block"),
+		           .spread_remainder = !strcmp(gf_param_str(p, "remainder"), "spread"),
 		           .seed = (uint64_t)seed,
 		           .rank = (uint32_t)rank,
 		           .world = (uint32_t)world,

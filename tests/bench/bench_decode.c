@@ -95,10 +95,13 @@ int main(int argc, char **argv)
 	jpeg *v = calloc(n, sizeof(jpeg));
 	uint64_t bytes = 0;
 	size_t k = 0;
+	uint64_t *pos = malloc((size_t)n * sizeof(uint64_t));
 	for (int c = 0; c < 2; c++)
 		for (uint64_t j = 0; j < m->class_count[c]; j++) {
 			gf_record r;
-			if (gf_dataset_get(ds, m->class_index[c][j], &r))
+			if (!j && (!pos || gf_dataset_class_positions(ds, (uint32_t)c, pos)))
+				die("class %d: %s", c, gf_errmsg());
+			if (gf_dataset_get(ds, pos[j], &r))
 				die("%s", gf_errmsg());
 			v[k].p = r.payload; /* in the map; stays valid until close */
 			v[k].n = r.h.payload;
@@ -142,6 +145,7 @@ int main(int argc, char **argv)
 	printf("decode: ratio_vs_turbojpeg=%.2f target=0.90\n", rq);
 	free(dst);
 	free(v);
+	free(pos);
 	gf_dataset_close(ds);
 	return 0;
 }

@@ -205,8 +205,8 @@ typedef struct gf_dataset_meta {
 	uint32_t nshards;      /* shards opened */
 	uint32_t nclasses;     /* 0 for an unlabelled dataset */
 	const char *const *class_names;      /* (nclasses) NUL-terminated */
-	const uint64_t *class_count;         /* (nclasses) records per class */
-	const uint64_t *const *class_index;  /* (nclasses) positions, ascending */
+	const uint64_t *class_count;         /* (nclasses) records per class (their
+	                                        positions: gf_dataset_class_positions) */
 	uint64_t unlabelled;   /* records with label -1 */
 	uint64_t enc_count[GF_ENC_COUNT]; /* records per encoding */
 	uint64_t payload_bytes;
@@ -225,7 +225,8 @@ typedef struct gf_shard_info {
 	int fd;                /* data.mdb opened O_RDONLY (for readahead), owned */
 	const uint8_t *map;    /* base of the read-only LMDB map */
 	size_t map_size;
-	uint64_t file_size;    /* bytes of data.mdb */
+	uint64_t file_size;    /* bytes of data.mdb (its length: LMDB files may be sparse) */
+	uint64_t disk_bytes;   /* bytes of data.mdb allocated on disk (st_blocks) */
 } gf_shard_info;
 
 /* Opens a dataset read-only: path is a dataset directory (holding
@@ -260,6 +261,12 @@ void gf_dataset_close(gf_dataset *ds);
 
 /* The dataset's meta; owned by ds, valid until gf_dataset_close. */
 const gf_dataset_meta *gf_dataset_metadata(const gf_dataset *ds);
+
+/* Writes the positions of class c's records, ascending, into out
+ * (class_count[c] of them). Read from the shards' meta records (a Caffe
+ * LMDB's index is built when it is opened): an opened dataset keeps no
+ * per-record index of its own. Returns 0 or GF_EPARAM (c out of range). */
+int gf_dataset_class_positions(const gf_dataset *ds, uint32_t c, uint64_t *out);
 
 /* Path given to gf_dataset_open; owned by ds. */
 const char *gf_dataset_path(const gf_dataset *ds);
@@ -363,32 +370,58 @@ char *gf_path_join(const char *dir, const char *name);
  *
  * The order of an epoch is computed from (seed, epoch) alone, so it repeats
  * under the same seed, differs between epochs, and a reader resumed at
- * (epoch, pos) continues exactly:
+ * (epoch, pos) continues exactly. Nothing in it grows with the data: a
+ * part's order is generated record by record with `window` slots of
+ * memory (a class filter adds its candidate list).
  *  1. candidates: every position of the opened set, or with a class filter
- *     the union of those classes' index lists; ascending, so grouped by
- *     shard.
- *  2. without shuffle the global order is the candidates in order. With
- *     shuffle: the shard order is permuted (Fisher-Yates driven by
- *     rng(seed, epoch, 1)), the candidates are streamed shard by shard in
- *     that order through a shuffle window of `window` slots (0 or >= the
- *     candidate count: the whole set): the first `window` fill it; each
- *     further candidate replaces the slot j = uniform(window) whose
- *     occupant is emitted; the slots left at the end are Fisher-Yates
- *     shuffled and emitted (rng(seed, epoch, 2)).
- *  3. partition: with M candidates and world ranks, L = floor(M / world);
- *     rank r reads global positions [r L, r L + L). Parts are disjoint and
- *     of equal length; the M mod world records at the end of the global
- *     order are left out of that epoch (different ones each epoch when
- *     shuffled).
- * rng(seed, epoch, stream) is splitmix64 seeded with a hash of the three;
- * uniform(n) is Lemire's multiply-shift with rejection (exact).
+ *     the union of those classes' index lists; ascending.
+ *  2. without shuffle the sequence is the candidates in order. With
+ *     shuffle the candidates are cut into blocks of `block` consecutive
+ *     ones (the last block may be short) and the blocks are put in a
+ *     random order over the whole set: a keyed bijection of the block
+ *     numbers (a 6-round Feistel network over the next even power of two,
+ *     cycle-walked into range, keyed by rng(seed, epoch, 1)). On
+ *     class-sorted data (a folder import, a Caffe LMDB made without
+ *     --shuffle) any stretch of the sequence then holds blocks from all
+ *     over the set, so batches mix classes as uniform sampling does.
+ *  3. partition: with M candidates and world parts, L = floor(M / world);
+ *     part r takes the sequence's positions [r L, r L + L): parts are
+ *     disjoint and of equal length, and the M mod world positions at the
+ *     end are left out of that epoch (different records each epoch when
+ *     shuffled). With spread_remainder, part r takes [floor(r M / world),
+ *     floor((r + 1) M / world)) instead: lengths differ by one at most and
+ *     every record is read exactly once per epoch.
+ *  4. with shuffle, each part streams its slice through a shuffle window
+ *     of `window` slots (0 or >= the part's length: the whole part): the
+ *     first `window` fill it; each further record replaces the slot
+ *     j = uniform(window), whose occupant is emitted; the slots left at
+ *     the end are Fisher-Yates shuffled and emitted (rng(seed, epoch, part)).
+ *     The window breaks the blocks up: a batch draws from about
+ *     window / block blocks.
+ * rng(...) is splitmix64 seeded with a hash of its arguments; uniform(n)
+ * is Lemire's multiply-shift with rejection (exact).
+ *
+ * What block and window cost: a block is read as one run of the file
+ * (records of 64 KiB of values at most, by default), so every value is
+ * read once per epoch in runs of about that size, from anywhere in the
+ * file; a record stays in the page cache from its block's read until the
+ * window emits it (about `window` records later). A larger block reads in
+ * longer runs but mixes fewer places per batch; a smaller window needs
+ * less page cache but mixes fewer blocks.
  */
 
 typedef struct gf_order_opts {
 	int shuffle;
-	uint64_t window;          /* shuffle window in records, 0 = whole set */
+	uint64_t window;          /* shuffle window in records, 0 = the whole part */
+	uint64_t block;           /* records per block; 0: the records in 64 KiB of
+	                             values (the mean record size), at most
+	                             max(1, window / 8192) so that a window holds
+	                             8192 blocks or more (window 0: the part) */
 	uint64_t seed;
 	uint32_t rank, world;     /* world 0 or 1: no partition */
+	int spread_remainder;     /* parts of length floor or ceil(M / world): every
+	                             record once per epoch (else equal parts, the
+	                             M mod world last ones left out) */
 	const int64_t *classes;   /* (nclasses) class filter, NULL = every record */
 	uint32_t nclasses;
 } gf_order_opts;
@@ -400,17 +433,34 @@ typedef struct gf_order gf_order;
  * unlabelled dataset, rank >= world; -ENOMEM. */
 int gf_order_create(const gf_dataset *ds, const gf_order_opts *o, gf_order **out);
 
-/* Records per epoch for the rank (L above). */
+/* Records per epoch for the rank (L above; with spread_remainder its own
+ * part's length). */
 uint64_t gf_order_len(const gf_order *ord);
 
 /* Candidate count M before partition. */
 uint64_t gf_order_candidates(const gf_order *ord);
 
+/* The block size in use (the option, or the automatic one). */
+uint64_t gf_order_block(const gf_order *ord);
+
+/* Positions the order at record pos (0 .. len) of epoch `epoch`: the next
+ * gf_order_next returns that record. O(pos) time (the window is replayed). */
+void gf_order_seek(gf_order *ord, uint64_t epoch, uint64_t pos);
+
+/* The position (in the opened set) of the next record of the epoch sought,
+ * or UINT64_MAX past its end. */
+uint64_t gf_order_next(gf_order *ord);
+
 /* Writes the rank's order of epoch `epoch` (gf_order_len positions) into
- * out. Not thread-safe for one ord (it uses ord's scratch). Returns 0. */
+ * out (gf_order_seek + gf_order_next). Returns 0. */
 int gf_order_fill(gf_order *ord, uint64_t epoch, uint64_t *out);
 
 void gf_order_destroy(gf_order *ord);
+
+/* A seeded bijection of [0, n) (n > 0; i < n): the Feistel permutation
+ * the orders use, keyed by seed. The converters write records in the order
+ * gf_permute(0..n-1, n, seed) of their inputs. */
+uint64_t gf_permute(uint64_t i, uint64_t n, uint64_t seed);
 
 /* Counter-based random numbers: a well-mixed 64-bit value of (a, b, c)
  * (splitmix64 finaliser chain). Same inputs, same value, on any thread. */
