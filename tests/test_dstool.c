@@ -60,11 +60,11 @@ static int convert(const char *src, const char *out, uint32_t classes, const gf_
 	return gf_convert_dstool(src, out, &o, classes, stats ? stats : &local);
 }
 
-/* The i-th image in the order of the records: the converters' order
- * (source order: names sorted, which is index order here). */
-static int image_at(uint64_t pos)
+/* The image of record pos: the converters' order, the names' (sorted:
+ * index order here) permuted with the default seed (shuffle = 1). */
+static int image_at(uint64_t pos, uint64_t n)
 {
-	return (int)pos;
+	return (int)gf_permute(pos, n, 1);
 }
 
 /* Every record: the image, its label, its pixels; the meta's classes. */
@@ -76,11 +76,15 @@ static void check_labelled(const char *path)
 	assert_int_equal(m->count, N);
 	assert_int_equal(m->nclasses, 5);
 	assert_int_equal(m->unlabelled, 0);
-	uint64_t seen[5] = { 0 };
+	uint64_t seen[5] = { 0 }, *index[5];
+	for (int c = 0; c < 5; c++) {
+		assert_non_null(index[c] = malloc(m->class_count[c] * sizeof(uint64_t)));
+		assert_int_equal(gf_dataset_class_positions(ds, (uint32_t)c, index[c]), 0);
+	}
 	for (uint64_t pos = 0; pos < N; pos++) {
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, pos, &r), 0);
-		int i = image_at(pos), label = (7 * i) % 5;
+		int i = image_at(pos, N), label = (7 * i) % 5;
 		assert_int_equal(r.h.label, label);
 		assert_int_equal(r.h.encoding, GF_ENC_RAW);
 		assert_int_equal(r.h.height, H);
@@ -95,11 +99,12 @@ static void check_labelled(const char *path)
 						         px(i, y, x, c));
 		/* the class index lists this position under its label, in order */
 		assert_true(seen[label] < m->class_count[label]);
-		assert_int_equal(m->class_index[label][seen[label]++], pos);
+		assert_int_equal(index[label][seen[label]++], pos);
 	}
 	for (int c = 0; c < 5; c++) {
 		assert_int_equal(seen[c], m->class_count[c]);
 		assert_int_equal(m->class_count[c], N / 5);
+		free(index[c]);
 	}
 	gf_dataset_close(ds);
 }
@@ -175,7 +180,7 @@ static void test_unlabelled_and_limit(void **st)
 	for (uint64_t pos = 0; pos < 5; pos++) {
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, pos, &r), 0);
-		int i = image_at(pos);
+		int i = image_at(pos, 5); /* the first 5 images (limit), permuted */
 		assert_int_equal(r.h.label, -1);
 		assert_int_equal(r.h.channels, 1);
 		assert_int_equal(r.h.width, 6);
