@@ -2,8 +2,8 @@
  * through a copy stream (double-buffered, ordered by events, each message
  * kept until its copy ran), and fakes from g_step (in device memory behind
  * an event on one device, or host memory), copied into the fixed buffers
- * a captured step reads; D's weights out to g_step. See d_step.c and
- * docs/cuda.md. */
+ * a captured step reads; D's weights out to g_step; D's checkpoint parts.
+ * See d_step.c and docs/cuda.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,4 +243,76 @@ int d_push_weights(dstep *s, gf_ctx *ctx)
 	}
 	gf_msg_set_scalar(m, "fakes_per_step", (double)s->d_steps * s->acc);
 	return gf_push(ctx, OUT_WEIGHTS, m);
+}
+
+/* ---- input buffers ---- */
+
+int d_dev_buffers(dstep *s, gf_ctx *ctx)
+{
+	gf_backend *be = s->be;
+	size_t xb = (size_t)s->max_batch * s->in_numel * sizeof(float), lb = (size_t)s->max_batch * sizeof(int32_t);
+	if (be->ops->alloc(be, (void **)&s->real_dev, xb) || be->ops->alloc(be, (void **)&s->fake_dev, xb) ||
+	    be->ops->alloc(be, (void **)&s->rlab_dev, lb) || be->ops->alloc(be, (void **)&s->flab_dev, lb))
+		return gf_fail(ctx, "out of memory for D's input buffers: %s", gf_errmsg());
+	if (!s->cbe)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		const gf_backend_ops *o = s->cbe->ops;
+		if (o->alloc(s->cbe, (void **)&s->st[i].x, xb) || o->alloc(s->cbe, (void **)&s->st[i].l, lb) ||
+		    o->event_create(s->cbe, &s->st[i].dma) || be->ops->event_create(be, &s->st[i].used))
+			return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
+	}
+	return 0;
+}
+
+/* ---- checkpoint parts ---- */
+
+int d_push_state(dstep *s, gf_ctx *ctx)
+{
+	gf_state *st;
+	char k[160];
+	/* a checkpoint is a read point: every result in flight is checked first */
+	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
+	if (rc || (rc = gf_trainer_state_begin(s->tr, s->v, &st)) || !st)
+		return rc;
+	/* LeCam's and ADA's state from the device (nothing is in flight) */
+	rc = s->lecam_on || s->ada_p ? d_reg_state(s, ctx, 0) : 0;
+	if (!rc)
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
+	if (!rc && s->lecam_on) { /* the averages' bits, so a resumed run goes on exactly */
+		int64_t lc[3] = { s->lecam.set };
+		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
+	}
+	if (!rc && s->gp_on)
+		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
+	if (!rc && s->ada_p) { /* the partial interval; p itself is D's buffer */
+		int64_t a[5];
+		gf_ada_save(&s->ada, a);
+		rc = gf_state_add_i64(st, gf_train_key(ctx, "ada", k, sizeof(k)), a, 5);
+	}
+	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
+		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
+	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
+		rc = gf_state_meta(st, gf_train_key(ctx, "data_classes", k, sizeof(k)), s->data_classes);
+	/* async: filed under G's step, so it joins G's part of the checkpoint */
+	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
+}
+
+/* After iteration v: the checkpoint part when one is due (sync: every
+ * checkpoint_every iterations; async: when G crossed a multiple of it). */
+int d_maybe_state(dstep *s, gf_ctx *ctx)
+{
+	if (s->ckpt_every <= 0)
+		return 0;
+	if (!s->async)
+		return s->v % s->ckpt_every == 0 ? d_push_state(s, ctx) : 0;
+	if (s->gseen / s->ckpt_every <= s->ckpt_basis / s->ckpt_every)
+		return 0;
+	int64_t gseen = s->gseen;
+	s->gseen = gseen / s->ckpt_every * s->ckpt_every; /* the multiple G just crossed */
+	int rc = d_push_state(s, ctx);
+	s->gseen = gseen;
+	s->ckpt_basis = gseen;
+	return rc;
 }

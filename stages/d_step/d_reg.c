@@ -325,3 +325,60 @@ int d_r1_lazy_ops(void *self, gf_ctx *ctx, void *arg)
 	}
 	return rc ? rc : d_step_tail(s, ctx, a->images, a->last_of_iter, a->e);
 }
+
+/* The lazy R1 step after a D step , captured as
+ * a step of its own; it ends the D step (ADA, LeCam). */
+int d_lazy_step(dstep *s, gf_ctx *ctx, int last_of_iter, double images)
+{
+	gf_stepdrv_entry e = { .step = s->v };
+	d_lazy a = { !gf_trainer_update_on_device(s->tr), last_of_iter, images, &e };
+	int tail = s->ada_p || s->lecam_on;
+	uint64_t key = (uint64_t)s->r1_n | (uint64_t)1 << 40 | (uint64_t)tail << 41 | (uint64_t)(tail && a.last_of_iter) << 42 |
+	               gf_trainer_update_key(s->tr, s->v) << 43;
+	int rc;
+	if ((rc = gf_stepdrv_begin(s->drv, ctx)) ||
+	    (rc = gf_stepdrv_run(s->drv, ctx, s->v, "D step (lazy R1)", key, a.host_update, d_r1_lazy_ops, &a)))
+		return rc;
+	return gf_stepdrv_push(s->drv, ctx, &e);
+}
+
+/* ---- R3GAN's pair batch ---- */
+
+/* R3GAN's pair batch (loss = "rpgan"): [x; G(z)] through D at once, the
+ * relativistic loss on the pairs of its outputs (their sums apart, for
+ * d_real and d_fake), ADA's signs on the reals, and R1 + R2 or the plain
+ * backward in the same walk. *nout: D's outputs of one half. */
+int d_pair_step(dstep *s, gf_ctx *ctx, int64_t n, unsigned accumulate, size_t *nout)
+{
+	double *slot = gf_stepdrv_slots(s->drv);
+	const gf_backend_ops *o = s->be->ops;
+	size_t k = s->in_numel * sizeof(float), lb = (size_t)n * sizeof(int32_t);
+	int rc = o->copy(s->be, s->pair_dev, s->real_dev, (size_t)n * k, GF_COPY_D2D);
+	if (!rc)
+		rc = o->copy(s->be, s->pair_dev + (size_t)n * s->in_numel, s->fake_dev, (size_t)n * k, GF_COPY_D2D);
+	if (!rc && s->classes && !(rc = o->copy(s->be, s->pair_lab, s->rlab_dev, lb, GF_COPY_D2D)))
+		rc = o->copy(s->be, s->pair_lab + n, s->flab_dev, lb, GF_COPY_D2D);
+	gf_tensor x = d_dev_tensor(s, s->pair_dev, 0, 2 * n), lab = d_dev_tensor(s, s->pair_lab, 1, 2 * n), out;
+	if (!rc)
+		rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
+	if (rc)
+		return gf_fail(ctx, "iteration %lld: D forward on the pairs: %s", (long long)s->v, gf_errmsg());
+	gf_net_output(s->d, &out);
+	if ((rc = gf_trainer_loss_dev(s->tr, s->v, s->loss.d, &out, NULL, s->loss.real, 1.0f / (float)s->acc, s->dpred,
+	                              (float *)(void *)(slot + V_LOSS_REAL))))
+		return rc;
+	size_t h = (size_t)gf_tensor_numel(&out) / 2;
+	*nout = h;
+	if ((rc = o->reduce_dev(s->be, slot + V_SUM_REAL, out.data, h, 0)) ||
+	    (rc = o->reduce_dev(s->be, slot + V_SUM_FAKE, (float *)out.data + h, h, 0)))
+		return gf_fail(ctx, "iteration %lld: D's mean outputs: %s", (long long)s->v, gf_errmsg());
+	if (s->ada_p && (rc = o->ada_signs(s->be, s->rst + RST_ADA, out.data, h, 0.0f)))
+		return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
+	if (s->r1_on || s->r2_on)
+		return d_pair_penalty(s, ctx, n, s->dpred, accumulate);
+	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
+		return rc == GF_ESTOP || rc == GF_EFAIL
+		           ? rc
+		           : gf_fail(ctx, "iteration %lld: D backward: %s", (long long)s->v, gf_errmsg());
+	return 0;
+}

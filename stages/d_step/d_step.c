@@ -23,13 +23,11 @@
  * Data parallel (docs/dist.md): with its `grads` / `reduced` ports joined
  * to an `exchange` stage, D's gradients are all-reduced in buckets during
  * the backward pass of the last fake half-step (or reduce-scattered for
- * ZeRO-1, or the parameters gossiped after the update); every rank reads
- * its own part of the data. Unconnected, nothing changes. `lr_warmup`
- * ramps the learning rate linearly over the first iterations.
+ * ZeRO-1, or the parameters gossiped after the update), inside the step;
+ * every rank reads its own part of the data. Unconnected, nothing changes.
  *
- * Regularisers (d_reg.c): `ortho` (the trainer's), LeCam (`lecam`), ADA's
- * probability (an `ada` layer in D) and the gradient penalties R1 (`r1`,
- * in the step or lazy) and WGAN-GP (`gp`).
+ * Regularisers and R3GAN's pairs (d_reg.c): `ortho` (the trainer's), LeCam,
+ * ADA's p, R1 (in the step or lazy), R2, WGAN-GP; loss = "rpgan".
  *
  * On a GPU (docs/cuda.md, "Step stages"): each micro-step (both halves and,
  * in the last one, the update) is one captured step of the step driver
@@ -55,24 +53,6 @@
 #include "d_step.h"
 
 /* ---- setup ---- */
-
-static int dev_buffers(dstep *s, gf_ctx *ctx)
-{
-	gf_backend *be = s->be;
-	size_t xb = (size_t)s->max_batch * s->in_numel * sizeof(float), lb = (size_t)s->max_batch * sizeof(int32_t);
-	if (be->ops->alloc(be, (void **)&s->real_dev, xb) || be->ops->alloc(be, (void **)&s->fake_dev, xb) ||
-	    be->ops->alloc(be, (void **)&s->rlab_dev, lb) || be->ops->alloc(be, (void **)&s->flab_dev, lb))
-		return gf_fail(ctx, "out of memory for D's input buffers: %s", gf_errmsg());
-	if (!s->cbe)
-		return 0;
-	for (int i = 0; i < 2; i++) {
-		const gf_backend_ops *o = s->cbe->ops;
-		if (o->alloc(s->cbe, (void **)&s->st[i].x, xb) || o->alloc(s->cbe, (void **)&s->st[i].l, lb) ||
-		    o->event_create(s->cbe, &s->st[i].dma) || be->ops->event_create(be, &s->st[i].used))
-			return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
-	}
-	return 0;
-}
 
 static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val);
 static int finish(void *self, gf_ctx *ctx, int ri, int64_t v);
@@ -136,7 +116,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 			gf_info(ctx, "real batches stay in pageable memory: %s", gf_errmsg());
 		gf_port_accept_device(ctx, IN_FAKES, s->be->device, s->be->device_index);
 	}
-	if ((rc = dev_buffers(s, ctx)) || (rc = d_penalty_setup(s, ctx)))
+	if ((rc = d_dev_buffers(s, ctx)) || (rc = d_penalty_setup(s, ctx)))
 		return rc;
 	int ev = s->d_steps * s->acc;
 	gf_stepdrv_conf dc = { .what = "D step", .unit = "iteration", .nvals = NVALS,
@@ -202,45 +182,6 @@ static int half_step(dstep *s, gf_ctx *ctx, const gf_tensor *x, const gf_tensor 
 	return 0;
 }
 
-/* R3GAN's pair batch (loss = "rpgan"): [x; G(z)] through D at once, the
- * relativistic loss on the pairs of its outputs (their sums apart, for
- * d_real and d_fake), ADA's signs on the reals, and R1 + R2 or the plain
- * backward in the same walk. *nout: D's outputs of one half. */
-static int pair_step(dstep *s, gf_ctx *ctx, int64_t n, unsigned accumulate, size_t *nout)
-{
-	double *slot = gf_stepdrv_slots(s->drv);
-	const gf_backend_ops *o = s->be->ops;
-	size_t k = s->in_numel * sizeof(float), lb = (size_t)n * sizeof(int32_t);
-	int rc = o->copy(s->be, s->pair_dev, s->real_dev, (size_t)n * k, GF_COPY_D2D);
-	if (!rc)
-		rc = o->copy(s->be, s->pair_dev + (size_t)n * s->in_numel, s->fake_dev, (size_t)n * k, GF_COPY_D2D);
-	if (!rc && s->classes && !(rc = o->copy(s->be, s->pair_lab, s->rlab_dev, lb, GF_COPY_D2D)))
-		rc = o->copy(s->be, s->pair_lab + n, s->flab_dev, lb, GF_COPY_D2D);
-	gf_tensor x = d_dev_tensor(s, s->pair_dev, 0, 2 * n), lab = d_dev_tensor(s, s->pair_lab, 1, 2 * n), out;
-	if (!rc)
-		rc = gf_net_forward(s->d, &x, s->classes ? &lab : NULL, GF_TRAIN);
-	if (rc)
-		return gf_fail(ctx, "iteration %lld: D forward on the pairs: %s", (long long)s->v, gf_errmsg());
-	gf_net_output(s->d, &out);
-	if ((rc = gf_trainer_loss_dev(s->tr, s->v, s->loss.d, &out, NULL, s->loss.real, 1.0f / (float)s->acc, s->dpred,
-	                              (float *)(void *)(slot + V_LOSS_REAL))))
-		return rc;
-	size_t h = (size_t)gf_tensor_numel(&out) / 2;
-	*nout = h;
-	if ((rc = o->reduce_dev(s->be, slot + V_SUM_REAL, out.data, h, 0)) ||
-	    (rc = o->reduce_dev(s->be, slot + V_SUM_FAKE, (float *)out.data + h, h, 0)))
-		return gf_fail(ctx, "iteration %lld: D's mean outputs: %s", (long long)s->v, gf_errmsg());
-	if (s->ada_p && (rc = o->ada_signs(s->be, s->rst + RST_ADA, out.data, h, 0.0f)))
-		return gf_fail(ctx, "iteration %lld: ada: %s", (long long)s->v, gf_errmsg());
-	if (s->r1_on || s->r2_on)
-		return d_pair_penalty(s, ctx, n, s->dpred, accumulate);
-	if ((rc = gf_net_backward(s->d, s->dpred, GF_NEED_DW | accumulate)))
-		return rc == GF_ESTOP || rc == GF_EFAIL
-		           ? rc
-		           : gf_fail(ctx, "iteration %lld: D backward: %s", (long long)s->v, gf_errmsg());
-	return 0;
-}
-
 /* A micro-step's ops and what they report (gf_stepdrv_run's arg). */
 struct micro {
 	int micro, host_update;
@@ -281,7 +222,7 @@ static int step_ops(void *self, gf_ctx *ctx, void *arg)
 	if (s->pair) {
 		if (last)
 			gf_trainer_arm(s->tr, s->v); /* buckets leave during this backward */
-		int rc = pair_step(s, ctx, m->nr, a, &nout);
+		int rc = d_pair_step(s, ctx, m->nr, a, &nout);
 		m->e->n[0] = m->e->n[1] = (int64_t)nout;
 		if (rc || !last)
 			return rc;
@@ -448,71 +389,6 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2], 
 	return gf_stepdrv_push(s->drv, ctx, &e);
 }
 
-/* The lazy R1 step after a D step (m: its last micro-step's), captured as
- * a step of its own; it ends the D step (ADA, LeCam). */
-static int lazy_step(dstep *s, gf_ctx *ctx, const struct micro *m)
-{
-	gf_stepdrv_entry e = { .step = s->v };
-	d_lazy a = { !gf_trainer_update_on_device(s->tr), m->last_of_iter, m->images, &e };
-	int tail = s->ada_p || s->lecam_on;
-	uint64_t key = (uint64_t)s->r1_n | (uint64_t)1 << 40 | (uint64_t)tail << 41 | (uint64_t)(tail && a.last_of_iter) << 42 |
-	               gf_trainer_update_key(s->tr, s->v) << 43;
-	int rc;
-	if ((rc = gf_stepdrv_begin(s->drv, ctx)) ||
-	    (rc = gf_stepdrv_run(s->drv, ctx, s->v, "D step (lazy R1)", key, a.host_update, d_r1_lazy_ops, &a)))
-		return rc;
-	return gf_stepdrv_push(s->drv, ctx, &e);
-}
-
-static int push_state(dstep *s, gf_ctx *ctx)
-{
-	gf_state *st;
-	char k[160];
-	/* a checkpoint is a read point: every result in flight is checked first */
-	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
-	if (rc || (rc = gf_trainer_state_begin(s->tr, s->v, &st)) || !st)
-		return rc;
-	/* LeCam's and ADA's state from the device (nothing is in flight) */
-	rc = s->lecam_on || s->ada_p ? d_reg_state(s, ctx, 0) : 0;
-	if (!rc)
-		rc = gf_state_add_i64(st, gf_train_key(ctx, "data_pos", k, sizeof(k)), s->data_pos, 2);
-	if (!rc && s->lecam_on) { /* the averages' bits, so a resumed run goes on exactly */
-		int64_t lc[3] = { s->lecam.set };
-		memcpy(lc + 1, s->lecam.ema, sizeof(s->lecam.ema));
-		rc = gf_state_add_i64(st, gf_train_key(ctx, "lecam", k, sizeof(k)), lc, 3);
-	}
-	if (!rc && s->gp_on)
-		rc = gf_state_add_rng(st, gf_train_key(ctx, "gp_rng", k, sizeof(k)), &s->gp_rng);
-	if (!rc && s->ada_p) { /* the partial interval; p itself is D's buffer */
-		int64_t a[5];
-		gf_ada_save(&s->ada, a);
-		rc = gf_state_add_i64(st, gf_train_key(ctx, "ada", k, sizeof(k)), a, 5);
-	}
-	if (!rc && s->reader) /* no reader upstream (test sources): no position to resume */
-		rc = gf_state_meta(st, gf_train_key(ctx, "reader", k, sizeof(k)), s->reader);
-	if (!rc && s->data_classes[0]) /* what `ganflow sample` and `ganflow eval` generate */
-		rc = gf_state_meta(st, gf_train_key(ctx, "data_classes", k, sizeof(k)), s->data_classes);
-	/* async: filed under G's step, so it joins G's part of the checkpoint */
-	return gf_trainer_state_push(s->tr, rc, s->async ? s->gseen : s->v);
-}
-
-/* After iteration v: the checkpoint part when one is due (sync: every
- * checkpoint_every iterations; async: when G crossed a multiple of it). */
-static int maybe_state(dstep *s, gf_ctx *ctx)
-{
-	if (s->ckpt_every <= 0)
-		return 0;
-	if (!s->async)
-		return s->v % s->ckpt_every == 0 ? push_state(s, ctx) : 0;
-	if (s->gseen / s->ckpt_every <= s->ckpt_basis / s->ckpt_every)
-		return 0;
-	int64_t gseen = s->gseen;
-	s->gseen = gseen / s->ckpt_every * s->ckpt_every; /* the multiple G just crossed */
-	int rc = push_state(s, ctx);
-	s->gseen = gseen;
-	s->ckpt_basis = gseen;
-	return rc;
-}
 
 /* What the step can do without the host, decided once the exchange
  * handshake is done: graph steps and results read a step later, or an
@@ -579,7 +455,7 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 			for (int micro = 0; micro < s->acc; micro++)
 				if ((rc = micro_step(s, ctx, micro, r, pos, &m)))
 					return rc == GF_EEOF || rc == GF_ESTOP ? 0 : rc;
-			if (lazy && (rc = lazy_step(s, ctx, &m)))
+			if (lazy && (rc = d_lazy_step(s, ctx, m.last_of_iter, m.images)))
 				return rc == GF_ESTOP ? 0 : rc;
 			r->t.nr1 += s->r1_on && (lazy || s->r1_every == 1);
 		}
@@ -591,7 +467,7 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 		gf_report_step(ctx, s->async ? -1 : s->v, (int64_t)r->t.images);
 		r->mstep = s->async ? s->gseen : s->v;
 		r->stale_max = s->stale_max;
-		if ((rc = gf_stepdrv_close(s->drv, ctx, s->v - 1)) || (rc = maybe_state(s, ctx)))
+		if ((rc = gf_stepdrv_close(s->drv, ctx, s->v - 1)) || (rc = d_maybe_state(s, ctx)))
 			return rc;
 		int last = !s->async && gf_ctx_steps(ctx) > 0 && s->v >= gf_ctx_steps(ctx);
 		/* sync, stopping: the weights G needs for another step are not
@@ -612,7 +488,7 @@ static int dstep_loop(dstep *s, gf_ctx *ctx)
 
 static int dstep_flush(void *self, gf_ctx *ctx)
 {
-	int rc = push_state(self, ctx);
+	int rc = d_push_state(self, ctx);
 	return rc == GF_ESTOP ? 0 : rc;
 }
 

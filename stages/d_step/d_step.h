@@ -146,6 +146,12 @@ void d_release_staged(dstep *s);
 int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale);
 /* The fakes into the step's input buffers; the message is let go. */
 int d_use_fakes(dstep *s, gf_ctx *ctx, gf_msg *m);
+/* D's input buffers (and the copy stream's staging), once D exists. */
+int d_dev_buffers(dstep *s, gf_ctx *ctx);
+/* D's checkpoint part of iteration v (a read point: every result in
+ * flight is checked first), and the part when one is due. */
+int d_push_state(dstep *s, gf_ctx *ctx);
+int d_maybe_state(dstep *s, gf_ctx *ctx);
 /* D's weights (version v) to g_step: a device copy behind an event on one
  * device, else packed on the host; with the fakes g_step must make per
  * step. */
@@ -184,9 +190,17 @@ int d_penalty(dstep *s, gf_ctx *ctx, int distance, float weight, double gain, co
  * 1 / accumulate (the pair loss is not halved), walked with dy; values
  * into the R1 slots (R2 at V_R1 + 2). */
 int d_pair_penalty(dstep *s, gf_ctx *ctx, int64_t n, const float *dy, unsigned accumulate);
+/* R3GAN's pair batch (loss = "rpgan"): [x; G(z)] through D at once, the
+ * relativistic loss on the pairs, the halves' sums, ADA's signs on the
+ * reals, R1 + R2 or the plain backward in the same walk. *nout: D's
+ * outputs of one half. */
+int d_pair_step(dstep *s, gf_ctx *ctx, int64_t n, unsigned accumulate, size_t *nout);
 /* WGAN-GP on one micro-batch: D's gradient norm at the interpolates of xr
  * and xf pulled to 1; its value into the GP slots. */
 int d_gp_step(dstep *s, gf_ctx *ctx, const gf_tensor *xr, const gf_tensor *lr, const gf_tensor *xf);
+/* The lazy R1 step after a D step, captured as an entry of its own; it
+ * ends the D step (ADA, LeCam: last_of_iter, the D step's images). */
+int d_lazy_step(dstep *s, gf_ctx *ctx, int last_of_iter, double images);
 /* StyleGAN2's lazy R1 step (gf_stepdrv_ops, arg: d_lazy) on the last D
  * step's real batch: the penalty times r1_every, an optimiser update. */
 int d_r1_lazy_ops(void *self, gf_ctx *ctx, void *arg);

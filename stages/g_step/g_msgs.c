@@ -1,6 +1,7 @@
 /* g_step's messages: D's weights in (into the replica, in device memory
  * behind an event on one device), G's fakes out to d_step (likewise) and
- * G's weights out to the sample grid and the evaluator. See g_step.c and
+ * G's weights out to the sample grid and the evaluator; G's checkpoint
+ * parts. See g_step.c and
  * docs/cuda.md's protocol for messages in device memory. */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +11,17 @@
 #include <ganflow/err.h>
 
 #include "g_step.h"
+
+/* The labels of the fakes (G's and the replica's input, the fakes
+ * message's), on the device. */
+gf_tensor g_lab_tensor(const gstep *s, int n)
+{
+	int64_t ls[1] = { n };
+	gf_tensor t = gf_tensor_make(s->lab_dev, GF_I32, 1, ls);
+	t.device = s->be->device;
+	t.device_index = s->be->device_index;
+	return t;
+}
 
 /* Pushes G's current output as a fakes message: in device memory with an
  * event when d_step takes that (one device), else copied to the host. */
@@ -100,4 +112,23 @@ int g_push_weights(gstep *s, gf_ctx *ctx)
 		return 0;
 	int rc = gf_trainer_weights(s->tr, OUT_WEIGHTS, s->step, &m);
 	return rc ? rc : gf_push(ctx, OUT_WEIGHTS, m);
+}
+
+int g_push_state(gstep *s, gf_ctx *ctx)
+{
+	gf_state *st;
+	char k[160];
+	/* a checkpoint is a read point: every result in flight is checked first */
+	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
+	if (rc || (rc = gf_trainer_state_begin(s->tr, s->step, &st)) || !st)
+		return rc;
+	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
+	if (!rc)
+		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
+	if (!rc && s->pen) { /* the mean's bits, so a resumed run goes on exactly */
+		int64_t bits;
+		if (!(rc = g_pl_mean(s, ctx, &bits)))
+			rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
+	}
+	return gf_trainer_state_push(s->tr, rc, s->step);
 }

@@ -182,16 +182,6 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 
 /* ---- the loop ---- */
 
-/* The labels of the fakes (G's and the replica's input, the fakes
- * message's), on the device. */
-gf_tensor g_lab_tensor(const gstep *s, int n)
-{
-	int64_t ls[1] = { n };
-	gf_tensor t = gf_tensor_make(s->lab_dev, GF_I32, 1, ls);
-	t.device = s->be->device;
-	t.device_index = s->be->device_index;
-	return t;
-}
 
 /* G forward's host side: a data-parallel slice drawn on the host, or the
  * generator the device draws from (gf_stepdrv_run's arg). */
@@ -389,25 +379,6 @@ static int micro_step(gstep *s, gf_ctx *ctx, int micro, int update, rec *r)
 	return rc ? rc : gf_stepdrv_push(s->drv, ctx, &e);
 }
 
-static int push_state(gstep *s, gf_ctx *ctx)
-{
-	gf_state *st;
-	char k[160];
-	/* a checkpoint is a read point: every result in flight is checked first */
-	int rc = gf_stepdrv_settle(s->drv, ctx, 0);
-	if (rc || (rc = gf_trainer_state_begin(s->tr, s->step, &st)) || !st)
-		return rc;
-	rc = gf_state_add_rng(st, gf_train_key(ctx, "noise_rng", k, sizeof(k)), &s->noise);
-	if (!rc)
-		rc = gf_state_add_rng(st, gf_train_key(ctx, "replica_rng", k, sizeof(k)), gf_net_rng(s->d));
-	if (!rc && s->pen) { /* the mean's bits, so a resumed run goes on exactly */
-		int64_t bits;
-		if (!(rc = g_pl_mean(s, ctx, &bits)))
-			rc = gf_state_add_i64(st, gf_train_key(ctx, "pl_mean", k, sizeof(k)), &bits, 1);
-	}
-	return gf_trainer_state_push(s->tr, rc, s->step);
-}
-
 /* What the step can do without the host, decided once the exchange
  * handshake is done. */
 static void plan(gstep *s, gf_ctx *ctx)
@@ -490,7 +461,7 @@ static int gstep_loop(gstep *s, gf_ctx *ctx)
 			return rc;
 		if (s->publish_every > 0 && s->step % s->publish_every == 0 && (rc = g_push_weights(s, ctx)))
 			return rc;
-		if (s->ckpt_every > 0 && s->step % s->ckpt_every == 0 && (rc = push_state(s, ctx)))
+		if (s->ckpt_every > 0 && s->step % s->ckpt_every == 0 && (rc = g_push_state(s, ctx)))
 			return rc;
 	}
 	return 0;
@@ -518,7 +489,7 @@ static int gstep_flush(void *self, gf_ctx *ctx)
 	gstep *s = self;
 	int rc = g_push_weights(s, ctx);
 	if (rc == 0)
-		rc = push_state(s, ctx);
+		rc = g_push_state(s, ctx);
 	return rc == GF_ESTOP ? 0 : rc;
 }
 

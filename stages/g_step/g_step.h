@@ -101,6 +101,9 @@ int g_push_fakes(gstep *s, gf_ctx *ctx);
 int g_take_weights(gstep *s, gf_ctx *ctx);
 /* G's weights to the weights port, when it is connected. */
 int g_push_weights(gstep *s, gf_ctx *ctx);
+/* G's checkpoint part of this step (a read point: every result in flight
+ * is checked first). */
+int g_push_state(gstep *s, gf_ctx *ctx);
 
 /* ---- g_pl.c (StyleGAN2's path length) ---- */
 
