@@ -29,19 +29,6 @@
 #include "test_nn_util.h"
 #include "test_nn_recipe.h"
 
-static gf_backend *open_cpu(int check)
-{
-	gf_backend *be;
-	gf_backend_opts o = { .threads = 1 };
-	if (check)
-		setenv("GANFLOW_CPU_DEVICE_CHECK", "1", 1);
-	int rc = gf_backend_open("cpu", &o, &be);
-	unsetenv("GANFLOW_CPU_DEVICE_CHECK");
-	if (rc)
-		fail_msg("cpu backend: %s", gf_errmsg());
-	return be;
-}
-
 /* The host side's results for recipe_run's sequence, as the step stages
  * computed them before the ops existed. */
 static void host_reference(gf_backend *be, recipe_out *o)
@@ -152,7 +139,7 @@ static void host_reference(gf_backend *be, recipe_out *o)
 static void test_host_arithmetic(void **state)
 {
 	(void)state;
-	gf_backend *be = open_cpu(0);
+	gf_backend *be = nn_cpu_dev(1, 0);
 	recipe_out *got = malloc(sizeof(*got)), *want = malloc(sizeof(*want));
 	recipe_run(be, 0, got);
 	host_reference(be, want);
@@ -175,7 +162,7 @@ static void test_host_arithmetic(void **state)
 static void test_captured(void **state)
 {
 	(void)state;
-	gf_backend *plain = open_cpu(0), *dev = open_cpu(1);
+	gf_backend *plain = nn_cpu_dev(1, 0), *dev = nn_cpu_dev(1, 1);
 	recipe_out *eager = malloc(sizeof(*eager)), *graph = malloc(sizeof(*graph));
 	recipe_run(plain, 0, eager);
 	recipe_run(dev, 1, graph); /* captured at step 1, replayed with other scales and images */
