@@ -14,6 +14,11 @@
  *    tests/ref/make_nn_refs_r3gan.py with the weights copied
  *    (tests/ref/nn_ref_r3gan.safetensors): the same values, plus D's R1
  *    double backward (and G's, through z).
+ *  - test_training_step: one training step of R3GAN's loss, D's
+ *    (relativistic pairs, gamma/2 (R1 + R2)) and G's, against the authors'
+ *    R3GAN/Trainer.py on the same networks (the same file): the losses,
+ *    the penalties and every parameter's gradient, computed with the calls
+ *    d_step and g_step make, in one batch and in two accumulated halves.
  *  - test_init: R3GAN's initialisation (init = "msr"): the variance
  *    scaling by the number of blocks, each block's last 1x1 at zero (the
  *    block is the identity), the bases' statistics.
@@ -24,6 +29,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <ganflow/train.h>
 
 #include "test_nn_refcase.h"
 
@@ -107,6 +113,215 @@ static void test_networks(void **state)
 {
 	(void)state;
 	run_file("tests/ref/nn_ref_r3gan.safetensors", net_cases, sizeof(net_cases) / sizeof(net_cases[0]), TOL_NETS);
+}
+
+/* ---- the training step (R3GAN/Trainer.py) ----
+ * make_nn_refs_r3gan.py's "step" and "step_cond": the authors'
+ * AccumulateDiscriminatorGradients (D minimises mean softplus(-(D(x) -
+ * D(G(z)))) + gamma/2 (R1 + R2), the pairs conditioned on the real batch's
+ * labels) and AccumulateGeneratorGradients (G minimises mean
+ * softplus(-(D(G(z)) - D(x)))) on the G and D of the cases above (their
+ * weights, "g[_cond].p.*", "d[_cond].p.*") and one batch of 4 pairs,
+ * against ganflow's API called as the stages call it: d_step's pair_step
+ * and d_pair_penalty (one forward of [x; G(z)], the relativistic loss with
+ * target 1 and scale 1/accumulate, R1 on the reals and R2 on the fakes as
+ * one penalty split at the pair, weight = weight2 = gamma, its double
+ * backward walking the loss's gradient too), g_step's train_ops with
+ * g_rp_pair (a replica of D on [G(z); x], the loss, the replica's input
+ * gradient, its first half into G's backward). With accumulate = 2 the
+ * batch runs as two micro-batches of 2 pairs, each scaled 1/2 and added
+ * (GF_ACCUMULATE), which must give the whole batch's means. */
+
+#define TOL_STEP 1e-4   /* largest seen 1.8e-5 (step_cond's D gradients) */
+
+typedef struct step_ref {
+	nn_refcase *rc;
+	const char *c;          /* "step" or "step_cond" */
+	int n, acc, m;          /* pairs, micro-batches, pairs per micro-batch */
+	size_t in_numel;        /* floats per image */
+	float *z, *x, *gamma;
+	int32_t lab[64];        /* the real batch's labels, G's and both halves of the pair's */
+	int has_lab;
+	float *pair, *dpred;    /* [first; second] of one micro-batch, D's output gradient */
+	int32_t plab[64];
+} step_ref;
+
+/* A network's input of b samples at data */
+static gf_tensor net_input(const gf_net *net, void *data, int b)
+{
+	gf_tensor in, out;
+	gf_net_shapes(net, &in, &out);
+	in.data = data;
+	in.shape[0] = b;
+	return in;
+}
+
+/* floats per sample of a network's input */
+static size_t in_numel(const gf_net *net)
+{
+	gf_tensor in = net_input(net, NULL, 1);
+	return (size_t)gf_tensor_numel(&in);
+}
+
+static float *step_get(step_ref *s, const char *what, size_t *n)
+{
+	char name[160];
+	snprintf(name, sizeof(name), "%s.%s", s->c, what);
+	float *p = nn_ref(s->rc->ref, name, n);
+	assert_non_null(p);
+	return p;
+}
+
+static void step_check(step_ref *s, const char *what, const float *a, size_t n)
+{
+	char name[160];
+	snprintf(name, sizeof(name), "%s.%s", s->c, what);
+	nn_rc_check(s->rc, name, a, n, 0);
+}
+
+/* G's forward on micro-batch k's z (the real batch's labels), as g_step's
+ * generate; the fakes also into fakes (all of them) when given. */
+static void step_generate(step_ref *s, gf_net *g, int k, float *fakes)
+{
+	gf_tensor zt = net_input(g, s->z + (size_t)k * s->m * in_numel(g), s->m);
+	gf_tensor lt = gf_tensor_make(s->lab + k * s->m, GF_I32, 1, (int64_t[]){ s->m }), out;
+	NN_OK(gf_net_forward(g, &zt, s->has_lab ? &lt : NULL, GF_TRAIN));
+	gf_net_output(g, &out);
+	assert_int_equal(gf_tensor_numel(&out), (int64_t)s->m * (int64_t)s->in_numel);
+	if (fakes)
+		memcpy(fakes + (size_t)k * s->m * s->in_numel, out.data, (size_t)gf_tensor_numel(&out) * sizeof(float));
+}
+
+/* D (or the replica) on the pair batch [first; second] of micro-batch k,
+ * both halves with its labels; the relativistic loss (target 1, scale
+ * 1/accumulate) into s->dpred, returned. */
+static float step_pair(step_ref *s, gf_net *d, const float *first, const float *second, int k, unsigned mode)
+{
+	size_t half = (size_t)s->m * s->in_numel;
+	memcpy(s->pair, first, half * sizeof(float));
+	memcpy(s->pair + half, second, half * sizeof(float));
+	for (int i = 0; i < s->m; i++)
+		s->plab[i] = s->plab[s->m + i] = s->lab[k * s->m + i];
+	gf_tensor xt = net_input(d, s->pair, 2 * s->m), out;
+	gf_tensor lt = gf_tensor_make(s->plab, GF_I32, 1, (int64_t[]){ 2 * s->m });
+	NN_OK(gf_net_forward(d, &xt, s->has_lab ? &lt : NULL, mode));
+	gf_net_output(d, &out);
+	float l;
+	NN_OK(gf_loss(s->rc->be, GF_LOSS_RELATIVISTIC, &l, s->dpred, &out, NULL, 1.0f, 1.0f / (float)s->acc));
+	return l;
+}
+
+/* Builds network case net (a row of net_cases) for batch b with the case's weights. */
+static gf_net *step_net(step_ref *s, const char *const net[2], int b, unsigned flags)
+{
+	gf_net *n;
+	NN_OK(nn_build(&n, s->rc->be, net[1], b, flags));
+	nn_rc_load(s->rc, n, net[0], GF_PARAMS, "p");
+	nn_rc_load(s->rc, n, net[0], GF_BUFFERS, "b");
+	return n;
+}
+
+/* One training-step case c on G net_cases[gi] and D net_cases[di] in acc
+ * micro-batches. */
+static void step_case(nn_refcase *rc, const char *c, int gi, int di, int acc, unsigned flags)
+{
+	step_ref s = { .rc = rc, .c = c, .acc = acc };
+	size_t nx, nz, ng, nl;
+	s.x = step_get(&s, "x", &nx);
+	s.z = step_get(&s, "z", &nz);
+	s.gamma = step_get(&s, "gamma", &ng);
+	char name[160];
+	gf_tensor t;
+	snprintf(name, sizeof(name), "%s.x", c);
+	NN_OK(gf_st_get(rc->ref, name, &t));
+	s.n = (int)t.shape[0];
+	assert_true(s.n <= 32 && s.n % acc == 0);
+	s.m = s.n / acc;
+	snprintf(name, sizeof(name), "%s.labels", c);
+	s.has_lab = !gf_st_get(rc->ref, name, &t);
+	float *labf = s.has_lab ? step_get(&s, "labels", &nl) : NULL;
+	/* G at the batch, D at the pair batch (d_step's net_batch, g_step's replica) */
+	gf_net *g = step_net(&s, net_cases[gi], s.n, flags), *d = step_net(&s, net_cases[di], 2 * s.n, flags);
+	s.in_numel = in_numel(d);
+	assert_true(nx == (size_t)s.n * s.in_numel && nz == (size_t)s.n * in_numel(g));
+	for (int i = 0; i < s.n; i++)
+		s.lab[i] = labf ? (int32_t)labf[i] : 0;
+	s.pair = malloc(2 * (size_t)s.m * s.in_numel * sizeof(float));
+	s.dpred = malloc(2 * (size_t)s.m * sizeof(float));
+	float *fakes = malloc(nx * sizeof(float)), *dout = malloc(2 * (size_t)s.n * sizeof(float));
+	size_t half = (size_t)s.m * s.in_numel;
+
+	/* D's step: d_step's pair_step and d_pair_penalty */
+	gf_penalty *pen;
+	NN_OK(gf_penalty_create(&pen, d, 2 * s.m));
+	gf_penalty_desc pd = { .distance = GF_PENALTY_SQUARE, .weight = s.gamma[0], .scale = 1.0 / acc, .split = s.m,
+		               .weight2 = s.gamma[0] };
+	double pout[4], r1 = 0, r2 = 0;
+	float dloss = 0;
+	for (int k = 0; k < acc; k++) {
+		step_generate(&s, g, k, fakes);
+		dloss += step_pair(&s, d, s.x + k * half, fakes + k * half, k, GF_TRAIN);
+		gf_tensor out;
+		gf_net_output(d, &out);
+		memcpy(dout + k * s.m, out.data, (size_t)s.m * sizeof(float));
+		memcpy(dout + s.n + k * s.m, (float *)out.data + s.m, (size_t)s.m * sizeof(float));
+		NN_OK(gf_penalty_lengths(pen, NULL));
+		NN_OK(gf_penalty_apply(pen, &pd, NULL, pout, s.dpred, GF_NEED_DW | (k ? GF_ACCUMULATE : 0)));
+		/* P = gamma mean |g|^2 / 2 of each part: R3GAN's R1 and R2 are the mean |g|^2 */
+		r1 += 2 * pout[0] / s.gamma[0] / acc;
+		r2 += 2 * pout[2] / s.gamma[0] / acc;
+	}
+	float r1f = (float)r1, r2f = (float)r2;
+	step_check(&s, "fake", fakes, nx);
+	step_check(&s, "d_out", dout, 2 * (size_t)s.n);
+	step_check(&s, "d_loss", &dloss, 1);
+	step_check(&s, "r1", &r1f, 1);
+	step_check(&s, "r2", &r2f, 1);
+	nn_rc_check_grads(rc, d, c, "gd");
+
+	/* G's step: g_step's train_ops on g_rp_pair's [G(z); x], through a replica of D */
+	gf_net *rep = step_net(&s, net_cases[di], 2 * s.n, flags);
+	float gloss = 0;
+	for (int k = 0; k < acc; k++) {
+		step_generate(&s, g, k, NULL);
+		gf_tensor gout, dx;
+		gf_net_output(g, &gout);
+		gloss += step_pair(&s, rep, gout.data, s.x + k * half, k, GF_TRAIN | GF_FREEZE_STATS);
+		NN_OK(gf_net_backward(rep, s.dpred, GF_NEED_DX));
+		NN_OK(gf_net_dx(rep, &dx)); /* G's backward reads its first half, the fakes' */
+		NN_OK(gf_net_backward(g, dx.data, GF_NEED_DW | (k ? GF_ACCUMULATE : 0)));
+	}
+	step_check(&s, "g_loss", &gloss, 1);
+	nn_rc_check_grads(rc, g, c, "gg");
+
+	gf_penalty_destroy(pen);
+	gf_net_destroy(rep);
+	gf_net_destroy(d);
+	gf_net_destroy(g);
+	free(fakes);
+	free(dout);
+	free(s.pair);
+	free(s.dpred);
+	free(s.x);
+	free(s.z);
+	free(s.gamma);
+	free(labf);
+}
+
+static void test_training_step(void **state)
+{
+	(void)state;
+	gf_st_file *ref;
+	if (gf_st_open(&ref, nn_src("tests/ref/nn_ref_r3gan.safetensors")))
+		fail_msg("%s", gf_errmsg());
+	nn_refcase rc = { ref, be, TOL_STEP, 0 };
+	for (int acc = 1; acc <= 2; acc++)
+		for (unsigned f = 0; f < 2; f++) {
+			step_case(&rc, "step", 0, 2, acc, f ? GF_NET_NOFUSE : 0);
+			step_case(&rc, "step_cond", 1, 3, acc, f ? GF_NET_NOFUSE : 0);
+		}
+	fprintf(stderr, "training step: largest relative error %.3g (tolerance %.1g)\n", rc.worst, TOL_STEP);
+	gf_st_close(ref);
 }
 
 /* ---- initialisation ---- */
@@ -254,6 +469,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_layers),
 		cmocka_unit_test(test_networks),
+		cmocka_unit_test(test_training_step),
 		cmocka_unit_test(test_init),
 		cmocka_unit_test(test_errors),
 	};

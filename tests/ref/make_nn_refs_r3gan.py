@@ -1,14 +1,16 @@
 #!/usr/bin/python3
-"""References for R3GAN's networks (luaconf/backbones/r3gan.lua) from the
-authors' own code (tests/test_nn_ref_r3gan.c, test_networks).
+"""References for R3GAN's networks (luaconf/backbones/r3gan.lua) and its
+training step from the authors' own code (tests/test_nn_ref_r3gan.c,
+test_networks and test_training_step).
 
 usage (from the repository root, Debian's python3-torch 1.13):
     /usr/bin/python3 tests/ref/make_nn_refs_r3gan.py R3GAN_DIR [OUT]
 
 R3GAN_DIR is a checkout of github.com/brownvc/R3GAN (NeurIPS 2024, "The
 GAN is dead; long live the GAN!"), outside this repository: its
-R3GAN/Networks.py builds the networks, with R3GAN/FusedOperators.py,
-R3GAN/Resamplers.py, torch_utils/ and dnnlib/ beside it. Nothing of it is
+R3GAN/Networks.py builds the networks and R3GAN/Trainer.py runs their
+training step, with R3GAN/FusedOperators.py, R3GAN/Resamplers.py,
+torch_utils/ and dnnlib/ beside it. Nothing of it is
 copied here; the script imports it and writes only its outputs to OUT
 (default tests/ref/nn_ref_r3gan.safetensors, committed).
 
@@ -39,6 +41,23 @@ counts of the authors' CIFAR-10 networks (test_nn_backbones checks
 r3gan.lua's against them), and the agreement of tests/bench/
 torch_backbones.py's R3_G and R3_D (the benchmark's peer, written from the
 paper) with the authors' networks on the same weights (asserted).
+
+The training step (test_training_step): the authors' R3GAN/Trainer.py
+(AdversarialTraining) on the G and D of g and d (g_cond and d_cond), their
+weights unchanged (asserted against the stored .p.<view>), one batch of 4
+pairs (z, real x, for the conditional ones labels [2, 0, 1, 1]: G and both
+halves of each pair take the real batch's labels, as their training loop
+passes real_c), gamma = 10, gain (Scale) 1, each phase as
+training_loop.py runs it (only that phase's network requires gradients):
+  step[_cond].z, .x, .labels, .gamma; .fake = G(z), .d_out = [D(x); D(G(z))]
+  AccumulateDiscriminatorGradients: .d_loss (the mean of softplus(-(D(x)
+    - D(G(z))))), .r1 and .r2 (the means of |dD(x)/dx|^2 and
+    |dD(G(z))/dG(z)|^2), .gd.<view> (D's gradients of the mean of the loss
+    + gamma/2 (R1 + R2))
+  AccumulateGeneratorGradients: .g_loss (the mean of softplus(-(D(G(z)) -
+    D(x)))), .gg.<view> (G's gradients, through D; D's are left None)
+These tensors come after all of the above, whose bytes they leave as they
+were (the random draws they take follow every earlier one).
 """
 import os
 import sys
@@ -47,7 +66,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_file import store_case, tensors, write_safetensors  # noqa: E402
+from ref_file import put, store_case, tensors, write_safetensors  # noqa: E402
 
 if len(sys.argv) < 2 or not os.path.isfile(os.path.join(sys.argv[1], "R3GAN", "Networks.py")):
     sys.exit("usage: make_nn_refs_r3gan.py R3GAN_DIR [OUT]  (R3GAN_DIR: a checkout of github.com/brownvc/R3GAN)")
@@ -186,6 +205,7 @@ def same_as_peer(net, names, peer, peer_names, x, labels, classes):
 B = 4
 labels = torch.tensor([0, 2, 1, 2])
 peer_err = []
+nets = {}   # cond -> (G, D) of the cases, for the training step's cases below
 for cond in (False, True):
     kw = {"ConditionDimension": CLASSES, "ConditionEmbeddingDimension": 4} if cond else {}
     g = N.Generator(Z, WIDTHS, CARD, BLOCKS, 2, **kw)
@@ -201,6 +221,7 @@ for cond in (False, True):
     names, how = d_names(d)
     x = torch.randn(B, 3, SIZE, SIZE)
     run("d_cond" if cond else "d", d, names, how, x, labels, CLASSES if cond else 0)
+    nets[cond] = (g, d)
     pd = tb.R3_D(WIDTHS, CARD, BLOCKS, 3, CLASSES if cond else 0, 5)
     peer_err.append(same_as_peer(d, names, pd, tb_d_names(pd), x, labels, CLASSES if cond else 0))
 
@@ -212,6 +233,66 @@ for cond in (False, True):
     sfx = "_cond" if cond else ""
     counts["cifar" + sfx + ".G"] = sum(p.numel() for p in N.Generator(64, W, C, BL, 2, **gk).parameters())
     counts["cifar" + sfx + ".D"] = sum(p.numel() for p in N.Discriminator(W, C, BL, 2, **dk).parameters())
+
+# ---- the training step: the authors' R3GAN/Trainer.py on the cases' G and D (their weights, stored above) ----
+import R3GAN.Trainer as T  # noqa: E402
+
+GAMMA = 10.0   # R3GAN's 0.05 leaves R1 + R2 a small part of D's gradients; at 10 they weigh like the loss
+
+
+def same_weights(case, names, how):
+    """The network still holds the weights stored as <case>.p.<view>: the training step's cases load those."""
+    for view, p in names.items():
+        assert (tensors[f"{case}.p.{view}"] == ganflow_form(p, how, view).detach().numpy()).all(), (case, view)
+
+
+def put_grads(prefix, names, how):
+    for view, p in names.items():
+        put(f"{prefix}.{view}", ganflow_form(p.grad, how, view))
+
+
+def train_step(name, g, d, gcase, dcase, lab, classes):
+    """AccumulateDiscriminatorGradients then AccumulateGeneratorGradients on one batch, each as
+    training_loop.py calls it (only the phase's network requires gradients; gain 1: the whole batch at once)."""
+    gn, ghow = g_names(g)
+    dn, dhow = d_names(d)
+    same_weights(gcase, gn, ghow)
+    same_weights(dcase, dn, dhow)
+    z, x = torch.randn(B, Z), torch.randn(B, 3, SIZE, SIZE)
+    c = F.one_hot(lab, classes).float() if classes else None
+    put(f"{name}.z", z)
+    put(f"{name}.x", x)
+    if classes:
+        put(f"{name}.labels", lab.float())
+    put(f"{name}.gamma", torch.tensor([GAMMA]))
+    with torch.no_grad():
+        fake = g(z, c)
+        put(f"{name}.fake", fake)
+        put(f"{name}.d_out", torch.cat([d(x, c), d(fake, c)]))
+    tr = T.AdversarialTraining(g, d)
+    for p in list(g.parameters()) + list(d.parameters()):
+        p.grad = None
+    g.requires_grad_(False)
+    d.requires_grad_(True)
+    adv, _, r1, r2 = tr.AccumulateDiscriminatorGradients(z, x, c, GAMMA)
+    put(f"{name}.d_loss", adv.mean().reshape(1))
+    put(f"{name}.r1", r1.mean().reshape(1))
+    put(f"{name}.r2", r2.mean().reshape(1))
+    assert all(p.grad is None for p in g.parameters())
+    put_grads(f"{name}.gd", dn, dhow)
+    for p in d.parameters():
+        p.grad = None
+    d.requires_grad_(False)
+    g.requires_grad_(True)
+    adv, _ = tr.AccumulateGeneratorGradients(z, x, c)
+    put(f"{name}.g_loss", adv.mean().reshape(1))
+    assert all(p.grad is None for p in d.parameters())
+    put_grads(f"{name}.gg", gn, ghow)
+
+
+for cond in (False, True):
+    sfx = "_cond" if cond else ""
+    train_step("step" + sfx, *nets[cond], "g" + sfx, "d" + sfx, torch.tensor([2, 0, 1, 1]), CLASSES if cond else 0)
 
 meta = {"generator": "tests/ref/make_nn_refs_r3gan.py", "torch": torch.__version__}
 meta.update({f"params.{k}": str(v) for k, v in counts.items()})
