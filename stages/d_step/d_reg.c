@@ -168,9 +168,14 @@ int d_schedules(dstep *s, gf_ctx *ctx)
 	return rc ? gf_fail(ctx, "iteration %lld: ada_p: %s", (long long)s->v, gf_errmsg()) : 0;
 }
 
-/* A scheduled option must be on: its switch (the plain parameter) > 0. */
-int d_schedules_check(dstep *s, gf_ctx *ctx)
+/* After set-up: a scheduled option must be on (its switch, the plain
+ * parameter, > 0); R3GAN's pairs share a label. */
+int d_setup_check(dstep *s, gf_ctx *ctx)
 {
+	if (s->pair && s->async && s->classes) /* cached fakes carry another real batch's labels */
+		return gf_fail(ctx, "loss = \"rpgan\" with mode = \"async\" and a conditional D: a pair must share its "
+		                    "label, and async D steps pair real batches with cached fakes made for other ones; "
+		                    "use mode = \"sync\"");
 	const int on[] = { s->r1_on, s->r2_on, s->gp_on, s->lecam_on };
 	for (int i = 0; i < 4; i++)
 		if (gf_trainer_schedule(s->tr, d_schedulable[i]) && !on[i])

@@ -132,7 +132,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return rc;
 	s->lecam.set = (int)lc[0];
 	memcpy(s->lecam.ema, lc + 1, sizeof(s->lecam.ema));
-	if ((rc = d_ada_setup(s, ctx, p)) || (rc = d_schedules_check(s, ctx)))
+	if ((rc = d_ada_setup(s, ctx, p)) || (rc = d_setup_check(s, ctx)))
 		return rc;
 	return d_reg_state(s, ctx, 1);
 }

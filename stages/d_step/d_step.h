@@ -166,8 +166,8 @@ int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p);
 /* At an iteration's start: the scheduled weights and ADA's p. */
 int d_schedules(dstep *s, gf_ctx *ctx);
 /* After set-up: a scheduled option must be on; a scheduled p stops ADA's
- * controller. */
-int d_schedules_check(dstep *s, gf_ctx *ctx);
+ * controller; R3GAN's pairs share a label (no async conditional rpgan). */
+int d_setup_check(dstep *s, gf_ctx *ctx);
 /* The penalty's buffers and generator, once D and its input buffers exist;
  * the device doubles of LeCam and ADA. */
 int d_penalty_setup(dstep *s, gf_ctx *ctx);

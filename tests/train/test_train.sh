@@ -1158,14 +1158,14 @@ want = {"lr_g": (2e-4, 5e-5), "lr_d": (2e-4, 5e-5), "beta2_g": (0.9, 0.99), "bet
 seen = {}
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    # a line is G's step; D's values in it are those of its latest message
-    # (the metrics stage merges them as they arrive): G's keys at this
-    # step's images, D's at some step's, and D's values of one message
-    # agree with each other
+    # the metrics stage merges G's and D's messages into lines as they
+    # arrive, so a value may be of another step than its line's: each must
+    # be the curve's at some step (and move: below), the values of one
+    # message agree with each other
     for k, (a, b) in want.items():
         if k not in m:
             continue
-        steps = [m["step"]] if k.endswith("_g") else range(1, 20)
+        steps = range(1, 20)
         close = lambda s: abs(m[k] - cosine((s - 1) * batch, a, b, 100.0)) <= 1e-6 * max(abs(m[k]), 1e-3)
         assert any(close(s) for s in steps), (k, m["step"], m[k])
         seen[k] = seen.get(k, 0) + 1
@@ -1189,6 +1189,31 @@ PY
   check "[ $? -eq 0 ] && grep -q 'tensors identical' '$T/cmp.log'" "4 + resume + 4 should equal 8 steps: $(cat "$T/cmp.log")"
   "$G" sample "$(latest "$T/a")" n=20 out="$T/grid.png" >"$T/s.log" 2>&1
   check "[ $? -eq 0 ] && [ \"\$(png_size '$T/grid.png')\" != '' ]" "ganflow sample of an R3GAN checkpoint failed: $(cat "$T/s.log")"
+  # what rpgan refuses, each by name before training: a G without the real
+  # images, LeCam, async pairs of a conditional D (cached fakes carry
+  # another batch's labels), a scheduled option that is off
+  cat >"$T/rp.lua" <<EOF
+local gf = require "ganflow"
+local gan = require "gan"
+local r3 = require "backbones.r3gan"
+local opt = gf.args { mode = "sync", lecam = 0.0, real = true, classes = 10, r1 = 0.05, sched_r1 = false }
+local net = { size = 32, channels = 1, widths = 8, cardinality = 2, blocks = 1, classes = opt.classes }
+local G, D = r3.G(gf.merge(net, { z = 16 })), r3.D(net)
+local real = gan.data { path = "$DATA", size = 32, batch = 8 }
+local d = gf.stage "d_step" { name = "d", net = D, loss = "rpgan", max_batch = 8, mode = opt.mode, lecam = opt.lecam,
+                              r1 = opt.r1, r2 = 0.05, schedule = opt.sched_r1 and { r1 = gf.cosine { from = 1, to = 0, kimg = 1 } } or nil }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = 8, loss = "rpgan", mode = opt.mode }
+gf.connect(real.batch, d.real)
+if opt.real then gf.connect(real.batch, g.real) end
+gf.connect(g.fakes, d.fakes) gf.connect(d.weights, g.d_weights)
+gf.run { steps = 2 }
+EOF
+  for c in "real=false|connect g_step's input 'real'" "lecam=0.1|parameter 'lecam': LeCam's averages" \
+           "mode=async|and a conditional D: a pair must share its label" "r1=0 sched_r1=true|r1 is scheduled but off (r1 = 0)"; do
+    args=${c%%|*} want=${c#*|}
+    "$G" run "$T/rp.lua" dir="$T/rp" force=1 quiet=true $args >"$T/rp.log" 2>&1
+    check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/rp.log'" "rpgan with $args should be refused ('$want'): $(tail -2 "$T/rp.log")"
+  done
   ;;
 *)
   echo "unknown case $case_name"
