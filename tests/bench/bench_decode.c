@@ -87,28 +87,38 @@ static double stage(const char *path, const int64_t *cls, gf_value dp, double *w
 	return (double)sink_items / c;
 }
 
-/* The records of positions pos[0..n) (all when pos is NULL) as JPEG
- * payloads in the map of ds; *bytes their total. */
-static jpeg *payloads(gf_dataset *ds, const uint64_t *const *pos, const uint64_t *cnt, int ngroups, size_t *n,
-                      uint64_t *bytes)
+/* The positions of class c's records (class_count[c]) from the meta
+ * index, into out. */
+static void class_positions(gf_dataset *ds, uint32_t c, uint64_t *out)
 {
 	const gf_dataset_meta *m = gf_dataset_metadata(ds);
-	size_t total = 0;
-	for (int g = 0; g < ngroups; g++)
-		total += pos ? cnt[g] : m->count;
+	memcpy(out, m->class_index[c], m->class_count[c] * sizeof(uint64_t));
+}
+
+/* The records of classes cls[0..1] (every record when cls is NULL) as JPEG
+ * payloads in the map of ds; *bytes their total. */
+static jpeg *payloads(gf_dataset *ds, const int64_t *cls, size_t *n, uint64_t *bytes)
+{
+	const gf_dataset_meta *m = gf_dataset_metadata(ds);
+	size_t total = cls ? m->class_count[cls[0]] + m->class_count[cls[1]] : m->count;
 	jpeg *v = calloc(total, sizeof(jpeg));
-	size_t k = 0;
+	uint64_t *pos = malloc(total * sizeof(uint64_t));
+	if (!v || !pos)
+		die("out of memory");
+	if (cls) {
+		class_positions(ds, (uint32_t)cls[0], pos);
+		class_positions(ds, (uint32_t)cls[1], pos + m->class_count[cls[0]]);
+	}
 	*bytes = 0;
-	for (int g = 0; g < ngroups; g++)
-		for (uint64_t j = 0; j < (pos ? cnt[g] : m->count); j++) {
-			gf_record r;
-			if (gf_dataset_get(ds, pos ? pos[g][j] : j, &r))
-				die("%s", gf_errmsg());
-			v[k].p = r.payload; /* in the map; stays valid until close */
-			v[k].n = r.h.payload;
-			*bytes += r.h.payload;
-			k++;
-		}
+	for (size_t k = 0; k < total; k++) {
+		gf_record r;
+		if (gf_dataset_get(ds, cls ? pos[k] : k, &r))
+			die("%s", gf_errmsg());
+		v[k].p = r.payload; /* in the map; stays valid until close */
+		v[k].n = r.h.payload;
+		*bytes += r.h.payload;
+	}
+	free(pos);
 	*n = total;
 	return v;
 }
@@ -134,12 +144,11 @@ int main(int argc, char **argv)
 	gf_dataset *ds, *ds64;
 	if (gf_dataset_open(path, &ds) || gf_dataset_open(path64, &ds64))
 		die("%s", gf_errmsg());
-	const gf_dataset_meta *m = gf_dataset_metadata(ds);
 	const int64_t cls[2] = { 0, 1 };
 	size_t n, n64;
 	uint64_t bytes, bytes64;
-	jpeg *v = payloads(ds, (const uint64_t *const *)m->class_index, m->class_count, 2, &n, &bytes);
-	jpeg *v64 = payloads(ds64, NULL, NULL, 1, &n64, &bytes64);
+	jpeg *v = payloads(ds, cls, &n, &bytes);
+	jpeg *v64 = payloads(ds64, NULL, &n64, &bytes64);
 	warm_files(ds);
 	warm_files(ds64);
 	uint8_t *dst = malloc(500 * 375 * 3);
