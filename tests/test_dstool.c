@@ -16,6 +16,8 @@
 #define H 10
 
 static char *dir, *gen;
+static int cur_shuffle; /* the order of the last conversion */
+static uint64_t cur_seed;
 
 static int px(int i, int y, int x, int c)
 {
@@ -56,15 +58,33 @@ static int convert(const char *src, const char *out, uint32_t classes, const gf_
 		o = *given;
 	o.quiet = 1;
 	o.workers = 3; /* several threads reading the zip at once */
+	cur_shuffle = o.shuffle;
+	cur_seed = o.seed;
 	gf_convert_stats local;
 	return gf_convert_dstool(src, out, &o, classes, stats ? stats : &local);
 }
 
-/* The image of record pos: the converters' order, the names' (sorted:
- * index order here) permuted with the default seed (shuffle = 1). */
+/* The image a record holds, from its first pixel: px(i, 0, 0, 0) = 37 i
+ * mod 256, and 173 = 1 / 37 mod 256. */
+static int image_of(const uint8_t *payload)
+{
+	return (payload[0] * 173) & 255;
+}
+
+/* The image at position pos in the converters' order: today the source
+ * order (names sorted, which is index order here). The one place to change
+ * if the converters' default order changes; every other check finds a
+ * record's image from its pixels. */
 static int image_at(uint64_t pos, uint64_t n)
 {
-	return (int)gf_permute(pos, n, 1);
+	return (int)(cur_shuffle ? gf_permute(pos, n, cur_seed) : pos);
+}
+
+/* The positions of class c's records (m->class_count[c]) from the meta
+ * index, into out. */
+static void class_positions(const gf_dataset *ds, uint32_t c, uint64_t *out)
+{
+	assert_int_equal(gf_dataset_class_positions(ds, c, out), 0);
 }
 
 /* Every record: the image, its label, its pixels; the meta's classes. */
@@ -76,15 +96,18 @@ static void check_labelled(const char *path)
 	assert_int_equal(m->count, N);
 	assert_int_equal(m->nclasses, 5);
 	assert_int_equal(m->unlabelled, 0);
-	uint64_t seen[5] = { 0 }, *index[5];
-	for (int c = 0; c < 5; c++) {
-		assert_non_null(index[c] = malloc(m->class_count[c] * sizeof(uint64_t)));
-		assert_int_equal(gf_dataset_class_positions(ds, (uint32_t)c, index[c]), 0);
+	uint64_t seen[5] = { 0 }, index[5][N];
+	int once[N] = { 0 };
+	for (uint32_t c = 0; c < 5; c++) {
+		assert_true(m->class_count[c] <= N);
+		class_positions(ds, c, index[c]);
 	}
 	for (uint64_t pos = 0; pos < N; pos++) {
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, pos, &r), 0);
-		int i = image_at(pos, N), label = (7 * i) % 5;
+		int i = image_of(r.payload), label = (7 * i) % 5;
+		assert_true(i < N && !once[i]++); /* every image once */
+		assert_int_equal(i, image_at(pos, N));
 		assert_int_equal(r.h.label, label);
 		assert_int_equal(r.h.encoding, GF_ENC_RAW);
 		assert_int_equal(r.h.height, H);
@@ -104,7 +127,6 @@ static void check_labelled(const char *path)
 	for (int c = 0; c < 5; c++) {
 		assert_int_equal(seen[c], m->class_count[c]);
 		assert_int_equal(m->class_count[c], N / 5);
-		free(index[c]);
 	}
 	gf_dataset_close(ds);
 }
@@ -139,6 +161,15 @@ static void test_labelled_zip(void **st)
 	assert_int_equal(s.skipped, 0);
 	assert_int_equal(s.ignored, 1); /* README.txt; dataset.json and the folder entries are not counted */
 	check_labelled(out);
+	/* shuffle=0: the images' sorted names */
+	char *out0 = path_fmt("%s/labelled-sorted", dir);
+	gf_convert_opts o;
+	gf_convert_defaults(&o);
+	o.shuffle = 0;
+	if (convert(zip, out0, 0, &o, NULL))
+		fail_msg("%s", gf_errmsg());
+	check_labelled(out0);
+	free(out0);
 	free(zip);
 	free(out);
 }
@@ -180,7 +211,8 @@ static void test_unlabelled_and_limit(void **st)
 	for (uint64_t pos = 0; pos < 5; pos++) {
 		gf_record r;
 		assert_int_equal(gf_dataset_get(ds, pos, &r), 0);
-		int i = image_at(pos, 5); /* the first 5 images (limit), permuted */
+		int i = image_of(r.payload);
+		assert_int_equal(i, image_at(pos, 5));
 		assert_int_equal(r.h.label, -1);
 		assert_int_equal(r.h.channels, 1);
 		assert_int_equal(r.h.width, 6);

@@ -47,15 +47,19 @@ BENCH_FN const char *build_dir(void)
 	return b && b[0] ? b : ".";
 }
 
-/* The ImageNet-like shards of `count` images (500 x 375, q 90, ~100 KB),
- * made on first use under BUILD/bench-data/ (64 MiB shards). */
-BENCH_FN const char *bench_dataset(uint64_t count)
+/* The ImageNet-like shards of `count` images of w x h (q 90; ~100 KB at
+ * ImageNet's 500 x 375), made on first use under BUILD/bench-data/ (64 MiB
+ * shards). */
+BENCH_FN const char *bench_dataset_wh(uint64_t count, int w, int h)
 {
 	static char path[4200];
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s/bench-data", build_dir());
 	mkdir(dir, 0777);
-	snprintf(path, sizeof(path), "%s/imagenet-like-%llu", dir, (unsigned long long)count);
+	if (w == 500 && h == 375)
+		snprintf(path, sizeof(path), "%s/imagenet-like-%llu", dir, (unsigned long long)count);
+	else
+		snprintf(path, sizeof(path), "%s/imagenet-like-%llu-%dx%d", dir, (unsigned long long)count, w, h);
 	gf_dataset *ds;
 	if (gf_dataset_open(path, &ds) == 0) {
 		uint64_t n = gf_dataset_metadata(ds)->count;
@@ -63,8 +67,9 @@ BENCH_FN const char *bench_dataset(uint64_t count)
 		if (n == count)
 			return path;
 	}
-	fprintf(stderr, "bench: making %llu ImageNet-like JPEGs in %s (once)\n", (unsigned long long)count, path);
-	gf_synth_opts so = { .count = count, .width = 500, .height = 375, .quality = 90, .classes = 10, .seed = 1 };
+	fprintf(stderr, "bench: making %llu ImageNet-like %dx%d JPEGs in %s (once)\n", (unsigned long long)count, w, h,
+	        path);
+	gf_synth_opts so = { .count = count, .width = w, .height = h, .quality = 90, .classes = 10, .seed = 1 };
 	gf_convert_opts o;
 	gf_convert_defaults(&o);
 	o.encoding = GF_ENC_JPEG;
@@ -75,6 +80,12 @@ BENCH_FN const char *bench_dataset(uint64_t count)
 	if (gf_convert_synth(path, &so, &o, &st))
 		die("making %s: %s", path, gf_errmsg());
 	return path;
+}
+
+/* The 500 x 375 set. */
+BENCH_FN const char *bench_dataset(uint64_t count)
+{
+	return bench_dataset_wh(count, 500, 375);
 }
 
 /* ---- timing ---- */
