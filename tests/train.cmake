@@ -41,7 +41,8 @@ gf_add_test(test_stepdrv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stepdrv.c LABELS
 foreach(g dcgan sngan models dp)
   add_test(NAME recipes_${g} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train/test_recipes.sh ${g})
   set_tests_properties(recipes_${g} PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS "train"
-    ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR}")
+    ENVIRONMENT "GF_SOURCE_DIR=${CMAKE_SOURCE_DIR};GF_BINARY_DIR=${CMAKE_BINARY_DIR};GF_SANITIZE=${GF_SANITIZE}")
 endforeach()
+
 # Schedules (gf.cosine) against R3GAN's own cosine_decay_with_warmup.
 gf_add_test(test_schedule SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_schedule.c LABELS train TIMEOUT 60)
