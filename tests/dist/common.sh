@@ -33,13 +33,15 @@ mpi() {
 }
 
 # make_data NAME N WORLD BATCH: IDX files and the blocked / interleaved
-# datasets NAME-blocked, NAME-inter (see make_idx.py)
+# datasets NAME-blocked, NAME-inter (see make_idx.py); converted with
+# shuffle=0, since their order is the point (the converters shuffle by
+# default)
 make_data() {
   local name=$1 n=$2 w=$3 b=$4
   mkdir -p "$name.idx"
   python3 "$HERE/make_idx.py" "$name.idx" "$n" "$w" "$b" || fail "make_idx.py"
-  "$G" dataset idx "$name.idx/blocked-images.idx" "$name.idx/blocked-labels.idx" "$name-blocked" encoding=raw force=1 >/dev/null 2>&1 || fail "dataset $name-blocked"
-  "$G" dataset idx "$name.idx/interleaved-images.idx" "$name.idx/interleaved-labels.idx" "$name-inter" encoding=raw force=1 >/dev/null 2>&1 || fail "dataset $name-inter"
+  "$G" dataset idx "$name.idx/blocked-images.idx" "$name.idx/blocked-labels.idx" "$name-blocked" encoding=raw shuffle=0 force=1 >/dev/null 2>&1 || fail "dataset $name-blocked"
+  "$G" dataset idx "$name.idx/interleaved-images.idx" "$name.idx/interleaved-labels.idx" "$name-inter" encoding=raw shuffle=0 force=1 >/dev/null 2>&1 || fail "dataset $name-inter"
 }
 
 ckpt_of() { echo "$1/checkpoints/$(cat "$1/checkpoints/latest")"; }

@@ -496,13 +496,16 @@ typedef struct gf_stream_item {
 /* Starts streaming ds (which must outlive the stream). Readahead: the
  * values of the next `readahead` records are located and prefetched with
  * io_uring: IORING_OP_FADVISE(WILLNEED) on the shard file for the page
- * ranges of upcoming values (coalesced, 64 KiB granularity, each block once
- * per epoch), or with direct = 1 IORING_OP_READ of block-aligned ranges
+ * ranges of upcoming values (coalesced; in blocks of 64 KiB, or with
+ * shuffle the bytes of the order's block of records rounded up to 4-64
+ * KiB; a block is advised again once its advice is over 65536 records
+ * old), or with direct = 1 IORING_OP_READ of block-aligned ranges
  * from an O_DIRECT descriptor into 4096-aligned buffers (neighbouring
  * values share reads of up to 1 MiB, 8 in flight; at least 1024 records
  * are located ahead). First it walks the shards' B-trees (their pages, a
  * few KiB per thousand records, are then cached: locating never waits for
- * the disk behind the readahead). When io_uring cannot be set up (or
+ * the disk behind the readahead), unless a shard's values live in its
+ * leaves (small records: the leaves are the data). When io_uring cannot be set up (or
  * no_uring) it falls back to posix_fadvise / pread and says so once
  * through gf_log. Returns 0 with *out, GF_EPARAM (bad options, start_pos
  * beyond the epoch, empty order), -errno. */
