@@ -43,6 +43,7 @@ local opt = gf.args {
   blocks = 1,          -- residual blocks per stage (paper: 2)
   expansion = 2,       -- the blocks' inner width factor
   z = 64,              -- noise dimension
+  out = "tanh",        -- G's output: "tanh" (pixels in [-1, 1]) or "linear" (the authors' G)
   classes = 0,         -- 10: class-conditional (an embedding after z in G, a projection in D)
   lr = 2e-4,           -- Adam learning rate of both networks, betas (0, beta2)
   lr_to = 5e-5,        -- ... at the end of the decay
@@ -65,7 +66,7 @@ local opt = gf.args {
 
 local net = { size = 32, channels = opt.channels, widths = opt.width, cardinality = opt.cardinality,
               blocks = opt.blocks, expansion = opt.expansion, classes = opt.classes }
-local G = r3.G(gf.merge(net, { z = opt.z }))
+local G = r3.G(gf.merge(net, { z = opt.z, out = opt.out }))
 local aug = opt.aug > 0
 local D = r3.D(gf.merge(net, { ada = aug and "bgc" or nil, ada_p = aug and 0.0 or nil }))
 local adam = gf.adam { lr = opt.lr, betas = { 0.0, opt.beta2 }, eps = 1e-8 }

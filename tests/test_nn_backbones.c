@@ -469,6 +469,53 @@ static void test_resnet_backbones(void **state)
 	assert_non_null(strstr(gf_errmsg(), "unknown option 'width'"));
 }
 
+/* R3GAN's G with out = "tanh": the authors' G (same parameters, same
+ * initialisation) with a tanh after its last 1x1 conv, pixel for pixel;
+ * any other out is refused by name. */
+static void test_r3gan_out(void **state)
+{
+	(void)state;
+	const int batch = 2;
+	gf_net *lin = build("return require('backbones.r3gan').G{ channels = 1, widths = 16, cardinality = 4, blocks = 1 }",
+	                    batch);
+	gf_net *th = build("return require('backbones.r3gan').G{ channels = 1, widths = 16, cardinality = 4, blocks = 1,"
+	                   " out = 'tanh' }", batch);
+	assert_int_equal(nparams(lin), nparams(th));
+	gf_tensor in;
+	gf_net_shapes(lin, &in, NULL);
+	in.shape[0] = batch;
+	int64_t nz = gf_tensor_numel(&in);
+	float *z = malloc((size_t)nz * sizeof(float));
+	for (int64_t i = 0; i < nz; i++)
+		z[i] = 8.0f * sinf(0.7f * (float)i + 0.3f);   /* large enough to put pixels past +-1 */
+	in.data = z;
+	gf_tensor a, b;
+	NN_OK(gf_net_forward(lin, &in, NULL, GF_TRAIN));
+	NN_OK(gf_net_output(lin, &a));
+	NN_OK(gf_net_forward(th, &in, NULL, GF_TRAIN));
+	NN_OK(gf_net_output(th, &b));
+	assert_int_equal(gf_tensor_numel(&a), gf_tensor_numel(&b));
+	assert_int_equal(b.shape[1], 1);
+	assert_int_equal(b.shape[2], 32);
+	const float *pa = a.data, *pb = b.data;
+	float amax = 0;
+	for (int64_t i = 0; i < gf_tensor_numel(&a); i++) {
+		amax = fmaxf(amax, fabsf(pa[i]));
+		assert_true(fabsf(pb[i]) <= 1.0f);
+		if (fabsf(pb[i] - tanhf(pa[i])) > 1e-5f) {
+			fprintf(stderr, "pixel %lld: tanh G %g, tanh(linear G) %g\n", (long long)i, pb[i], tanhf(pa[i]));
+			fail();
+		}
+	}
+	assert_true(amax > 1.0f);   /* the linear G leaves [-1, 1]: the tanh is seen to act */
+	free(z);
+	gf_net_destroy(lin);
+	gf_net_destroy(th);
+	gf_value v;
+	assert_int_equal(gf_lua_eval("return require('backbones.r3gan').G{ out = 'sigmoid' }", &v), GF_ELUA);
+	assert_non_null(strstr(gf_errmsg(), "r3gan.G: out = 'sigmoid': expected \"linear\" (the authors' G) or \"tanh\""));
+}
+
 static void test_bad_tables(void **state)
 {
 	(void)state;
@@ -619,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_fusion),
 		cmocka_unit_test(test_init),
 		cmocka_unit_test(test_resnet_backbones),
+		cmocka_unit_test(test_r3gan_out),
 		cmocka_unit_test(test_bad_tables),
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_pix2pix),

@@ -29,7 +29,9 @@
 -- then per resolution an up layer ([1x1 conv where the width changes],
 -- then the interpolative x2 upsampling with the [1, 2, 1] filter: its
 -- 4-tap form [1, 3, 3, 1], the fir kind) and the stage's blocks; a 1x1
--- conv to the image (no output activation).
+-- conv to the image (no output activation; out = "tanh" appends a tanh, a
+-- departure from the authors' G: the pixels stay in [-1, 1], where a linear
+-- output runs far outside them on mostly-black images such as Fashion-MNIST).
 --
 -- D: [ada], a 1x1 conv from the image, per resolution down to 8x8 the
 -- stage's blocks and a down layer (the x2 interpolative downsampling,
@@ -50,7 +52,7 @@
 local M = {}
 
 local G_OPTS = { size = true, channels = true, z = true, widths = true, cardinality = true, blocks = true,
-                 expansion = true, kernel = true, classes = true, embed = true }
+                 expansion = true, kernel = true, classes = true, embed = true, out = true }
 local D_OPTS = { size = true, channels = true, widths = true, cardinality = true, blocks = true, expansion = true,
                  kernel = true, classes = true, embed = true, ada = true, ada_p = true }
 
@@ -153,6 +155,11 @@ function M.G(o)
     from = blocks(t, s, i, p, p .. "_up")
   end
   add(t, { "conv", s.widths[s.n], o.channels or 3, 1, bias = false, input = from, name = "out" })
+  if o.out == "tanh" then
+    add(t, { "tanh", name = "out_tanh" })
+  elseif o.out ~= nil and o.out ~= "linear" then
+    error("r3gan.G: out = '" .. tostring(o.out) .. "': expected \"linear\" (the authors' G) or \"tanh\"", 2)
+  end
   return t
 end
 
