@@ -1153,7 +1153,7 @@ def cosine(nimg, base, final, total):
     if nimg > total:
         return final
     return base + (1 - 0.5 * (1 + math.cos(math.pi * nimg / total))) * (final - base)
-want = {"lr_g": (2e-4, 5e-5), "lr_d": (2e-4, 5e-5), "beta2_g": (0.9, 0.99), "beta2_d": (0.9, 0.99),
+want = {"lr_g": (1e-3, 2.5e-4), "lr_d": (1e-3, 2.5e-4), "beta2_g": (0.9, 0.99), "beta2_d": (0.9, 0.99),
         "r1_d": (0.05, 0.005), "r2_d": (0.05, 0.005), "ema_kimg_g": (0.0, 64.0), "ada_p_d": (0.0, 0.5)}
 seen = {}
 for line in open(sys.argv[1]):
