@@ -4,7 +4,9 @@
  * a step and named scalars (loss_d, loss_g, d_real, d_fake, images, fid...).
  * This stage averages each scalar over the interval (`every` steps; the
  * evaluation figures, counters and ADA's p and r_t keep their latest
- * value), adds wall time,
+ * value, and so does a scheduled option's value, `<option>_<tag>` such as
+ * lr_d: a setting at the source's latest step, not a statistic, whose
+ * mean would be the curve's value at no step), adds wall time,
  * images/s, how far every producing stage got ("sources": its latest step
  * and when that arrived, so a lagging stage or rank shows), the state of
  * every graph edge (active depth, stalls) and the worker count of every
@@ -48,6 +50,7 @@ typedef struct acc {
 	double last;
 	int64_t count;
 	int latest_only; /* evaluation figures and counters: report the latest value */
+	int setting;     /* a scheduled option's value: the latest of the interval */
 	int64_t line;    /* step of the last line that carried it, -1 = none */
 } acc;
 
@@ -89,6 +92,23 @@ static int is_latest_only(const char *name)
 	return 0;
 }
 
+/* A scheduled option's value, as gf_trainer_metrics names it: <option>_<tag>
+ * with an option of docs/train.md's schedule table and a trainer's tag. */
+static int is_setting(const char *name)
+{
+	static const char *const options[] = { "lr", "beta2", "ema_kimg", "r1", "r2", "gp", "lecam", "ada_p", "pl", NULL };
+	static const char *const tags[] = { "g", "d", "c", NULL };
+	for (int i = 0; options[i]; i++) {
+		size_t n = strlen(options[i]);
+		if (strncmp(name, options[i], n) || name[n] != '_')
+			continue;
+		for (int j = 0; tags[j]; j++)
+			if (!strcmp(name + n + 1, tags[j]))
+				return 1;
+	}
+	return 0;
+}
+
 static acc *find(metrics *m, const char *name)
 {
 	for (int i = 0; i < m->nacc; i++)
@@ -100,6 +120,7 @@ static acc *find(metrics *m, const char *name)
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->latest_only = is_latest_only(name);
+	a->setting = is_setting(name);
 	a->last = NAN;
 	a->line = -1;
 	return a;
@@ -228,7 +249,7 @@ static int write_line(metrics *m, gf_ctx *ctx, int64_t step)
 			continue;
 		if (a->latest_only && isnan(a->last))
 			continue;
-		double v = a->latest_only ? a->last : a->sum / (double)a->count;
+		double v = a->latest_only || a->setting ? a->last : a->sum / (double)a->count;
 		fprintf(f, ",\"%s\":", a->name);
 		put_num(f, v);
 		gf_report_value(ctx, a->name, v);

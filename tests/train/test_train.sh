@@ -1142,8 +1142,10 @@ r3gan)
   # decay over the images seen (its values in metrics.jsonl at each step,
   # ADA's p the schedule's), N + resume + N = 2N bit for bit with the
   # schedules, and ganflow sample / eval of its checkpoint
+  # log=2: a line merges two steps of each stage, where a scheduled value
+  # must be the latest step's (a mean of two would be the curve's at no step)
   r3() { local dir=$1; shift; run r3gan_fashion "$dir" width=16 cardinality=2 classes=10 aug=0.5 decay_kimg=0.1 \
-           samples=1000 log=1 "$@"; }
+           samples=1000 log=2 "$@"; }
   r3 "$T/a" steps=8
   check "[ $? -eq 0 ]" "r3gan_fashion failed: $(tail -3 "$T/a.log")"
   /usr/bin/python3 - "$T/a/metrics.jsonl" $BATCH >"$T/sched.log" 2>&1 <<'PY'
@@ -1160,8 +1162,8 @@ for line in open(sys.argv[1]):
     m = json.loads(line)
     # the metrics stage merges G's and D's messages into lines as they
     # arrive, so a value may be of another step than its line's: each must
-    # be the curve's at some step (and move: below), the values of one
-    # message agree with each other
+    # be the curve's at some step, the latest of its source in the line
+    # (and move: below), the values of one message agree with each other
     for k, (a, b) in want.items():
         if k not in m:
             continue
@@ -1177,7 +1179,7 @@ for line in open(sys.argv[1]):
         if k in m:
             assert m[k] is not None and math.isfinite(m[k]), (k, m)
             seen[k] = seen.get(k, 0) + 1
-assert len({round(json.loads(l).get("lr_g", 0), 12) for l in open(sys.argv[1])}) >= 6, "lr_g should move every step"
+assert len({round(json.loads(l).get("lr_g", 0), 12) for l in open(sys.argv[1])}) >= 3, "lr_g should move every line"
 missing = [k for k in list(want) + ["ada_p", "loss_d", "loss_g", "r1", "r2"] if not seen.get(k)]
 assert not missing, missing
 PY
