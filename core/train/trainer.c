@@ -141,6 +141,14 @@ const gf_schedule *gf_trainer_schedule(const gf_trainer *t, const char *name)
 	return NULL;
 }
 
+int gf_trainer_schedule_on(const gf_trainer *t, const char *name, int on)
+{
+	if (on || !gf_trainer_schedule(t, name))
+		return 0;
+	return gf_fail(t->ctx, "parameter 'schedule': %s is scheduled but off (%s = 0): set %s > 0 to turn it on", name,
+	               name, name);
+}
+
 double gf_trainer_images(const gf_trainer *t, int64_t step)
 {
 	return (double)step * (double)(t->conf.images > 0 ? t->conf.images : t->conf.max_batch);

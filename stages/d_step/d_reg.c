@@ -177,10 +177,11 @@ int d_setup_check(dstep *s, gf_ctx *ctx)
 		                    "label, and async D steps pair real batches with cached fakes made for other ones; "
 		                    "use mode = \"sync\"");
 	const int on[] = { s->r1_on, s->r2_on, s->gp_on, s->lecam_on };
-	for (int i = 0; i < 4; i++)
-		if (gf_trainer_schedule(s->tr, d_schedulable[i]) && !on[i])
-			return gf_fail(ctx, "parameter 'schedule': %s is scheduled but off (%s = 0): set %s > 0 to turn it on",
-			               d_schedulable[i], d_schedulable[i], d_schedulable[i]);
+	for (int i = 0; i < 4; i++) {
+		int rc = gf_trainer_schedule_on(s->tr, d_schedulable[i], on[i]);
+		if (rc)
+			return rc;
+	}
 	if (gf_trainer_schedule(s->tr, "ada_p")) {
 		if (!s->ada_p)
 			return gf_fail(ctx, "parameter 'schedule': ada_p is scheduled but D has no ada layer");

@@ -168,10 +168,8 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	                       .self = s, .fold = fold, .finish = finish };
 	if (gf_stepdrv_create(&s->drv, s->be, &dc) || gf_devmsg_create(&s->dm, s->be))
 		return gf_fail(ctx, "%s", gf_errmsg());
-	if ((rc = g_pl_setup(s, ctx, p)))
+	if ((rc = g_pl_setup(s, ctx, p)) || (rc = gf_trainer_schedule_on(s->tr, "pl", s->pl > 0)))
 		return rc;
-	if (gf_trainer_schedule(s->tr, "pl") && !(s->pl > 0))
-		return gf_fail(ctx, "parameter 'schedule': pl is scheduled but off (pl = 0): set pl > 0 to turn it on");
 	s->dver = -1;
 	s->fakes_per_step = 1;
 	if ((rc = gf_trainer_resume(s->tr, &s->step)) || (rc = gf_train_resume_rng(ctx, "noise_rng", &s->noise)) ||

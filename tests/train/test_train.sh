@@ -1198,20 +1198,22 @@ PY
 local gf = require "ganflow"
 local gan = require "gan"
 local r3 = require "backbones.r3gan"
-local opt = gf.args { mode = "sync", lecam = 0.0, real = true, classes = 10, r1 = 0.05, sched_r1 = false }
+local opt = gf.args { mode = "sync", lecam = 0.0, real = true, classes = 10, r1 = 0.05, sched_r1 = false, sched_pl = false }
 local net = { size = 32, channels = 1, widths = 8, cardinality = 2, blocks = 1, classes = opt.classes }
 local G, D = r3.G(gf.merge(net, { z = 16 })), r3.D(net)
 local real = gan.data { path = "$DATA", size = 32, batch = 8 }
 local d = gf.stage "d_step" { name = "d", net = D, loss = "rpgan", max_batch = 8, mode = opt.mode, lecam = opt.lecam,
                               r1 = opt.r1, r2 = 0.05, schedule = opt.sched_r1 and { r1 = gf.cosine { from = 1, to = 0, kimg = 1 } } or nil }
-local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = 8, loss = "rpgan", mode = opt.mode }
+local g = gf.stage "g_step" { name = "g", net = G, d_net = D, batch = 8, loss = "rpgan", mode = opt.mode,
+                              schedule = opt.sched_pl and { pl = gf.cosine { from = 2, to = 0, kimg = 1 } } or nil }
 gf.connect(real.batch, d.real)
 if opt.real then gf.connect(real.batch, g.real) end
 gf.connect(g.fakes, d.fakes) gf.connect(d.weights, g.d_weights)
 gf.run { steps = 2 }
 EOF
   for c in "real=false|connect g_step's input 'real'" "lecam=0.1|parameter 'lecam': LeCam's averages" \
-           "mode=async|and a conditional D: a pair must share its label" "r1=0 sched_r1=true|r1 is scheduled but off (r1 = 0)"; do
+           "mode=async|and a conditional D: a pair must share its label" "r1=0 sched_r1=true|r1 is scheduled but off (r1 = 0)" \
+           "sched_pl=true|pl is scheduled but off (pl = 0)"; do
     args=${c%%|*} want=${c#*|}
     "$G" run "$T/rp.lua" dir="$T/rp" force=1 quiet=true $args >"$T/rp.log" 2>&1
     check "[ $? -ne 0 ] && grep -qF \"$want\" '$T/rp.log'" "rpgan with $args should be refused ('$want'): $(tail -2 "$T/rp.log")"

@@ -293,6 +293,10 @@ int gf_trainer_metrics(gf_trainer *t, int port, int64_t step, gf_msg **out);
  * value at gf_trainer_images(t, step). Every scheduled value goes to the
  * metrics as "<name>_<tag>" (lr_d, r1_d, ...). */
 const gf_schedule *gf_trainer_schedule(const gf_trainer *t, const char *name);
+/* Refuses a schedule of option `name` that the stage's plain parameter left
+ * off (on = 0: r1 = 0, no ada layer...), a schedule that would move nothing:
+ * 0, or an error on the trainer's context that names the option. */
+int gf_trainer_schedule_on(const gf_trainer *t, const char *name, int on);
 /* The images the network has seen before update `step`: step x conf.images. */
 double gf_trainer_images(const gf_trainer *t, int64_t step);
 
