@@ -3,7 +3,7 @@
  * written by tests/ref/make_schedule_ref.py from the authors'
  * training/training_loop.py) for its CIFAR-10 presets and a setting with a
  * warm-up and a hold; the table form gf.cosine{} makes, and its refusals
- * naming the option and key. */
+ * naming the option and key; which metrics names are scheduled values. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,11 +87,29 @@ static void test_parse(void **state)
 	}
 }
 
+/* The names gf_trainer_metrics gives scheduled values, and only those: the
+ * metrics stage reports them as their latest value, not a line's mean. */
+static void test_schedule_metric(void **state)
+{
+	(void)state;
+	static const char *const yes[] = { "lr_g", "lr_d", "lr_c", "beta2_d", "ema_kimg_g", "r1_d", "r2_d", "gp_d",
+	                                   "lecam_d", "ada_p_d", "pl_g" };
+	static const char *const no[] = { "lr", "r1", "r2", "pl", "ada_p", "pl_mean", "loss_d", "loss_g", "lr_x",
+	                                  "ada_p_", "_d", "comm_wait_d", "grad_norm_g", "lrx_d", "" };
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (!gf_train_schedule_metric(yes[i]))
+			fail_msg("'%s' is a scheduled value", yes[i]);
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (gf_train_schedule_metric(no[i]))
+			fail_msg("'%s' is not a scheduled value", no[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_r3gan_values),
 		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_schedule_metric),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,6 +133,28 @@ static int parse_schedules(gf_trainer *t, const gf_value *v)
 	return 0;
 }
 
+const char *const gf_train_d_schedules[] = { "r1", "r2", "gp", "lecam", "ada_p", NULL };
+const char *const gf_train_g_schedules[] = { "pl", NULL };
+
+static int listed(const char *const *list, const char *s, size_t n)
+{
+	for (int i = 0; list[i]; i++)
+		if (strlen(list[i]) == n && !strncmp(list[i], s, n))
+			return 1;
+	return 0;
+}
+
+int gf_train_schedule_metric(const char *name)
+{
+	static const char *const own[] = { "lr", "beta2", "ema_kimg", NULL }; /* schedules() applies them */
+	static const char *const tags[] = { "g", "d", "c", NULL };           /* the step stages' conf.tag */
+	const char *u = strrchr(name, '_');
+	if (!u || !listed(tags, u + 1, strlen(u + 1)))
+		return 0;
+	size_t n = (size_t)(u - name);
+	return listed(own, name, n) || listed(gf_train_d_schedules, name, n) || listed(gf_train_g_schedules, name, n);
+}
+
 const gf_schedule *gf_trainer_schedule(const gf_trainer *t, const char *name)
 {
 	for (int i = 0; i < t->nsched; i++)

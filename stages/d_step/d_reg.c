@@ -148,14 +148,12 @@ int d_step_tail(dstep *s, gf_ctx *ctx, double images, int last_of_iter, gf_stepd
 	return rc ? gf_fail(ctx, "iteration %lld: LeCam/ADA: %s", (long long)s->v, gf_errmsg()) : 0;
 }
 
-const char *const d_schedulable[] = { "r1", "r2", "gp", "lecam", "ada_p", NULL };
-
 int d_schedules(dstep *s, gf_ctx *ctx)
 {
 	double nimg = gf_trainer_images(s->tr, s->v);
-	float *w[] = { &s->r1, &s->r2, &s->gp, &s->lecam.lambda };
+	float *w[] = { &s->r1, &s->r2, &s->gp, &s->lecam.lambda }; /* gf_train_d_schedules' order */
 	for (int i = 0; i < 4; i++) {
-		const gf_schedule *x = gf_trainer_schedule(s->tr, d_schedulable[i]);
+		const gf_schedule *x = gf_trainer_schedule(s->tr, gf_train_d_schedules[i]);
 		if (x)
 			*w[i] = (float)gf_schedule_at(x, nimg);
 	}
@@ -178,7 +176,7 @@ int d_setup_check(dstep *s, gf_ctx *ctx)
 		                    "use mode = \"sync\"");
 	const int on[] = { s->r1_on, s->r2_on, s->gp_on, s->lecam_on };
 	for (int i = 0; i < 4; i++) {
-		int rc = gf_trainer_schedule_on(s->tr, d_schedulable[i], on[i]);
+		int rc = gf_trainer_schedule_on(s->tr, gf_train_d_schedules[i], on[i]);
 		if (rc)
 			return rc;
 	}

@@ -87,7 +87,7 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	                       .max_batch = s->max_batch, .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED,
 	                       .state_port = OUT_STATE, .cls = s->cls, .reg_every = s->r1_on ? s->r1_every : 0,
 	                       .net_batch = s->pair ? 2 * s->max_batch : 0,
-	                       .images = s->max_batch * s->d_steps * s->acc, .schedules = d_schedulable };
+	                       .images = s->max_batch * s->d_steps * s->acc, .schedules = gf_train_d_schedules };
 	gf_gan_optim_defaults(&tc.opt);
 	rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)

@@ -159,8 +159,6 @@ int d_push_weights(dstep *s, gf_ctx *ctx);
 
 /* ---- d_reg.c: the regularisers (ADA, LeCam, R1, WGAN-GP) ---- */
 
-/* The options d_step schedules itself (parameter `schedule`). */
-extern const char *const d_schedulable[];
 /* r1, r1_every, gp: what they may be combined with. */
 int d_penalty_conf(dstep *s, gf_ctx *ctx, const gf_value *p);
 /* At an iteration's start: the scheduled weights and ADA's p. */

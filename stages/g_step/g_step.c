@@ -73,8 +73,6 @@
 static int fold(void *self, gf_ctx *ctx, int ri, const gf_stepdrv_entry *e, const double *val);
 static int finish(void *self, gf_ctx *ctx, int ri, int64_t step0);
 
-static const char *const g_schedulable[] = { "pl", NULL };
-
 static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 {
 	const gf_run_info *run = gf_ctx_run(ctx);
@@ -98,7 +96,7 @@ static int gstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 	                       .grads_port = OUT_GRADS, .reduced_port = IN_REDUCED, .state_port = OUT_STATE,
 	                       .cls = s->cls,
 	                       .reg_every = gf_param_num(p, "pl") > 0 ? (int)gf_param_int(p, "pl_every") : 0,
-	                       .images = s->batch * s->acc, .schedules = g_schedulable };
+	                       .images = s->batch * s->acc, .schedules = gf_train_g_schedules };
 	gf_gan_optim_defaults(&tc.opt);
 	int rc = gf_trainer_create(&s->tr, ctx, p, &tc);
 	if (rc)

@@ -36,6 +36,7 @@
 #include <ganflow/params.h>
 #include <ganflow/stage.h>
 #include <ganflow/tfevents.h>
+#include <ganflow/train.h>
 
 #define MAX_NAMES 48
 #define MAX_EDGES 64
@@ -92,23 +93,6 @@ static int is_latest_only(const char *name)
 	return 0;
 }
 
-/* A scheduled option's value, as gf_trainer_metrics names it: <option>_<tag>
- * with an option of docs/train.md's schedule table and a trainer's tag. */
-static int is_setting(const char *name)
-{
-	static const char *const options[] = { "lr", "beta2", "ema_kimg", "r1", "r2", "gp", "lecam", "ada_p", "pl", NULL };
-	static const char *const tags[] = { "g", "d", "c", NULL };
-	for (int i = 0; options[i]; i++) {
-		size_t n = strlen(options[i]);
-		if (strncmp(name, options[i], n) || name[n] != '_')
-			continue;
-		for (int j = 0; tags[j]; j++)
-			if (!strcmp(name + n + 1, tags[j]))
-				return 1;
-	}
-	return 0;
-}
-
 static acc *find(metrics *m, const char *name)
 {
 	for (int i = 0; i < m->nacc; i++)
@@ -120,7 +104,7 @@ static acc *find(metrics *m, const char *name)
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->latest_only = is_latest_only(name);
-	a->setting = is_setting(name);
+	a->setting = gf_train_schedule_metric(name);
 	a->last = NAN;
 	a->line = -1;
 	return a;

@@ -115,6 +115,17 @@ int gf_schedule_parse(const gf_value *v, const char *what, gf_schedule *out);
 /* Its value after nimg images. */
 double gf_schedule_at(const gf_schedule *s, double nimg);
 
+/* The options a step stage schedules itself, besides the lr, beta2 and
+ * ema_kimg that every trainer applies (gf_trainer_conf.schedules):
+ * d_step's weights r1, r2, gp, lecam (in this order: d_step indexes its
+ * fields so) and ADA's p; g_step's path-length weight. NULL-ended. */
+extern const char *const gf_train_d_schedules[];
+extern const char *const gf_train_g_schedules[];
+/* 1 when a metrics scalar is a scheduled option's value as a trainer names
+ * it (gf_trainer_metrics: "<option>_<tag>", lr_d, r1_d...): a setting at a
+ * step, which the metrics stage reports as its latest value, not a mean. */
+int gf_train_schedule_metric(const char *name);
+
 /* The parameter of a step stage's table that holds its schedules. */
 #define GF_TRAIN_SCHEDULE_PARAMS                                                                              \
 	{ "schedule", GF_PARAM_TABLE, "nil", "options that follow the images seen, e.g. { lr = gf.cosine{ from = "  \
