@@ -46,3 +46,7 @@ endforeach()
 
 # Schedules (gf.cosine) against R3GAN's own cosine_decay_with_warmup.
 gf_add_test(test_schedule SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_schedule.c LABELS train TIMEOUT 60)
+
+# Real batches staged for a step's device buffers (gf_staging), with and
+# without a copy stream (the CPU device check).
+gf_add_test(test_staging SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_staging.c LABELS train TIMEOUT 60)

@@ -1,6 +1,6 @@
-/* d_step's messages: real batches on their way to the device, staged
- * through a copy stream (double-buffered, ordered by events, each message
- * kept until its copy ran), and fakes from g_step (in device memory behind
+/* d_step's messages: real batches on their way to the device, checked
+ * and staged through a copy stream (gf_staging: double-buffered, ordered
+ * by events, each message kept until its copy ran), and fakes from g_step (in device memory behind
  * an event on one device, or host memory), copied into the fixed buffers
  * a captured step reads; D's weights out to g_step; D's checkpoint parts.
  * See d_step.c and docs/cuda.md. */
@@ -33,9 +33,9 @@ gf_tensor d_dev_tensor(const dstep *s, void *data, int labels, int64_t n)
 }
 
 
-/* Takes a real batch into staging slot *slot: on an async backend its
+/* Takes a real batch into a staging slot (*slot): on an async backend its
  * copy to the device starts at once on the copy stream (the compute stream
- * is busy with the step before); the message is kept until that copy ran. */
+ * is busy with the step before). */
 int d_stage_real(dstep *s, gf_ctx *ctx, gf_msg *m, int *slot)
 {
 	int rc = gf_trainer_check_batch(s->tr, m, "real batches", 0);
@@ -43,54 +43,13 @@ int d_stage_real(dstep *s, gf_ctx *ctx, gf_msg *m, int *slot)
 		gf_msg_release(m);
 		return rc;
 	}
-	int j = s->snext;
-	s->snext ^= 1;
-	stage *st = &s->st[j];
-	if (st->m) {
-		if (s->cbe && (rc = s->cbe->ops->event_sync(s->cbe, st->dma))) {
-			gf_msg_release(m);
-			return gf_fail(ctx, "real batch copy: %s", gf_errmsg());
-		}
-		gf_msg_release(st->m);
-	}
-	st->m = m;
-	*slot = j;
-	if (!s->cbe)
-		return 0;
-	gf_backend *c = s->cbe;
-	size_t n = (size_t)m->t[0].shape[0];
-	if (st->used_set)
-		rc = c->ops->event_wait(c, st->used); /* the step before last is done reading this buffer */
-	if (!rc)
-		rc = c->ops->copy_async(c, st->x, m->t[0].data, n * s->in_numel * sizeof(float), GF_COPY_H2D);
-	if (!rc && s->classes)
-		rc = c->ops->copy_async(c, st->l, m->t[1].data, n * sizeof(int32_t), GF_COPY_H2D);
-	if (!rc)
-		rc = c->ops->event_record(c, st->dma);
-	return rc ? gf_fail(ctx, "real batch copy: %s", gf_errmsg()) : 0;
+	return gf_staging_put(s->stg, m, slot) ? gf_fail(ctx, "real batch copy: %s", gf_errmsg()) : 0;
 }
 
 /* The real batch of staging slot j into the step's input buffers. */
 int d_use_real(dstep *s, gf_ctx *ctx, int j)
 {
-	stage *st = &s->st[j];
-	gf_backend *be = s->be;
-	const gf_msg *m = st->m;
-	size_t n = (size_t)m->t[0].shape[0], xb = n * s->in_numel * sizeof(float), lb = n * sizeof(int32_t);
-	int rc;
-	if (s->cbe) {
-		rc = be->ops->event_wait(be, st->dma);
-		if (!rc)
-			rc = be->ops->copy(be, s->real_dev, st->x, xb, GF_COPY_D2D);
-		if (!rc && s->classes)
-			rc = be->ops->copy(be, s->rlab_dev, st->l, lb, GF_COPY_D2D);
-		if (!rc && !(rc = be->ops->event_record(be, st->used)))
-			st->used_set = 1;
-	} else {
-		rc = be->ops->copy(be, s->real_dev, m->t[0].data, xb, GF_COPY_H2D);
-		if (!rc && s->classes)
-			rc = be->ops->copy(be, s->rlab_dev, m->t[1].data, lb, GF_COPY_H2D);
-	}
+	int rc = gf_staging_use(s->stg, j, s->real_dev, s->rlab_dev);
 	return rc ? gf_fail(ctx, "real batch to the device: %s", gf_errmsg()) : 0;
 }
 
@@ -109,14 +68,7 @@ int d_next_real(dstep *s, gf_ctx *ctx, int *slot)
 
 void d_release_staged(dstep *s)
 {
-	for (int i = 0; i < 2; i++) {
-		if (!s->st[i].m)
-			continue;
-		if (s->cbe)
-			s->cbe->ops->event_sync(s->cbe, s->st[i].dma);
-		gf_msg_release(s->st[i].m);
-		s->st[i].m = NULL;
-	}
+	gf_staging_release(s->stg);
 	s->ahead = -1;
 }
 
@@ -247,21 +199,15 @@ int d_push_weights(dstep *s, gf_ctx *ctx)
 
 /* ---- input buffers ---- */
 
-int d_dev_buffers(dstep *s, gf_ctx *ctx)
+int d_dev_buffers(dstep *s, gf_ctx *ctx, gf_backend *cbe)
 {
 	gf_backend *be = s->be;
+	if (gf_staging_create(&s->stg, be, cbe, s->in_numel * sizeof(float), s->classes, s->max_batch))
+		return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
 	size_t xb = (size_t)s->max_batch * s->in_numel * sizeof(float), lb = (size_t)s->max_batch * sizeof(int32_t);
 	if (be->ops->alloc(be, (void **)&s->real_dev, xb) || be->ops->alloc(be, (void **)&s->fake_dev, xb) ||
 	    be->ops->alloc(be, (void **)&s->rlab_dev, lb) || be->ops->alloc(be, (void **)&s->flab_dev, lb))
 		return gf_fail(ctx, "out of memory for D's input buffers: %s", gf_errmsg());
-	if (!s->cbe)
-		return 0;
-	for (int i = 0; i < 2; i++) {
-		const gf_backend_ops *o = s->cbe->ops;
-		if (o->alloc(s->cbe, (void **)&s->st[i].x, xb) || o->alloc(s->cbe, (void **)&s->st[i].l, lb) ||
-		    o->event_create(s->cbe, &s->st[i].dma) || be->ops->event_create(be, &s->st[i].used))
-			return gf_fail(ctx, "real batch staging: %s", gf_errmsg());
-	}
 	return 0;
 }
 

@@ -108,15 +108,16 @@ static int dstep_create(gf_ctx *ctx, const gf_value *p, void **self)
 		return gf_fail(ctx, "out of memory");
 	/* a GPU: batches in pinned memory, copied on a stream of their own;
 	 * fakes accepted in device memory */
+	gf_backend *cbe = NULL;
 	if (gf_train_async(s->be)) {
 		gf_allocator pinned;
-		if ((rc = gf_train_copy_backend(ctx, p, &s->cbe)))
+		if ((rc = gf_train_copy_backend(ctx, p, &cbe)))
 			return rc;
 		if (!gf_train_pinned_allocator(s->be, &pinned) && gf_port_set_allocator(ctx, 0, IN_REAL, &pinned))
 			gf_info(ctx, "real batches stay in pageable memory: %s", gf_errmsg());
 		gf_port_accept_device(ctx, IN_FAKES, s->be->device, s->be->device_index);
 	}
-	if ((rc = d_dev_buffers(s, ctx)) || (rc = d_penalty_setup(s, ctx)))
+	if ((rc = d_dev_buffers(s, ctx, cbe)) || (rc = d_penalty_setup(s, ctx)))
 		return rc;
 	int ev = s->d_steps * s->acc;
 	gf_stepdrv_conf dc = { .what = "D step", .unit = "iteration", .nvals = NVALS,
@@ -349,7 +350,7 @@ static int micro_step(dstep *s, gf_ctx *ctx, int micro, rec *r, int64_t pos[2], 
 	int slot, rc = d_next_real(s, ctx, &slot);
 	if (rc)
 		return rc;
-	const gf_msg *real = s->st[slot].m;
+	const gf_msg *real = gf_staging_msg(s->stg, slot);
 	if ((rc = d_get_fakes(s, ctx, &fake, &stale)))
 		return rc;
 	int64_t nr = real->t[0].shape[0], nf = fake->t[0].shape[0];
@@ -413,7 +414,7 @@ static int dstep_run(void *self, gf_ctx *ctx)
 	gf_devmsg_release(s->dm, 0);
 	d_release_staged(s);
 	char extra[160];
-	snprintf(extra, sizeof(extra), "%s%s%s", s->cbe ? "; real batches copied ahead on a copy stream" : "",
+	snprintf(extra, sizeof(extra), "%s%s%s", gf_staging_copy_stream(s->stg) ? "; real batches copied ahead on a copy stream" : "",
 	         s->dev_fakes ? "; fakes in device memory" : "", s->dev_weights ? "; D weights to g in device memory" : "");
 	gf_stepdrv_summary(s->drv, ctx, extra);
 	return rc == GF_ESTOP ? 0 : rc;
@@ -497,21 +498,9 @@ static void dstep_destroy(void *self)
 	dstep *s = self;
 	gf_stepdrv_destroy(s->drv); /* waits for what is in flight */
 	gf_devmsg_destroy(s->dm);
-	d_release_staged(s);
+	gf_staging_destroy(s->stg);
 	gf_fake_cache_destroy(s->cache);
 	gf_penalty_destroy(s->pen);
-	for (int i = 0; i < 2 && s->cbe; i++) {
-		if (s->st[i].x)
-			s->cbe->ops->free(s->cbe, s->st[i].x);
-		if (s->st[i].l)
-			s->cbe->ops->free(s->cbe, s->st[i].l);
-		if (s->st[i].dma)
-			s->cbe->ops->event_destroy(s->cbe, s->st[i].dma);
-		if (s->st[i].used)
-			s->be->ops->event_destroy(s->be, s->st[i].used);
-	}
-	if (s->cbe)
-		gf_backend_close(s->cbe);
 	float *dev[] = { s->dpred, (float *)(void *)s->rst, s->real_dev, s->fake_dev, (float *)(void *)s->rlab_dev,
 	                 (float *)(void *)s->flab_dev, s->eps_dev, s->xhat_dev, s->pair_dev,
 	                 (float *)(void *)s->pair_lab };

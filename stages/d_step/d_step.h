@@ -63,15 +63,6 @@ typedef struct d_lazy {
 	gf_stepdrv_entry *e;
 } d_lazy;
 
-/* A real batch staged for the device (double-buffered). */
-typedef struct stage {
-	gf_msg *m;              /* the message, kept until its copy ran */
-	float *x;               /* device staging (async backends) */
-	int32_t *l;
-	void *dma, *used;       /* copy done (copy stream); staging read (compute stream) */
-	int used_set;
-} stage;
-
 typedef struct dstep {
 	gf_trainer *tr;         /* D, its optimiser, update, state */
 	gf_net *d;              /* the trainer's */
@@ -101,10 +92,8 @@ typedef struct dstep {
 	gf_stepdrv *drv;        /* captured steps, results read later */
 	gf_devmsg *dm;
 	rec recs[GF_STEPDRV_RECS];
-	gf_backend *cbe;        /* copy instance: real batches to the device on its own stream, or NULL */
-	stage st[2];
+	gf_staging *stg;        /* real batches on their way to real_dev / rlab_dev */
 	int ahead;              /* staged slot not used yet (sync: the next iteration's first batch), -1 = none */
-	int snext;              /* slot the next batch is staged into */
 	int dev_weights;        /* D's weights go to g_step in device memory */
 	int64_t dev_fakes;      /* fakes messages that came in device memory */
 	/* gradient penalties (d_reg.c) */
@@ -146,8 +135,9 @@ void d_release_staged(dstep *s);
 int d_get_fakes(dstep *s, gf_ctx *ctx, gf_msg **out, int64_t *stale);
 /* The fakes into the step's input buffers; the message is let go. */
 int d_use_fakes(dstep *s, gf_ctx *ctx, gf_msg *m);
-/* D's input buffers (and the copy stream's staging), once D exists. */
-int d_dev_buffers(dstep *s, gf_ctx *ctx);
+/* D's input buffers and the real batches' staging (cbe: its copy
+ * instance, or NULL; taken over), once D exists. */
+int d_dev_buffers(dstep *s, gf_ctx *ctx, gf_backend *cbe);
 /* D's checkpoint part of iteration v (a read point: every result in
  * flight is checked first), and the part when one is due. */
 int d_push_state(dstep *s, gf_ctx *ctx);

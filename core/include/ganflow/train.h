@@ -526,6 +526,40 @@ void gf_stepdrv_summary(const gf_stepdrv *d, gf_ctx *ctx, const char *extra);
  * *forced: eager steps that were not a warm-up. */
 void gf_stepdrv_waits(const gf_stepdrv *d, int64_t *inside, int64_t *total, int64_t *forced);
 
+/* ---- real batches staged for a step's device buffers ---- */
+
+typedef struct gf_staging gf_staging;
+
+/* A step's real batches on their way to its fixed device buffers (a
+ * captured step reads the same addresses every time), double-buffered:
+ * with a copy instance cbe (gf_train_copy_backend: its own stream), a
+ * batch's copy starts when it is put, while the step before runs, and the
+ * step that uses it waits for it on the device, not on the host; without
+ * one (NULL), the copy is made at use, on be. The staging takes over cbe
+ * (closed at gf_staging_destroy, or here on failure). sample: bytes of one
+ * image; labels: the batches' labels (tensor 1, int32) go too; max_batch:
+ * the largest batch. 0 or an error code with gf_seterr detail; destroy
+ * *out after a failure too. */
+int gf_staging_create(gf_staging **out, gf_backend *be, gf_backend *cbe, size_t sample, int labels, int max_batch);
+/* Releases the batches still held (after their copies ran), frees the
+ * staging and closes the copy instance. NULL is a no-op. */
+void gf_staging_destroy(gf_staging *g);
+/* Takes over the caller's reference to m, a checked batch
+ * (gf_trainer_check_batch), into the next of the two slots (*slot),
+ * releasing the batch the slot held once its copy ran, and starts its copy
+ * on the copy stream. The message stays readable (gf_staging_msg) until
+ * the slot is put again. 0 or an error code (m released). */
+int gf_staging_put(gf_staging *g, gf_msg *m, int *slot);
+/* The batch of a slot. */
+const gf_msg *gf_staging_msg(const gf_staging *g, int slot);
+/* Queues the slot's batch into the step's buffers x and l (l: only with
+ * labels) on be, after its staging copy. 0 or an error code. */
+int gf_staging_use(gf_staging *g, int slot, void *x, void *l);
+/* Releases the batches held, once their copies ran (the end of a run). */
+void gf_staging_release(gf_staging *g);
+/* 1 when the copies run ahead on a copy stream. */
+int gf_staging_copy_stream(const gf_staging *g);
+
 /* ---- messages in device memory (docs/cuda.md's protocol) ---- */
 
 typedef struct gf_devmsg gf_devmsg;
