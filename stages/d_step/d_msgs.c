@@ -1,9 +1,9 @@
 /* d_step's messages: real batches on their way to the device, checked
  * and staged through a copy stream (gf_staging: double-buffered, ordered
- * by events, each message kept until its copy ran), and fakes from g_step (in device memory behind
- * an event on one device, or host memory), copied into the fixed buffers
- * a captured step reads; D's weights out to g_step; D's checkpoint parts.
- * See d_step.c and docs/cuda.md. */
+ * by events, each message kept until its copy ran), and fakes from g_step
+ * (in device memory behind an event on one device, or host memory),
+ * copied into the fixed buffers a captured step reads; D's weights out
+ * to g_step; D's checkpoint parts. See d_step.c and docs/cuda.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

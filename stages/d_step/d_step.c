@@ -414,7 +414,8 @@ static int dstep_run(void *self, gf_ctx *ctx)
 	gf_devmsg_release(s->dm, 0);
 	d_release_staged(s);
 	char extra[160];
-	snprintf(extra, sizeof(extra), "%s%s%s", gf_staging_copy_stream(s->stg) ? "; real batches copied ahead on a copy stream" : "",
+	snprintf(extra, sizeof(extra), "%s%s%s",
+	         gf_staging_copy_stream(s->stg) ? "; real batches copied ahead on a copy stream" : "",
 	         s->dev_fakes ? "; fakes in device memory" : "", s->dev_weights ? "; D weights to g in device memory" : "");
 	gf_stepdrv_summary(s->drv, ctx, extra);
 	return rc == GF_ESTOP ? 0 : rc;
